@@ -1,0 +1,102 @@
+#pragma once
+//! @file Contexts: the device's primary context (retained with RAII), foreign contexts adopted without ownership,
+//! and the guard that every entry point uses to make an object's context current only when it is not.
+
+#include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/driver/device.hpp>
+#include <cuasync/driver/error.hpp>
+
+#include <system_error>
+#include <utility>
+
+namespace cuasync {
+
+//! A CUDA context that this object does not own. Usable from any thread: entry points make it current as needed.
+class context_ref {
+ public:
+  context_ref() = default;
+  context_ref(CUcontext ctx, int device_ordinal) noexcept : ctx_(ctx), device_(device_ordinal) {}
+
+  //! Adopts a context created elsewhere (e.g. by a framework) without taking ownership.
+  //! @throws cuda_error for a null or invalid context.
+  static context_ref adopt(CUcontext ctx);
+  //! The calling thread's current context, or an empty ref when there is none.
+  static context_ref current();
+
+  CUcontext get() const noexcept { return ctx_; }
+  int device_ordinal() const noexcept { return device_; }
+  cuasync::device device() const { return cuasync::device::get(device_); }
+  explicit operator bool() const noexcept { return ctx_ != nullptr; }
+
+  //! Host-blocking: waits for all work of every stream in the context. A sledgehammer (seed §7): prefer waiting on
+  //! a stream or an event. Reports a failure that an earlier destructor deferred. @throws cuda_error
+  void synchronize() const;
+  //! {least, greatest} stream priority (greatest is numerically smaller).
+  std::pair<int, int> stream_priority_range() const;
+  //! Lets this context access `peer`'s memory directly (no-op if already enabled). @throws cuda_error
+  void enable_peer_access(context_ref peer) const;
+
+  //! A failure that a destructor could not throw (`*_nothrow` paths) is kept per context; this returns and clears it.
+  std::error_code take_deferred_error() const noexcept;
+
+  friend bool operator==(context_ref a, context_ref b) noexcept { return a.ctx_ == b.ctx_; }
+
+ protected:
+  CUcontext ctx_ = nullptr;
+  int device_ = -1;
+};
+
+//! The device's primary context, retained for this object's lifetime (refcounted by the driver). Move-only.
+class primary_context : public context_ref {
+ public:
+  primary_context() = default;
+  //! Retains the primary context of `dev`. @throws cuda_error
+  static primary_context retain(cuasync::device dev);
+  static primary_context retain(int device_ordinal) { return retain(cuasync::device::get(device_ordinal)); }
+
+  primary_context(primary_context&& o) noexcept : context_ref(std::exchange(o.ctx_, nullptr), o.device_) {}
+  primary_context& operator=(primary_context&& o) noexcept;
+  primary_context(const primary_context&) = delete;
+  primary_context& operator=(const primary_context&) = delete;
+  ~primary_context();
+
+  //! Gives up ownership: the caller must call `cuDevicePrimaryCtxRelease` itself.
+  context_ref release() noexcept { return {std::exchange(ctx_, nullptr), device_}; }
+};
+
+//! Makes `ctx` current on this thread for the guard's lifetime when it is not already (a cheap check), and
+//! restores the previous context afterwards.
+class scoped_context {
+ public:
+  explicit scoped_context(CUcontext ctx, std::source_location where = std::source_location::current()) {
+    const auto& d = detail::driver();
+    CUcontext current = nullptr;
+    d.cuCtxGetCurrent(&current);
+    if (current != ctx) [[unlikely]] {
+      detail::check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent", where);
+      pushed_ = true;
+    }
+  }
+  explicit scoped_context(context_ref ctx, std::source_location where = std::source_location::current())
+      : scoped_context(ctx.get(), where) {}
+  ~scoped_context() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      detail::driver().cuCtxPopCurrent(&popped);
+    }
+  }
+  scoped_context(const scoped_context&) = delete;
+  scoped_context& operator=(const scoped_context&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+namespace detail {
+//! Keeps a failure from a destructor for `take_deferred_error` (first failure per context wins).
+void defer_error(CUcontext ctx, CUresult r) noexcept;
+//! Throws a deferred failure of `ctx`, if any.
+void throw_deferred(CUcontext ctx, const char* api, std::source_location where);
+}  // namespace detail
+
+}  // namespace cuasync

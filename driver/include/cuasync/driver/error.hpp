@@ -1,0 +1,70 @@
+#pragma once
+//! @file Errors of the driver layer: one exception type for every failed CUDA call or rejected argument.
+
+#include <cuda.h>
+
+#include <source_location>
+#include <string>
+#include <system_error>
+
+namespace cuasync {
+
+//! The `std::error_category` of `CUresult` values: names and descriptions come from the loaded driver
+//! (`cuGetErrorName` / `cuGetErrorString`), or from a built-in table when no driver could be loaded.
+const std::error_category& cu_category() noexcept;
+
+//! A `std::error_code` in `cu_category()`.
+inline std::error_code make_error_code(CUresult r) noexcept { return {static_cast<int>(r), cu_category()}; }
+
+//! The one exception type of cuasync. It carries the error code (`cu_category()` for driver results, the NVRTC
+//! category for compiles), the API that failed, what it concerned (kernel, stream, device, sizes) and the call site.
+//! `what()` reads e.g.
+//! `cuLaunchKernelEx: CUDA_ERROR_INVALID_VALUE (invalid argument) [kernel 'saxpy', stream 0x5a.., device 0]
+//!  at launch.cpp:41 in void f()`.
+class cuda_error : public std::system_error {
+ public:
+  cuda_error(std::error_code code, std::string api, std::string detail,
+             std::source_location where = std::source_location::current());
+
+  //! The API call (`cuMemcpyAsync`) or cuasync function (`cuasync::copy_async`) that failed.
+  const std::string& api() const noexcept { return api_; }
+  //! What the call concerned: the kernel, stream, device, sizes, ... (may be empty).
+  const std::string& detail() const noexcept { return detail_; }
+  //! Where the failing call was made.
+  const std::source_location& where() const noexcept { return where_; }
+  //! The `CUresult`, or `CUDA_ERROR_UNKNOWN` when the code is not in `cu_category()`.
+  CUresult result() const noexcept;
+
+ private:
+  std::string api_;
+  std::string detail_;
+  std::source_location where_;
+};
+
+//! Loader errors: each says what is missing and what to do. All are `cuda_error`s.
+//! `libcuda.so.1` (or `$CUASYNC_LIBCUDA`) could not be opened.
+class driver_not_found_error : public cuda_error { using cuda_error::cuda_error; };
+//! The library that was opened is the toolkit's stub (`CUDA_ERROR_STUB_LIBRARY`), not a real driver.
+class stub_library_error : public cuda_error { using cuda_error::cuda_error; };
+//! The driver loaded but reports no CUDA device (`CUDA_ERROR_NO_DEVICE`).
+class no_device_error : public cuda_error { using cuda_error::cuda_error; };
+//! The driver is older than an entry point cuasync needs (`CUDA_ERROR_NOT_SUPPORTED`).
+class driver_too_old_error : public cuda_error { using cuda_error::cuda_error; };
+
+namespace detail {
+//! Throws `cuda_error` for a failed `CUresult`; `what` names the object the call concerned.
+[[noreturn]] void throw_cu(CUresult r, const char* api, std::string what, std::source_location where);
+
+//! Throws `cuda_error(CUDA_ERROR_INVALID_VALUE)` for bad input caught before it reaches the GPU.
+[[noreturn]] void throw_invalid(const char* api, std::string what,
+                                std::source_location where = std::source_location::current());
+
+//! Checks a `CUresult`. Inline so that the success path is one compare.
+inline void check(CUresult r, const char* api, std::source_location where = std::source_location::current()) {
+  if (r != CUDA_SUCCESS) [[unlikely]] throw_cu(r, api, {}, where);
+}
+
+//! Hex spelling of a handle for messages (`0x7f12...`).
+std::string handle_string(const void* p);
+}  // namespace detail
+}  // namespace cuasync

@@ -1,0 +1,61 @@
+#pragma once
+//! @file `kernel_ref`: a kernel of a loaded module, with its parameter layout (`cuFuncGetParamInfo`) and the device's
+//! launch limits read once when it is looked up, so launches check their arguments without extra driver calls.
+
+#include <cuasync/driver/context.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace cuasync {
+
+namespace detail {
+//! One kernel parameter as the driver lays it out.
+struct kernel_param {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+//! What a launch checks, looked up once per kernel (off the hot path) and owned by the module.
+struct kernel_info {
+  CUfunction function = nullptr;
+  std::string name;
+  context_ref ctx;
+  std::vector<kernel_param> params;
+  const device_properties* device = nullptr;  //!< the limits launches are checked against
+  int max_threads_per_block = 0;               //!< this kernel's limit (registers may lower it)
+};
+}  // namespace detail
+
+//! A kernel of a loaded module. Valid while the module is loaded.
+class kernel_ref {
+ public:
+  kernel_ref() = default;
+  explicit kernel_ref(const detail::kernel_info* info) noexcept : info_(info) {}
+
+  CUfunction get() const noexcept { return info_ ? info_->function : nullptr; }
+  const std::string& name() const noexcept { return info_->name; }
+  context_ref context() const noexcept { return info_->ctx; }
+  //! Parameter count and sizes as the driver reports them.
+  const std::vector<detail::kernel_param>& params() const noexcept { return info_->params; }
+  const detail::kernel_info& info() const noexcept { return *info_; }
+  explicit operator bool() const noexcept { return info_ != nullptr; }
+
+  //! `cuFuncGetAttribute`. @throws cuda_error
+  int attribute(CUfunction_attribute attr) const;
+  int num_registers() const { return attribute(CU_FUNC_ATTRIBUTE_NUM_REGS); }
+  int max_threads_per_block() const { return info_->max_threads_per_block; }
+  int static_shared_memory_bytes() const { return attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES); }
+  int local_memory_bytes() const { return attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES); }
+  int max_dynamic_shared_memory() const { return attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); }
+  //! Allows launches with up to `bytes` of dynamic shared memory (above 48 KiB needs this opt-in).
+  //! @throws cuda_error when `bytes` exceeds the device's opt-in limit less the static shared memory.
+  void set_max_dynamic_shared_memory(int bytes) const;
+  //! Resident blocks per multiprocessor for a block size (occupancy).
+  int max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes = 0) const;
+
+ private:
+  const detail::kernel_info* info_ = nullptr;
+};
+
+}  // namespace cuasync

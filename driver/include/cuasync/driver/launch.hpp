@@ -1,0 +1,122 @@
+#pragma once
+//! @file Kernel launches through `cuLaunchKernelEx`. `launch(stream, kernel, config, args...)` checks, before
+//! anything is enqueued, the argument count and every argument's size against the kernel's parameters
+//! (`cuFuncGetParamInfo`, read once per kernel) and the configuration against the device's limits. All checks are
+//! compares against cached values: no extra driver call on the hot path.
+
+#include <cuasync/driver/kernel.hpp>
+#include <cuasync/driver/stream.hpp>
+
+#include <array>
+#include <optional>
+#include <type_traits>
+
+namespace cuasync {
+
+//! Grid, block or cluster dimensions.
+struct dims {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dims() = default;
+  constexpr dims(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+  constexpr unsigned long long volume() const noexcept { return 1ull * x * y * z; }
+};
+
+//! How to launch a kernel.
+struct launch_config {
+  dims grid;
+  dims block;
+  unsigned shared_memory_bytes = 0;  //!< dynamic shared memory per block
+  std::optional<dims> cluster;       //!< thread block cluster dimensions (compute capability ≥ 9.0)
+  bool cooperative = false;          //!< grid-wide synchronisation (all blocks resident)
+  std::optional<int> priority;       //!< per-launch priority, overriding the stream's
+};
+
+//! A stream and the caller's source location: lets `launch` (a variadic template) report its caller's call site.
+struct located_stream {
+  stream_ref stream;
+  std::source_location where;
+  located_stream(stream_ref s, std::source_location w = std::source_location::current()) noexcept
+      : stream(s), where(w) {}
+};
+
+namespace detail {
+[[noreturn]] void throw_argument_count(const kernel_info& k, std::size_t given, stream_ref s, std::source_location w);
+[[noreturn]] void throw_argument_size(const kernel_info& k, std::size_t index, std::size_t given, stream_ref s,
+                                      std::source_location w);
+[[noreturn]] void throw_bad_config(const kernel_info& k, const launch_config& c, stream_ref s, std::string what,
+                                   std::source_location w);
+[[noreturn]] void throw_launch(CUresult r, const kernel_info& k, const launch_config& c, stream_ref s,
+                               std::source_location w);
+void check_config_slow(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location w);
+
+//! True when the whole configuration is surely within the kernel's and device's limits (the common case);
+//! otherwise `check_config_slow` finds out which limit is broken and throws.
+inline bool config_fits(const kernel_info& k, const launch_config& c) noexcept {
+  const device_properties& d = *k.device;
+  return c.block.x - 1u < unsigned(d.max_block_dim[0]) && c.block.y - 1u < unsigned(d.max_block_dim[1]) &&
+         c.block.z - 1u < unsigned(d.max_block_dim[2]) && c.grid.x - 1u < unsigned(d.max_grid_dim[0]) &&
+         c.grid.y - 1u < unsigned(d.max_grid_dim[1]) && c.grid.z - 1u < unsigned(d.max_grid_dim[2]) &&
+         c.block.volume() <= unsigned(k.max_threads_per_block) &&
+         c.shared_memory_bytes <= unsigned(d.max_shared_memory_per_block_optin);
+}
+
+//! Launches with prepared parameter pointers (`params[i]` points at argument i). Checks context and config.
+inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
+                            std::source_location where) {
+  if (!config_fits(k, c) || !(k.ctx == s.context()) || !s) [[unlikely]] check_config_slow(k, c, s, where);
+  CUlaunchAttribute attrs[3];
+  unsigned n = 0;
+  if (c.cooperative) [[unlikely]] {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n++].value.cooperative = 1;
+  }
+  if (c.cluster) [[unlikely]] {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = c.cluster->x;
+    attrs[n].value.clusterDim.y = c.cluster->y;
+    attrs[n++].value.clusterDim.z = c.cluster->z;
+  }
+  if (c.priority) [[unlikely]] {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attrs[n++].value.priority = *c.priority;
+  }
+  CUlaunchConfig cfg{c.grid.x,  c.grid.y,  c.grid.z, c.block.x, c.block.y, c.block.z, c.shared_memory_bytes,
+                     s.get(),   attrs,     n};
+  scoped_context guard(k.ctx.get(), where);
+  if (CUresult r = driver().cuLaunchKernelEx(&cfg, k.function, params, nullptr); r != CUDA_SUCCESS) [[unlikely]]
+    throw_launch(r, k, c, s, where);
+}
+}  // namespace detail
+
+//! Enqueues `kernel<<<config>>>(args...)` on `s`. Each argument is passed by value, byte for byte: its type's size
+//! must equal the kernel parameter's (pass `int` for `int`, a pointer or `CUdeviceptr` for a pointer).
+//! @throws cuda_error before enqueuing when the count or a size does not match (naming the kernel, the parameter
+//! index and both sizes), when the configuration exceeds a limit, or when the stream and kernel belong to different
+//! contexts; and with the driver's error if the launch itself fails.
+template <class... Args>
+void launch(located_stream ls, kernel_ref kernel, const launch_config& config, const Args&... args) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments are copied byte for byte");
+  const stream_ref s = ls.stream;
+  const std::source_location where = ls.where;
+  const detail::kernel_info& k = kernel.info();
+  if (k.params.size() != sizeof...(Args)) [[unlikely]]
+    detail::throw_argument_count(k, sizeof...(Args), s, where);
+  if constexpr (sizeof...(Args) > 0) {
+    constexpr std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (k.params[i].size != sizes[i]) [[unlikely]] detail::throw_argument_size(k, i, sizes[i], s, where);
+    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
+    detail::launch_prepared(s, k, config, params, where);
+  } else {
+    detail::launch_prepared(s, k, config, nullptr, where);
+  }
+}
+
+//! Enqueues a launch with pre-built parameter pointers (`params[i]` points at argument i; the caller vouches for
+//! their sizes). For generated code and the C ABI. @throws cuda_error
+inline void launch_raw(stream_ref s, kernel_ref kernel, const launch_config& config, void** params,
+                       std::source_location where = std::source_location::current()) {
+  detail::launch_prepared(s, kernel.info(), config, params, where);
+}
+
+}  // namespace cuasync

@@ -1,0 +1,85 @@
+#pragma once
+//! @file Streams: `stream_ref` (non-owning; adopts a framework's CUstream) and `stream` (owning, move-only).
+//! Streams are non-blocking by default: the legacy default stream is never used implicitly (seed §5).
+
+#include <cuasync/driver/context.hpp>
+
+#include <string>
+#include <utility>
+
+namespace cuasync {
+
+class event_ref;
+
+//! Options for `stream::create`.
+struct stream_options {
+  //! `CU_STREAM_NON_BLOCKING`: no implicit synchronisation with the legacy default stream (seed §5).
+  bool non_blocking = true;
+  //! Lower numbers are higher priority; see `context_ref::stream_priority_range()`. A hint to the scheduler
+  //! (seed §4.4), clamped by the driver to the valid range.
+  int priority = 0;
+};
+
+//! A stream this object does not own.
+class stream_ref {
+ public:
+  stream_ref() = default;
+  stream_ref(CUstream s, context_ref ctx) noexcept : stream_(s), ctx_(ctx) {}
+
+  //! Adopts a stream created elsewhere (raw `cuStreamCreate`, PyTorch's `current_stream().cuda_stream`), without
+  //! ownership; its context is queried. The legacy default stream (null) is refused: it serialises with every
+  //! blocking stream (seed §5); pass `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
+  static stream_ref adopt(CUstream s);
+
+  CUstream get() const noexcept { return stream_; }
+  context_ref context() const noexcept { return ctx_; }
+  explicit operator bool() const noexcept { return stream_ != nullptr; }
+
+  //! Enqueues a wait: work submitted to this stream later starts after `e`'s recorded work completes. The host does
+  //! not wait. @throws cuda_error
+  void wait(event_ref e) const;
+  //! True when all work submitted so far has completed; false while some is pending. Never blocks.
+  //! @throws cuda_error with the device error (e.g. CUDA_ERROR_ILLEGAL_ADDRESS) if the work failed.
+  bool query() const;
+  //! Host-blocking: waits until all submitted work has completed. @throws cuda_error with a device error.
+  void synchronize() const;
+  //! Enqueues `fn(user_data)` to run on a driver thread after the work before it. It stalls the stream while it runs
+  //! and must not call CUDA; it never runs if the context faults. Prefer events (async_io). @throws cuda_error
+  void launch_host_func(void (*fn)(void*), void* user_data) const;
+  int priority() const;
+  unsigned flags() const;
+
+  //! "stream 0x..., device N" for error messages.
+  std::string describe() const;
+
+  friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.stream_ == b.stream_; }
+
+ protected:
+  CUstream stream_ = nullptr;
+  context_ref ctx_;
+};
+
+//! An owned stream, destroyed with `cuStreamDestroy` (the driver lets already-enqueued work finish). Move-only.
+class stream : public stream_ref {
+ public:
+  stream() = default;
+  //! Creates a stream in `ctx`. @throws cuda_error
+  static stream create(context_ref ctx, stream_options options = {});
+  //! Takes ownership of `s`, which must belong to `ctx`.
+  static stream from_native_handle(CUstream s, context_ref ctx) noexcept { return stream(s, ctx); }
+
+  stream(stream&& o) noexcept : stream_ref(std::exchange(o.stream_, nullptr), o.ctx_) {}
+  stream& operator=(stream&& o) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream() { destroy_nothrow(); }
+
+  //! Gives up ownership and returns the handle.
+  CUstream release() noexcept { return std::exchange(stream_, nullptr); }
+
+ private:
+  stream(CUstream s, context_ref ctx) noexcept : stream_ref(s, ctx) {}
+  void destroy_nothrow() noexcept;
+};
+
+}  // namespace cuasync

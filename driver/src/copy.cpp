@@ -1,0 +1,91 @@
+#include <cuasync/driver/copy.hpp>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+using detail::throw_invalid;
+
+namespace {
+
+std::string sizes(std::size_t copy, std::size_t room) {
+  return "copy of " + std::to_string(copy) + " bytes into a destination of " + std::to_string(room) + " bytes";
+}
+
+void check_sizes(const char* api, std::size_t bytes, std::size_t room, stream_ref s, std::source_location w) {
+  if (!s) throw_invalid(api, "empty stream", w);
+  if (bytes == 0) throw_invalid(api, "zero-size copy on " + s.describe(), w);
+  if (bytes > room) throw_invalid(api, sizes(bytes, room) + " on " + s.describe(), w);
+}
+
+void enqueue(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, stream_ref s, const char* direction,
+             std::source_location w) {
+  if (CUresult r = driver().cuMemcpyAsync(dst, src, bytes, s.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemcpyAsync", std::string(direction) + " of " + std::to_string(bytes) + " bytes on " + s.describe(),
+             w);
+}
+
+CUdeviceptr host_address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+void copy_async(stream_ref s, device_span dst, std::span<const std::byte> src, std::source_location w) {
+  constexpr const char* api = "cuasync::copy_async (host to device)";
+  check_sizes(api, src.size(), dst.size, s, w);
+  if (!dst.ptr || !src.data()) throw_invalid(api, "null pointer", w);
+  enqueue(dst.ptr, host_address(src.data()), src.size(), s, "host to device", w);
+}
+
+void copy_async(stream_ref s, std::span<std::byte> dst, device_span src, std::source_location w) {
+  constexpr const char* api = "cuasync::copy_async (device to host)";
+  check_sizes(api, src.size, dst.size(), s, w);
+  if (!src.ptr || !dst.data()) throw_invalid(api, "null pointer", w);
+  enqueue(host_address(dst.data()), src.ptr, src.size, s, "device to host", w);
+}
+
+void copy_async(stream_ref s, device_span dst, device_span src, std::source_location w) {
+  constexpr const char* api = "cuasync::copy_async (device to device)";
+  check_sizes(api, src.size, dst.size, s, w);
+  if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
+  if (dst.ptr < src.ptr + src.size && src.ptr < dst.ptr + src.size)
+    throw_invalid(api,
+                  "source and destination overlap (" + std::to_string(src.size) + " bytes from " +
+                      detail::handle_string(reinterpret_cast<void*>(src.ptr)) + " to " +
+                      detail::handle_string(reinterpret_cast<void*>(dst.ptr)) + "); copy through a temporary",
+                  w);
+  enqueue(dst.ptr, src.ptr, src.size, s, "device to device", w);
+}
+
+void copy_peer_async(stream_ref s, device_span dst, context_ref dst_ctx, device_span src, context_ref src_ctx,
+                     std::source_location w) {
+  constexpr const char* api = "cuasync::copy_peer_async";
+  check_sizes(api, src.size, dst.size, s, w);
+  if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
+  if (CUresult r = driver().cuMemcpyPeerAsync(dst.ptr, dst_ctx.get(), src.ptr, src_ctx.get(), src.size, s.get());
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemcpyPeerAsync",
+             std::to_string(src.size) + " bytes from device " + std::to_string(src_ctx.device_ordinal()) +
+                 " to device " + std::to_string(dst_ctx.device_ordinal()) + " on " + s.describe(),
+             w);
+}
+
+void memset_async(stream_ref s, device_span dst, std::uint8_t value, std::source_location w) {
+  constexpr const char* api = "cuasync::memset_async";
+  if (!s) throw_invalid(api, "empty stream", w);
+  if (dst.size == 0 || !dst.ptr) throw_invalid(api, "empty or null destination on " + s.describe(), w);
+  if (CUresult r = driver().cuMemsetD8Async(dst.ptr, value, dst.size, s.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemsetD8Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
+}
+
+void memset32_async(stream_ref s, device_span dst, std::uint32_t value, std::source_location w) {
+  constexpr const char* api = "cuasync::memset32_async";
+  if (!s) throw_invalid(api, "empty stream", w);
+  if (dst.size == 0 || !dst.ptr) throw_invalid(api, "empty or null destination on " + s.describe(), w);
+  if (dst.size % 4 || dst.ptr % 4)
+    throw_invalid(api, "destination of " + std::to_string(dst.size) + " bytes is not a 4-aligned whole number of "
+                       "32-bit words", w);
+  if (CUresult r = driver().cuMemsetD32Async(dst.ptr, value, dst.size / 4, s.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemsetD32Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
+}
+
+}  // namespace cuasync

@@ -1,0 +1,58 @@
+#include <cuasync/driver/event.hpp>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+
+std::string event_ref::describe() const {
+  return "event " + detail::handle_string(event_) + ", device " + std::to_string(ctx_.device_ordinal());
+}
+
+void event_ref::synchronize() const {
+  if (CUresult r = driver().cuEventSynchronize(event_); r != CUDA_SUCCESS)
+    throw_cu(r, "cuEventSynchronize", describe(), std::source_location::current());
+}
+
+float event_ref::elapsed_ms(event_ref start, event_ref end) {
+  float ms = 0;
+  if (CUresult r = driver().cuEventElapsedTime(&ms, start.get(), end.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuEventElapsedTime",
+             "from " + start.describe() + " to " + end.describe() +
+                 (r == CUDA_ERROR_INVALID_HANDLE ? " (both must be timing events: event_options{.timing = true})" : ""),
+             std::source_location::current());
+  return ms;
+}
+
+event event::create(context_ref ctx, event_options options) {
+  if (!ctx) detail::throw_invalid("cuasync::event::create", "empty context");
+  unsigned flags = 0;
+  if (!options.timing) flags |= CU_EVENT_DISABLE_TIMING;
+  if (options.blocking_sync) flags |= CU_EVENT_BLOCKING_SYNC;
+  if (options.interprocess) {
+    if (options.timing) detail::throw_invalid("cuasync::event::create", "interprocess events cannot time");
+    flags |= CU_EVENT_INTERPROCESS;
+  }
+  scoped_context guard(ctx);
+  CUevent e = nullptr;
+  if (CUresult r = driver().cuEventCreate(&e, flags); r != CUDA_SUCCESS)
+    throw_cu(r, "cuEventCreate", "device " + std::to_string(ctx.device_ordinal()), std::source_location::current());
+  return event(e, ctx);
+}
+
+event& event::operator=(event&& o) noexcept {
+  if (this != &o) {
+    destroy_nothrow();
+    event_ = std::exchange(o.event_, nullptr);
+    ctx_ = o.ctx_;
+  }
+  return *this;
+}
+
+void event::destroy_nothrow() noexcept {
+  if (!event_) return;
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuEventDestroy(event_));
+  event_ = nullptr;
+}
+
+}  // namespace cuasync

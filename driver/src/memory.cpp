@@ -1,0 +1,143 @@
+// The owning memory types: device, pinned host, registered host and managed memory.
+#include <cuasync/driver/device_buffer.hpp>
+#include <cuasync/driver/host_registration.hpp>
+#include <cuasync/driver/managed_buffer.hpp>
+#include <cuasync/driver/pinned_buffer.hpp>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+
+namespace {
+std::string bytes_on(std::size_t n, context_ref ctx) {
+  return std::to_string(n) + " bytes on device " + std::to_string(ctx.device_ordinal());
+}
+void require_nonzero(std::size_t n, const char* api, std::source_location w = std::source_location::current()) {
+  if (n == 0) detail::throw_invalid(api, "zero-byte allocation", w);
+}
+// Move-assignment shared by the owners below: free what is held, then take the other's fields.
+template <class T>
+T& move_assign(T& self, T&& other) noexcept {
+  if (&self != &other) {
+    self.~T();
+    new (&self) T(std::move(other));
+  }
+  return self;
+}
+}  // namespace
+
+// ---- device_buffer
+device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes) {
+  require_nonzero(bytes, "cuasync::device_buffer::allocate");
+  scoped_context guard(ctx);
+  CUdeviceptr p = 0;
+  if (CUresult r = driver().cuMemAlloc(&p, bytes); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemAlloc", bytes_on(bytes, ctx), std::source_location::current());
+  return device_buffer(p, bytes, ctx);
+}
+device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
+void device_buffer::free_nothrow() noexcept {
+  if (!ptr_) return;
+  if (auto* d = detail::driver_if_loaded()) {
+    scoped_context guard(ctx_);
+    detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
+  }
+  ptr_ = 0;
+}
+
+// ---- pinned_buffer
+pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes) {
+  require_nonzero(bytes, "cuasync::pinned_buffer::allocate");
+  scoped_context guard(ctx);
+  void* p = nullptr;
+  if (CUresult r = driver().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemHostAlloc", bytes_on(bytes, ctx), std::source_location::current());
+  return pinned_buffer(p, bytes, ctx);
+}
+pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
+void pinned_buffer::free_nothrow() noexcept {
+  if (!ptr_) return;
+  if (auto* d = detail::driver_if_loaded()) {
+    scoped_context guard(ctx_);
+    detail::defer_error(ctx_.get(), d->cuMemFreeHost(ptr_));
+  }
+  ptr_ = nullptr;
+}
+CUdeviceptr pinned_buffer::device_pointer() const {
+  scoped_context guard(ctx_);
+  CUdeviceptr p = 0;
+  if (CUresult r = driver().cuMemHostGetDevicePointer(&p, ptr_, 0); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemHostGetDevicePointer", bytes_on(size_, ctx_), std::source_location::current());
+  return p;
+}
+
+// ---- host_registration
+host_registration host_registration::register_memory(context_ref ctx, void* ptr, std::size_t bytes) {
+  if (!ptr) detail::throw_invalid("cuasync::host_registration::register_memory", "null pointer");
+  require_nonzero(bytes, "cuasync::host_registration::register_memory");
+  scoped_context guard(ctx);
+  if (CUresult r = driver().cuMemHostRegister(ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemHostRegister",
+             bytes_on(bytes, ctx) + " at " + detail::handle_string(ptr) +
+                 (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? " (already registered)" : ""),
+             std::source_location::current());
+  return host_registration(ptr, bytes, ctx);
+}
+host_registration& host_registration::operator=(host_registration&& o) noexcept {
+  return move_assign(*this, std::move(o));
+}
+void host_registration::unregister_nothrow() noexcept {
+  if (!ptr_) return;
+  if (auto* d = detail::driver_if_loaded()) {
+    scoped_context guard(ctx_);
+    detail::defer_error(ctx_.get(), d->cuMemHostUnregister(ptr_));
+  }
+  ptr_ = nullptr;
+}
+
+// ---- managed_buffer
+managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes) {
+  require_nonzero(bytes, "cuasync::managed_buffer::allocate");
+  scoped_context guard(ctx);
+  CUdeviceptr p = 0;
+  if (CUresult r = driver().cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemAllocManaged", bytes_on(bytes, ctx), std::source_location::current());
+  return managed_buffer(p, bytes, ctx);
+}
+managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
+void managed_buffer::free_nothrow() noexcept {
+  if (!ptr_) return;
+  if (auto* d = detail::driver_if_loaded()) {
+    scoped_context guard(ctx_);
+    detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
+  }
+  ptr_ = 0;
+}
+void managed_buffer::prefetch_async(stream_ref s, memory_location where) const {
+  prefetch_async(s, where, span());
+}
+void managed_buffer::prefetch_async(stream_ref s, memory_location where, device_span range) const {
+  if (range.ptr < ptr_ || range.ptr + range.size > ptr_ + size_ || range.size == 0)
+    detail::throw_invalid("cuasync::managed_buffer::prefetch_async",
+                          "range of " + std::to_string(range.size) + " bytes is empty or outside the buffer of " +
+                              std::to_string(size_) + " bytes");
+  CUmemLocation loc{};
+  loc.type = where.type;
+  loc.id = where.id;
+  if (CUresult r = driver().cuMemPrefetchAsync(range.ptr, range.size, loc, 0, s.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPrefetchAsync", std::to_string(range.size) + " bytes on " + s.describe(),
+             std::source_location::current());
+}
+void managed_buffer::advise(CUmem_advise advice, memory_location where) const {
+  CUmemLocation loc{};
+  loc.type = where.type;
+  loc.id = where.id;
+  if (CUresult r = driver().cuMemAdvise(ptr_, size_, advice, loc); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemAdvise", "advice " + std::to_string(int(advice)) + " on " + bytes_on(size_, ctx_),
+             std::source_location::current());
+}
+
+}  // namespace cuasync

@@ -1,0 +1,85 @@
+#include <cuasync/driver/memory_pool.hpp>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+
+namespace {
+std::string pool_text(const memory_pool_ref& p) {
+  return "pool " + detail::handle_string(p.get()) + ", device " + std::to_string(p.context().device_ordinal());
+}
+}  // namespace
+
+memory_pool_ref memory_pool_ref::device_default(context_ref ctx) {
+  CUmemoryPool pool = nullptr;
+  CUdevice dev = 0;
+  detail::check(driver().cuDeviceGet(&dev, ctx.device_ordinal()), "cuDeviceGet");
+  if (CUresult r = driver().cuDeviceGetDefaultMemPool(&pool, dev); r != CUDA_SUCCESS)
+    throw_cu(r, "cuDeviceGetDefaultMemPool", "device " + std::to_string(ctx.device_ordinal()),
+             std::source_location::current());
+  return {pool, ctx};
+}
+
+void memory_pool_ref::set_release_threshold(std::uint64_t bytes) const {
+  cuuint64_t v = bytes;
+  if (CUresult r = driver().cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolSetAttribute", pool_text(*this), std::source_location::current());
+}
+
+namespace {
+std::uint64_t get_attr(const memory_pool_ref& p, CUmemPool_attribute a) {
+  cuuint64_t v = 0;
+  if (CUresult r = driver().cuMemPoolGetAttribute(p.get(), a, &v); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolGetAttribute", pool_text(p), std::source_location::current());
+  return v;
+}
+}  // namespace
+
+std::uint64_t memory_pool_ref::release_threshold() const { return get_attr(*this, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); }
+std::uint64_t memory_pool_ref::reserved_bytes() const { return get_attr(*this, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT); }
+std::uint64_t memory_pool_ref::used_bytes() const { return get_attr(*this, CU_MEMPOOL_ATTR_USED_MEM_CURRENT); }
+
+void memory_pool_ref::trim_to(std::size_t keep_bytes) const {
+  if (CUresult r = driver().cuMemPoolTrimTo(pool_, keep_bytes); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolTrimTo", pool_text(*this), std::source_location::current());
+}
+
+memory_pool memory_pool::create(context_ref ctx, memory_pool_options options) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ctx.device_ordinal();
+  props.maxSize = options.max_size;
+  memory_pool p;
+  if (CUresult r = driver().cuMemPoolCreate(&p.pool_, &props); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolCreate", "device " + std::to_string(ctx.device_ordinal()), std::source_location::current());
+  p.ctx_ = ctx;
+  if (options.release_threshold) p.set_release_threshold(options.release_threshold);
+  return p;
+}
+
+memory_pool& memory_pool::operator=(memory_pool&& o) noexcept {
+  if (this != &o) {
+    this->~memory_pool();
+    pool_ = std::exchange(o.pool_, nullptr);
+    ctx_ = o.ctx_;
+  }
+  return *this;
+}
+
+memory_pool::~memory_pool() {
+  if (!pool_) return;
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuMemPoolDestroy(pool_));
+  pool_ = nullptr;
+}
+
+void pool_buffer::free_nothrow() noexcept {
+  if (!ptr_) return;
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(stream_.context().get(), d->cuMemFreeAsync(ptr_, stream_.get()));
+  ptr_ = 0;
+  size_ = 0;
+}
+
+}  // namespace cuasync

@@ -1,0 +1,161 @@
+#include <cuasync/driver/module.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+
+namespace detail {
+struct module_state {
+  CUmodule handle = nullptr;
+  context_ref ctx;
+  std::string label;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::unique_ptr<kernel_info>> kernels;  // by symbol; never erased
+  std::unordered_map<std::string, std::string> aliases;                    // name expression -> symbol
+};
+}  // namespace detail
+
+image_format detect_image_format(std::span<const std::byte> image) noexcept {
+  if (image.size() >= 4) {
+    const auto* b = reinterpret_cast<const unsigned char*>(image.data());
+    if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return image_format::cubin;
+    std::uint32_t magic = 0;
+    std::memcpy(&magic, b, 4);
+    if (magic == 0xBA55ED50u || magic == 0x466243B1u) return image_format::fatbin;
+  }
+  // PTX is text with a .version directive near the top.
+  const std::string_view head(reinterpret_cast<const char*>(image.data()), std::min<std::size_t>(image.size(), 8192));
+  if (head.find(".version") != std::string_view::npos && head.find(".target") != std::string_view::npos)
+    return image_format::ptx;
+  return image_format::unknown;
+}
+
+const char* to_string(image_format f) noexcept {
+  switch (f) {
+    case image_format::cubin: return "CUBIN";
+    case image_format::fatbin: return "fatbin";
+    case image_format::ptx: return "PTX";
+    case image_format::unknown: break;
+  }
+  return "unknown";
+}
+
+CUmodule module_ref::get() const noexcept { return state_ ? state_->handle : nullptr; }
+context_ref module_ref::context() const noexcept { return state_ ? state_->ctx : context_ref{}; }
+const std::string& module_ref::label() const noexcept {
+  static const std::string none = "<none>";
+  return state_ ? state_->label : none;
+}
+
+void module_ref::add_name_alias(std::string expression, std::string lowered_name) const {
+  std::lock_guard lock(state_->mutex);
+  state_->aliases.insert_or_assign(std::move(expression), std::move(lowered_name));
+}
+
+kernel_ref module_ref::kernel(std::string_view name) const {
+  if (!state_) detail::throw_invalid("cuasync::module_ref::kernel", "empty module");
+  std::lock_guard lock(state_->mutex);
+  std::string symbol(name);
+  if (auto a = state_->aliases.find(symbol); a != state_->aliases.end()) symbol = a->second;
+  if (auto it = state_->kernels.find(symbol); it != state_->kernels.end()) return kernel_ref(it->second.get());
+
+  const auto& d = driver();
+  auto info = std::make_unique<detail::kernel_info>();
+  info->name = std::string(name);
+  info->ctx = state_->ctx;
+  scoped_context guard(state_->ctx);
+  if (CUresult r = d.cuModuleGetFunction(&info->function, state_->handle, symbol.c_str()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuModuleGetFunction",
+             "kernel '" + symbol + "' in module '" + state_->label + "'" +
+                 (r == CUDA_ERROR_NOT_FOUND ? ": no such kernel (C++ kernels need extern \"C\", their mangled name, "
+                                              "or a name expression registered at compile time)"
+                                            : ""),
+             std::source_location::current());
+  for (std::size_t i = 0;; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = d.cuFuncGetParamInfo(info->function, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (r != CUDA_SUCCESS)
+      throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'",
+               std::source_location::current());
+    info->params.push_back({offset, size});
+  }
+  info->device = &state_->ctx.device().properties();
+  detail::check(d.cuFuncGetAttribute(&info->max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                     info->function),
+                "cuFuncGetAttribute");
+  auto* raw = info.get();
+  state_->kernels.emplace(std::move(symbol), std::move(info));
+  return kernel_ref(raw);
+}
+
+module module::load(context_ref ctx, std::span<const std::byte> image, std::string label) {
+  constexpr const char* api = "cuasync::module::load";
+  if (!ctx) detail::throw_invalid(api, "empty context");
+  if (image.empty() || !image.data()) detail::throw_invalid(api, "empty module image '" + label + "'");
+  const image_format format = detect_image_format(image);
+  if (format == image_format::unknown)
+    detail::throw_invalid(api, "module image '" + label + "' (" + std::to_string(image.size()) +
+                                   " bytes) is neither CUBIN (ELF), fatbin nor PTX: corrupt or not a CUDA image");
+  // The driver wants PTX NUL-terminated and binaries aligned: load from a private, aligned copy.
+  std::vector<std::uint64_t> copy((image.size() + 8) / 8 + 1, 0);
+  std::memcpy(copy.data(), image.data(), image.size());
+
+  std::vector<char> error_log(16384, '\0'), info_log(16384, '\0');
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
+                            CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log.data(), reinterpret_cast<void*>(error_log.size() - 1), info_log.data(),
+                    reinterpret_cast<void*>(info_log.size() - 1)};
+  auto state = std::make_unique<detail::module_state>();
+  state->ctx = ctx;
+  state->label = std::move(label);
+  scoped_context guard(ctx);
+  if (CUresult r = driver().cuModuleLoadDataEx(&state->handle, copy.data(), 4, options, values); r != CUDA_SUCCESS) {
+    std::string what = std::string(to_string(format)) + " image '" + state->label + "' of " +
+                       std::to_string(image.size()) + " bytes on device " + std::to_string(ctx.device_ordinal());
+    if (error_log[0]) what += "; JIT log:\n" + std::string(error_log.data());
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+      what += " (the PTX is newer than this driver can compile: compile for an older PTX ISA or update the driver)";
+    throw_cu(r, "cuModuleLoadDataEx", std::move(what), std::source_location::current());
+  }
+  return module(state.release());
+}
+
+module module::load_file(context_ref ctx, const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), "cuasync::module::load_file",
+                     "cannot open '" + path.string() + "'");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return load(ctx, std::as_bytes(std::span(bytes)), path.filename().string());
+}
+
+module::module(module&& o) noexcept : module_ref(std::exchange(o.state_, nullptr)) {}
+
+module& module::operator=(module&& o) noexcept {
+  if (this != &o) {
+    this->~module();
+    state_ = std::exchange(o.state_, nullptr);
+  }
+  return *this;
+}
+
+module::~module() {
+  if (!state_) return;
+  if (state_->handle)
+    if (auto* d = detail::driver_if_loaded()) {
+      scoped_context guard(state_->ctx);
+      detail::defer_error(state_->ctx.get(), d->cuModuleUnload(state_->handle));
+    }
+  delete state_;
+  state_ = nullptr;
+}
+
+}  // namespace cuasync

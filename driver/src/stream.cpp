@@ -1,0 +1,93 @@
+#include <cuasync/driver/event.hpp>
+#include <cuasync/driver/stream.hpp>
+
+namespace cuasync {
+
+using detail::driver;
+using detail::throw_cu;
+
+namespace {
+constexpr auto here = [](std::source_location w = std::source_location::current()) { return w; };
+}
+
+std::string stream_ref::describe() const {
+  return "stream " + detail::handle_string(stream_) + ", device " + std::to_string(ctx_.device_ordinal());
+}
+
+stream_ref stream_ref::adopt(CUstream s) {
+  if (s == nullptr || s == CU_STREAM_LEGACY)
+    detail::throw_invalid("cuasync::stream_ref::adopt",
+                          "the legacy default stream cannot be adopted: it serialises with every blocking stream "
+                          "(seed §5); create a non-blocking stream or pass CU_STREAM_PER_THREAD");
+  CUcontext ctx = nullptr;
+  if (CUresult r = driver().cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamGetCtx", "adopting stream " + detail::handle_string(s), here());
+  return {s, context_ref::adopt(ctx)};
+}
+
+void stream_ref::wait(event_ref e) const {
+  if (CUresult r = driver().cuStreamWaitEvent(stream_, e.get(), 0); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamWaitEvent", describe() + " waiting on event " + detail::handle_string(e.get()), here());
+}
+
+bool stream_ref::query() const {
+  CUresult r = driver().cuStreamQuery(stream_);
+  if (r == CUDA_SUCCESS) return true;
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  throw_cu(r, "cuStreamQuery", describe(), here());
+}
+
+void stream_ref::synchronize() const {
+  if (CUresult r = driver().cuStreamSynchronize(stream_); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamSynchronize", describe(), here());
+  detail::throw_deferred(ctx_.get(), "cuasync::stream_ref::synchronize", here());
+}
+
+void stream_ref::launch_host_func(void (*fn)(void*), void* user_data) const {
+  if (!fn) detail::throw_invalid("cuasync::stream_ref::launch_host_func", "null function on " + describe());
+  if (CUresult r = driver().cuLaunchHostFunc(stream_, fn, user_data); r != CUDA_SUCCESS)
+    throw_cu(r, "cuLaunchHostFunc", describe(), here());
+}
+
+int stream_ref::priority() const {
+  int p = 0;
+  if (CUresult r = driver().cuStreamGetPriority(stream_, &p); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamGetPriority", describe(), here());
+  return p;
+}
+
+unsigned stream_ref::flags() const {
+  unsigned f = 0;
+  if (CUresult r = driver().cuStreamGetFlags(stream_, &f); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamGetFlags", describe(), here());
+  return f;
+}
+
+stream stream::create(context_ref ctx, stream_options options) {
+  if (!ctx) detail::throw_invalid("cuasync::stream::create", "empty context");
+  scoped_context guard(ctx);
+  CUstream s = nullptr;
+  const unsigned flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  if (CUresult r = driver().cuStreamCreateWithPriority(&s, flags, options.priority); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamCreateWithPriority",
+             "device " + std::to_string(ctx.device_ordinal()) + ", priority " + std::to_string(options.priority),
+             here());
+  return stream(s, ctx);
+}
+
+stream& stream::operator=(stream&& o) noexcept {
+  if (this != &o) {
+    destroy_nothrow();
+    stream_ = std::exchange(o.stream_, nullptr);
+    ctx_ = o.ctx_;
+  }
+  return *this;
+}
+
+void stream::destroy_nothrow() noexcept {
+  if (!stream_) return;
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuStreamDestroy(stream_));
+  stream_ = nullptr;
+}
+
+}  // namespace cuasync

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what cuasync builds with, only what is missing (Debian 12 packages; the CUDA 13 toolkit's headers and
+# nvcc are expected under /usr/local/cuda, as on every machine of this project), then configures and builds.
+# Usage: scripts/setup.sh BUILD_DIR [cmake options...]
+set -euo pipefail
+build_dir=${1:-build}
+shift || true
+
+packages=(cmake g++ make libboost1.81-dev catch2 libxxhash-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "$cuda_home/include/cuda.h" ]; then
+  echo "setup: $cuda_home/include/cuda.h not found: install the CUDA 13 toolkit or set CUDA_HOME" >&2
+  exit 1
+fi
+export PATH="$cuda_home/bin:$PATH"
+
+cmake -S "$(dirname "$0")/.." -B "$build_dir" -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} "$@" >/dev/null
+cmake --build "$build_dir" -j"$(nproc)"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up, build, and run every test (CTest: one Catch2 executable per component, plus the install/consumer test).
+# Without a GPU the [gpu] test cases are left out and each executable says how many and why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+cd build
+status=0
+ctest --output-on-failure -j"$(nproc)" || status=$?
+# What each test executable left out (the "gpu: N test cases not run: reason" lines).
+grep -h "^gpu: " Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^ *[0-9]* */  /' || true
+exit $status

@@ -1,0 +1,56 @@
+// Each public header compiles on its own (STYLE.md: a header is self-contained); this file includes them one by one
+// in separate namespaces of inclusion order, the first of each being compiled first in its own test file as well.
+#include <cuasync/driver/copy.hpp>
+#include <cuasync/driver/device_buffer.hpp>
+#include <cuasync/driver/host_registration.hpp>
+#include <cuasync/driver/managed_buffer.hpp>
+#include <cuasync/driver/memory_pool.hpp>
+#include <cuasync/driver/module.hpp>
+#include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/driver/launch.hpp>
+#include <cuasync/driver.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <type_traits>
+
+TEST_CASE("owners are move-only and derive from their refs", "[driver]") {
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::stream_ref, cuasync::stream>);
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::event_ref, cuasync::event>);
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::module_ref, cuasync::module>);
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::memory_pool_ref, cuasync::memory_pool>);
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::context_ref, cuasync::primary_context>);
+  STATIC_REQUIRE(!std::is_copy_constructible_v<cuasync::stream>);
+  STATIC_REQUIRE(!std::is_copy_constructible_v<cuasync::event>);
+  STATIC_REQUIRE(!std::is_copy_constructible_v<cuasync::device_buffer>);
+  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<cuasync::stream>);
+  STATIC_REQUIRE(std::is_nothrow_move_assignable_v<cuasync::pinned_buffer>);
+  STATIC_REQUIRE(std::is_trivially_copyable_v<cuasync::stream_ref>);
+  cuasync::stream moved_from;
+  CHECK_FALSE(moved_from);
+  CHECK(moved_from.get() == nullptr);
+}
+
+TEST_CASE("image formats are recognised from their first bytes", "[driver][module]") {
+  using cuasync::image_format;
+  const char elf[] = "\x7f" "ELF....";
+  const char ptx[] = "//\n.version 9.0\n.target sm_90\n";
+  const char junk[] = "this is not a CUDA image";
+  auto fmt = [](const char* s, std::size_t n) {
+    return cuasync::detect_image_format(std::as_bytes(std::span(s, n)));
+  };
+  CHECK(fmt(elf, sizeof elf) == image_format::cubin);
+  CHECK(fmt(ptx, sizeof ptx) == image_format::ptx);
+  CHECK(fmt(junk, sizeof junk) == image_format::unknown);
+  const unsigned char fatbin[] = {0x50, 0xED, 0x55, 0xBA, 0, 0, 0, 0};
+  CHECK(cuasync::detect_image_format(std::as_bytes(std::span(fatbin))) == image_format::fatbin);
+}
+
+TEST_CASE("a device_span refuses sub-ranges outside it", "[driver][memory]") {
+  cuasync::device_span s{0x1000, 100};
+  CHECK(s.subspan(10, 90).size == 90);
+  CHECK(s.subspan(10, 90).ptr == 0x100a);
+  CHECK_THROWS_WITH(s.subspan(10, 91), Catch::Contains("outside a device range of 100 bytes"));
+  CHECK_THROWS_AS(s.subspan(101, 0), cuasync::cuda_error);
+}

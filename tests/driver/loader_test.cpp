@@ -1,0 +1,87 @@
+// The loader's typed errors, each in a fresh child process (the loader runs once per process).
+#include <catch2/catch.hpp>
+
+#include "child_process.hpp"
+
+#include <cuasync/driver/device.hpp>
+#include <cuasync/driver/detail/driver_api.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <typeinfo>
+
+namespace {
+
+std::string build_dir() { return std::filesystem::path(cuasync::test::self_path()).parent_path().string(); }
+
+cuasync::test::child_result probe(std::vector<std::string> env) {
+  return cuasync::test::run_child({"loader probe", "--success"}, std::move(env), std::chrono::seconds(60));
+}
+
+}  // namespace
+
+// Run by the tests below in a child process: loads the driver and prints what happened.
+TEST_CASE("loader probe", "[.loader_probe]") {
+  try {
+    cuasync::detail::driver();
+    std::printf("PROBE loaded %d devices\n", cuasync::device::count());
+  } catch (const cuasync::stub_library_error& e) {
+    std::printf("PROBE stub_library_error: %s\n", e.what());
+  } catch (const cuasync::no_device_error& e) {
+    std::printf("PROBE no_device_error: %s\n", e.what());
+  } catch (const cuasync::driver_too_old_error& e) {
+    std::printf("PROBE driver_too_old_error: %s\n", e.what());
+  } catch (const cuasync::driver_not_found_error& e) {
+    std::printf("PROBE driver_not_found_error: %s\n", e.what());
+  } catch (const cuasync::cuda_error& e) {
+    std::printf("PROBE cuda_error: %s\n", e.what());
+  }
+  SUCCEED();
+}
+
+TEST_CASE("a missing driver library is a driver_not_found_error that names the library", "[driver][loader]") {
+  auto r = probe({"CUASYNC_LIBCUDA=/nonexistent/libcuda.so.1"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("PROBE driver_not_found_error"));
+  CHECK_THAT(r.output, Catch::Contains("/nonexistent/libcuda.so.1"));
+  CHECK_THAT(r.output, Catch::Contains("CUASYNC_LIBCUDA"));
+}
+
+TEST_CASE("the toolkit's stub library is a stub_library_error", "[driver][loader]") {
+  std::string stub = CUASYNC_CUDA_STUB_LIBCUDA;
+  std::vector<std::string> env;
+  if (std::filesystem::exists(stub)) {
+    env = {"CUASYNC_LIBCUDA=" + stub};
+  } else {
+    env = {"CUASYNC_LIBCUDA=" + build_dir() + "/" + CUASYNC_FAKE_LIBCUDA_NAME, "FAKE_CUDA_MODE=stub"};
+  }
+  auto r = probe(env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("PROBE stub_library_error"));
+  CHECK_THAT(r.output, Catch::Contains("CUDA_ERROR_STUB_LIBRARY"));
+}
+
+TEST_CASE("a driver without devices is a no_device_error", "[driver][loader]") {
+  auto r = probe({"CUASYNC_LIBCUDA=" + build_dir() + "/" + CUASYNC_FAKE_LIBCUDA_NAME, "FAKE_CUDA_MODE=no_device"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("PROBE no_device_error"));
+  CHECK_THAT(r.output, Catch::Contains("no CUDA device"));
+}
+
+TEST_CASE("a driver older than an entry point is a driver_too_old_error naming the entry point", "[driver][loader]") {
+  auto r = probe({"CUASYNC_LIBCUDA=" + build_dir() + "/" + CUASYNC_FAKE_LIBCUDA_NAME, "FAKE_CUDA_MODE=too_old"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("PROBE driver_too_old_error"));
+  CHECK_THAT(r.output, Catch::Contains("CUDA 11.8"));
+  CHECK_THAT(r.output, Catch::Contains("lacks the entry point"));
+}
+
+TEST_CASE("the real driver loads", "[driver][loader][gpu]") {
+  auto r = probe({});
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("PROBE loaded"));
+}

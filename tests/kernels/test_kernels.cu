@@ -1,0 +1,55 @@
+// Kernels for the tests and benchmarks, built by nvcc as CUBIN, PTX and fatbin (tests/CMakeLists.txt).
+#include <cstdint>
+
+extern "C" __global__ void empty_kernel() {}
+
+extern "C" __global__ void fill_iota(int* out, int n, int base) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = base + i;
+}
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void add_value(int* data, int n, int value) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] += value;
+}
+
+// out[i] = in[i] * 2 + 1, for ordering tests across streams.
+extern "C" __global__ void twice_plus_one(const int* in, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * 2 + 1;
+}
+
+// The gate: spins until the host writes a non-zero value into *flag (pinned, mapped memory).
+extern "C" __global__ void spin_until_flag(volatile int* flag) {
+  while (*flag == 0) {
+    __nanosleep(1000);
+  }
+}
+
+// Busy-waits for `ns` nanoseconds of GPU time (for latency benchmarks: "a 20 µs kernel").
+extern "C" __global__ void sleep_ns(unsigned long long ns) {
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) break;
+  }
+}
+
+// Writes through a pointer the caller makes invalid: the context faults with CUDA_ERROR_ILLEGAL_ADDRESS.
+extern "C" __global__ void write_to(int* p, int value) { *p = value; }
+
+// A checksum of n bytes (for copy round trips): sum of byte * (index % 251 + 1), 64-bit.
+extern "C" __global__ void byte_checksum(const unsigned char* data, unsigned long long n,
+                                         unsigned long long* result) {
+  unsigned long long local = 0;
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    local += (unsigned long long)data[i] * (i % 251 + 1);
+  atomicAdd(result, local);
+}

@@ -1,0 +1,31 @@
+// The test main of every cuasync test executable. It finds out whether a driver and a device exist: without them
+// it leaves out the [gpu] test cases and says how many and why; with them, everything runs.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "gpu.hpp"
+
+#include <cstdio>
+
+int main(int argc, char* argv[]) {
+  Catch::Session session;
+  if (int rc = session.applyCommandLine(argc, argv)) return rc;
+
+  std::string reason;
+  if (!cuasync::test::gpu_available(&reason)) {
+    std::size_t skipped = 0;
+    for (const auto& tc : Catch::getAllTestCasesSorted(session.config()))
+      if (!tc.isHidden())
+        for (const auto& tag : tc.tags)
+          if (tag == "gpu") ++skipped;
+    // Catch2 ANDs a further argument with the filter before it. A filter also selects hidden tests, so with no
+    // filter of the user's, hidden ones are excluded explicitly.
+    auto& filters = session.configData().testsOrTags;
+    if (filters.empty()) filters.push_back("~[.]");
+    filters.push_back("~[gpu]");
+    session.useConfigData(session.configData());
+    std::printf("gpu: %zu test cases not run: %s\n", skipped, reason.c_str());
+    std::fflush(stdout);
+  }
+  return session.run();
+}
