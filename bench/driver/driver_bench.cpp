@@ -1,0 +1,150 @@
+// bench/driver: cuasync's driver layer against raw driver calls in the same process, side by side.
+//   launch()          vs cuLaunchKernel (host time per launch; empty kernel and a 4-argument kernel)
+//   event.record()    vs cuEventRecord
+//   pool alloc/free   vs cuMemAllocAsync + cuMemFreeAsync
+//   copy_async        vs cuMemcpyHtoDAsync / cuMemcpyDtoHAsync (pinned and pageable bandwidth)
+// Samples of the two sides alternate, so drift in the machine affects both alike.
+#include <cuasync/driver.hpp>
+
+#include "bench.hpp"
+#include "gpu.hpp"
+
+#include <cstring>
+
+using namespace cuasync;
+namespace b = cuasync::bench;
+
+namespace {
+
+const detail::driver_entry_points& raw() { return detail::driver(); }
+
+void must(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw cuda_error(make_error_code(r), what, "bench");
+}
+
+// Alternates samples of `ours` and `theirs`: {ours stats, theirs stats}, per-call microseconds.
+template <class A, class B, class Between>
+std::pair<b::stats, b::stats> alternate(int samples, int iters, A&& ours, B&& theirs, Between&& between) {
+  std::vector<double> x, y;
+  for (int s = 0; s < samples; ++s) {
+    auto t0 = b::clock::now();
+    for (int i = 0; i < iters; ++i) ours();
+    x.push_back(b::us_since(t0) / iters);
+    between();
+    t0 = b::clock::now();
+    for (int i = 0; i < iters; ++i) theirs();
+    y.push_back(b::us_since(t0) / iters);
+    between();
+  }
+  return {b::summarize(x), b::summarize(y)};
+}
+
+double gbps(std::size_t bytes, double us) { return bytes / us / 1e3; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string out = b::output_dir(argc, argv);
+  context_ref ctx = test::ctx();
+  const auto& props = ctx.device().properties();
+  b::report rep("driver");
+  rep.note("device", props.name);
+  rep.note("driver", driver_version_string());
+
+  stream s = stream::create(ctx);
+  scoped_context guard(ctx);
+  auto sync = [&] { s.synchronize(); };
+
+  // ---- launch host time
+  {
+    kernel_ref k = test::kernels().kernel("empty_kernel");
+    launch_config cfg{.grid = 1, .block = 32};
+    auto [ours, theirs] = alternate(
+        200, 500, [&] { launch(s, k, cfg); },
+        [&] { must(raw().cuLaunchKernel(k.get(), 1, 1, 1, 32, 1, 1, 0, s.get(), nullptr, nullptr), "cuLaunchKernel"); },
+        sync);
+    rep.add({.name = "launch, empty kernel (host time)", .unit = "us", .ours = ours, .baseline = theirs,
+             .baseline_name = "cuLaunchKernel", .target = "<= 1.05"});
+  }
+  {
+    kernel_ref k = test::kernels().kernel("saxpy");
+    device_buffer x = device_buffer::allocate(ctx, 4096), y = device_buffer::allocate(ctx, 4096);
+    float a = 2.f;
+    const float* xp = x.data<const float>();
+    float* yp = y.data<float>();
+    int n = 1024;
+    void* params[] = {&a, &xp, &yp, &n};
+    launch_config cfg{.grid = 4, .block = 256};
+    auto [ours, theirs] = alternate(
+        200, 500, [&] { launch(s, k, cfg, a, xp, yp, n); },
+        [&] { must(raw().cuLaunchKernel(k.get(), 4, 1, 1, 256, 1, 1, 0, s.get(), params, nullptr), "cuLaunchKernel"); },
+        sync);
+    rep.add({.name = "launch, saxpy 4 args checked (host time)", .unit = "us", .ours = ours, .baseline = theirs,
+             .baseline_name = "cuLaunchKernel", .target = "<= 1.05"});
+  }
+  // ---- event record
+  {
+    event e = event::create(ctx);
+    auto [ours, theirs] = alternate(
+        200, 1000, [&] { e.record(s); }, [&] { must(raw().cuEventRecord(e.get(), s.get()), "cuEventRecord"); }, sync);
+    rep.add({.name = "event record", .unit = "us", .ours = ours, .baseline = theirs, .baseline_name = "cuEventRecord",
+             .target = "<= 1.05"});
+  }
+  // ---- stream-ordered allocation
+  {
+    memory_pool_ref pool = memory_pool_ref::device_default(ctx);
+    pool.set_release_threshold(UINT64_MAX);
+    auto [ours, theirs] = alternate(
+        200, 500,
+        [&] {
+          CUdeviceptr p = pool.allocate_async(s, 1 << 20);
+          memory_pool_ref::free_async(s, p);
+        },
+        [&] {
+          CUdeviceptr p = 0;
+          must(raw().cuMemAllocAsync(&p, 1 << 20, s.get()), "cuMemAllocAsync");
+          must(raw().cuMemFreeAsync(p, s.get()), "cuMemFreeAsync");
+        },
+        sync);
+    rep.add({.name = "pool alloc+free 1 MiB", .unit = "us", .ours = ours, .baseline = theirs,
+             .baseline_name = "cuMemAllocAsync+cuMemFreeAsync", .target = "<= 1.1"});
+  }
+  // ---- copy bandwidth (GB/s; higher is better)
+  {
+    const std::size_t size = std::size_t{256} << 20;
+    pinned_buffer host = pinned_buffer::allocate(ctx, size);
+    auto rnd = test::random_bytes(size);
+    std::memcpy(host.get(), rnd.data(), size);
+    std::vector<std::byte> pageable(rnd);
+    device_buffer dev = device_buffer::allocate(ctx, size);
+    auto bw = [&](const char* name, auto&& ours_fn, auto&& raw_fn, const char* raw_name) {
+      std::vector<double> x, y;
+      for (int i = 0; i < 12; ++i) {
+        auto t0 = b::clock::now();
+        ours_fn();
+        sync();
+        x.push_back(gbps(size, b::us_since(t0)));
+        t0 = b::clock::now();
+        raw_fn();
+        sync();
+        y.push_back(gbps(size, b::us_since(t0)));
+      }
+      rep.add({.name = name, .unit = "GB/s", .ours = b::summarize(x), .baseline = b::summarize(y),
+               .baseline_name = raw_name, .lower_is_better = false, .target = ">= 0.98"});
+    };
+    bw("copy H2D pinned 256 MiB", [&] { copy_async(s, dev.span(), std::span<const std::byte>(host.bytes())); },
+       [&] { must(raw().cuMemcpyHtoDAsync(dev.get(), host.get(), size, s.get()), "cuMemcpyHtoDAsync"); },
+       "cuMemcpyHtoDAsync");
+    bw("copy D2H pinned 256 MiB", [&] { copy_async(s, host.bytes(), dev.span()); },
+       [&] { must(raw().cuMemcpyDtoHAsync(host.get(), dev.get(), size, s.get()), "cuMemcpyDtoHAsync"); },
+       "cuMemcpyDtoHAsync");
+    bw("copy H2D pageable 256 MiB", [&] { copy_async(s, dev.span(), std::span<const std::byte>(pageable)); },
+       [&] { must(raw().cuMemcpyHtoDAsync(dev.get(), pageable.data(), size, s.get()), "cuMemcpyHtoDAsync"); },
+       "cuMemcpyHtoDAsync");
+    bw("copy D2H pageable 256 MiB", [&] { copy_async(s, std::span<std::byte>(pageable), dev.span()); },
+       [&] { must(raw().cuMemcpyDtoHAsync(pageable.data(), dev.get(), size, s.get()), "cuMemcpyDtoHAsync"); },
+       "cuMemcpyDtoHAsync");
+  }
+  rep.write(out);
+  return 0;
+}
