@@ -127,6 +127,7 @@ void managed_buffer::prefetch_async(stream_ref s, memory_location where, device_
   CUmemLocation loc{};
   loc.type = where.type;
   loc.id = where.id;
+  scoped_context guard(ctx_);
   if (CUresult r = driver().cuMemPrefetchAsync(range.ptr, range.size, loc, 0, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemPrefetchAsync", std::to_string(range.size) + " bytes on " + s.describe(),
              std::source_location::current());
@@ -135,6 +136,7 @@ void managed_buffer::advise(CUmem_advise advice, memory_location where) const {
   CUmemLocation loc{};
   loc.type = where.type;
   loc.id = where.id;
+  scoped_context guard(ctx_);  // cuMemAdvise needs a current context
   if (CUresult r = driver().cuMemAdvise(ptr_, size_, advice, loc); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemAdvise", "advice " + std::to_string(int(advice)) + " on " + bytes_on(size_, ctx_),
              std::source_location::current());

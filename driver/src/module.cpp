@@ -28,7 +28,7 @@ image_format detect_image_format(std::span<const std::byte> image) noexcept {
     if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return image_format::cubin;
     std::uint32_t magic = 0;
     std::memcpy(&magic, b, 4);
-    if (magic == 0xBA55ED50u || magic == 0x466243B1u) return image_format::fatbin;
+    if (magic == 0xBA55ED50u) return image_format::fatbin;
   }
   // PTX is text with a .version directive near the top.
   const std::string_view head(reinterpret_cast<const char*>(image.data()), std::min<std::size_t>(image.size(), 8192));
@@ -46,6 +46,57 @@ const char* to_string(image_format f) noexcept {
   }
   return "unknown";
 }
+
+namespace {
+
+template <class T>
+T read_at(std::span<const std::byte> image, std::size_t offset) {
+  T v{};
+  std::memcpy(&v, image.data() + offset, sizeof v);
+  return v;
+}
+
+// The driver trusts a module image's internal offsets: a truncated or corrupt CUBIN can crash it (seen on driver
+// 580). So the structure is checked here first: every table and section must lie inside the image.
+// Returns what is wrong, or an empty string.
+std::string structural_problem(std::span<const std::byte> image, image_format format) {
+  const std::size_t n = image.size();
+  auto inside = [n](std::uint64_t offset, std::uint64_t size) { return offset <= n && size <= n - offset; };
+  if (format == image_format::cubin) {
+    if (n < 64) return "shorter than an ELF header";
+    const auto* ident = reinterpret_cast<const unsigned char*>(image.data());
+    if (ident[4] != 2 /*ELFCLASS64*/ || ident[5] != 1 /*little endian*/) return "not a 64-bit little-endian ELF";
+    if (read_at<std::uint16_t>(image, 18) != 190 /*EM_CUDA*/) return "an ELF file for another machine than CUDA";
+    const auto phoff = read_at<std::uint64_t>(image, 32), shoff = read_at<std::uint64_t>(image, 40);
+    const auto phentsize = read_at<std::uint16_t>(image, 54), phnum = read_at<std::uint16_t>(image, 56);
+    const auto shentsize = read_at<std::uint16_t>(image, 58), shnum = read_at<std::uint16_t>(image, 60);
+    if (!inside(phoff, std::uint64_t{phentsize} * phnum)) return "program headers outside the image (truncated?)";
+    if (!inside(shoff, std::uint64_t{shentsize} * shnum)) return "section headers outside the image (truncated?)";
+    if (shnum && shentsize < 64) return "malformed section header table";
+    for (std::uint16_t i = 0; i < shnum; ++i) {
+      const std::size_t sh = shoff + std::size_t{i} * shentsize;
+      const auto type = read_at<std::uint32_t>(image, sh + 4);
+      const auto offset = read_at<std::uint64_t>(image, sh + 24), size = read_at<std::uint64_t>(image, sh + 32);
+      if (type != 8 /*SHT_NOBITS*/ && !inside(offset, size))
+        return "section " + std::to_string(i) + " lies outside the image (truncated?)";
+    }
+    if (phnum && phentsize < 56) return "malformed program header table";
+    for (std::uint16_t i = 0; i < phnum; ++i) {
+      const std::size_t ph = phoff + std::size_t{i} * phentsize;
+      if (!inside(read_at<std::uint64_t>(image, ph + 8), read_at<std::uint64_t>(image, ph + 32)))
+        return "segment " + std::to_string(i) + " lies outside the image (truncated?)";
+    }
+  } else if (format == image_format::fatbin) {
+    // struct { u32 magic; u16 version; u16 header_size; u64 fat_size; }
+    if (n < 16) return "shorter than a fatbin header";
+    const auto header_size = read_at<std::uint16_t>(image, 6);
+    const auto fat_size = read_at<std::uint64_t>(image, 8);
+    if (header_size < 16 || !inside(header_size, fat_size)) return "fatbin payload extends past the image (truncated?)";
+  }
+  return {};
+}
+
+}  // namespace
 
 CUmodule module_ref::get() const noexcept { return state_ ? state_->handle : nullptr; }
 context_ref module_ref::context() const noexcept { return state_ ? state_->ctx : context_ref{}; }
@@ -98,12 +149,16 @@ kernel_ref module_ref::kernel(std::string_view name) const {
 
 module module::load(context_ref ctx, std::span<const std::byte> image, std::string label) {
   constexpr const char* api = "cuasync::module::load";
-  if (!ctx) detail::throw_invalid(api, "empty context");
   if (image.empty() || !image.data()) detail::throw_invalid(api, "empty module image '" + label + "'");
   const image_format format = detect_image_format(image);
   if (format == image_format::unknown)
     detail::throw_invalid(api, "module image '" + label + "' (" + std::to_string(image.size()) +
                                    " bytes) is neither CUBIN (ELF), fatbin nor PTX: corrupt or not a CUDA image");
+  if (std::string problem = structural_problem(image, format); !problem.empty())
+    throw cuda_error(make_error_code(CUDA_ERROR_INVALID_IMAGE), api,
+                     std::string(to_string(format)) + " image '" + label + "' of " + std::to_string(image.size()) +
+                         " bytes is corrupt: " + problem);
+  if (!ctx) detail::throw_invalid(api, "empty context");
   // The driver wants PTX NUL-terminated and binaries aligned: load from a private, aligned copy.
   std::vector<std::uint64_t> copy((image.size() + 8) / 8 + 1, 0);
   std::memcpy(copy.data(), image.data(), image.size());

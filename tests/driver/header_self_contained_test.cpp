@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "gpu.hpp"
+
 #include <type_traits>
 
 TEST_CASE("owners are move-only and derive from their refs", "[driver]") {
@@ -53,4 +55,29 @@ TEST_CASE("a device_span refuses sub-ranges outside it", "[driver][memory]") {
   CHECK(s.subspan(10, 90).ptr == 0x100a);
   CHECK_THROWS_WITH(s.subspan(10, 91), Catch::Contains("outside a device range of 100 bytes"));
   CHECK_THROWS_AS(s.subspan(101, 0), cuasync::cuda_error);
+}
+
+TEST_CASE("truncated and foreign images are refused before the driver sees them", "[driver][module]") {
+  // No GPU needed: the structure of an image is checked before anything else (a truncated CUBIN can crash the
+  // driver), so these fail with INVALID_IMAGE even without a context.
+  auto cubin = cuasync::test::kernels_cubin();
+  auto fatbin = cuasync::test::kernels_fatbin();
+  for (std::size_t keep : {std::size_t{40}, cubin.size() / 3, cubin.size() - 1}) {
+    CAPTURE(keep);
+    try {
+      cuasync::module::load(cuasync::context_ref{}, cubin.first(keep), "truncated.cubin");
+      FAIL("no throw");
+    } catch (const cuasync::cuda_error& e) {
+      CHECK(e.result() == CUDA_ERROR_INVALID_IMAGE);
+      CHECK_THAT(e.what(), Catch::Contains("CUBIN image 'truncated.cubin'") && Catch::Contains("is corrupt"));
+    }
+  }
+  CHECK_THROWS_WITH(cuasync::module::load(cuasync::context_ref{}, fatbin.first(fatbin.size() / 2), "half.fatbin"),
+                    Catch::Contains("fatbin payload extends past the image"));
+  std::vector<std::byte> elf(cubin.begin(), cubin.end());
+  elf[18] = std::byte{62};  // EM_X86_64
+  CHECK_THROWS_WITH(cuasync::module::load(cuasync::context_ref{}, elf, "host.o"),
+                    Catch::Contains("another machine than CUDA"));
+  // An intact image passes the structural check and only then meets the missing context.
+  CHECK_THROWS_WITH(cuasync::module::load(cuasync::context_ref{}, cubin, "ok.cubin"), Catch::Contains("empty context"));
 }

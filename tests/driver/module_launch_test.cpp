@@ -59,13 +59,21 @@ TEST_CASE("a corrupt module image is a clear error", "[driver][module][gpu]") {
   }
   SECTION("a truncated CUBIN") {
     auto cubin = test::kernels_cubin();
-    try {
-      module::load(ctx(), cubin.first(cubin.size() / 3), "truncated.cubin");
-      FAIL("no throw");
-    } catch (const cuda_error& e) {
-      CHECK(e.api() == "cuModuleLoadDataEx");
-      CHECK_THAT(e.what(), Catch::Contains("CUBIN image 'truncated.cubin'"));
+    for (std::size_t keep : {cubin.size() / 3, cubin.size() - 1, std::size_t{40}}) {
+      CAPTURE(keep);
+      try {
+        module::load(ctx(), cubin.first(keep), "truncated.cubin");
+        FAIL("no throw");
+      } catch (const cuda_error& e) {
+        CHECK(e.result() == CUDA_ERROR_INVALID_IMAGE);
+        CHECK_THAT(e.what(), Catch::Contains("CUBIN image 'truncated.cubin'") && Catch::Contains("corrupt"));
+      }
     }
+  }
+  SECTION("a truncated fatbin") {
+    auto fatbin = test::kernels_fatbin();
+    CHECK_THROWS_WITH(module::load(ctx(), fatbin.first(fatbin.size() / 2), "truncated.fatbin"),
+                      Catch::Contains("fatbin payload extends past the image"));
   }
   SECTION("PTX that does not compile reports the JIT log") {
     std::string ptx(reinterpret_cast<const char*>(test::kernels_ptx().data()), test::kernels_ptx().size());
