@@ -1,0 +1,87 @@
+#pragma once
+//! @file `device_runtime`: one object per device that makes the seed's advice the default — the primary context,
+//! non-blocking streams by priority, pooled events, a pinned host caching allocator, the device's stream-ordered
+//! memory pool, and staged copies for pageable memory.
+
+#include <cuasync/driver/context.hpp>
+#include <cuasync/driver/memory_pool.hpp>
+#include <cuasync/runtime/event_pool.hpp>
+#include <cuasync/runtime/pinned_pool.hpp>
+#include <cuasync/runtime/staged_copy.hpp>
+#include <cuasync/runtime/stream_pool.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+namespace cuasync::runtime {
+
+struct device_runtime_options {
+  std::size_t streams_per_priority = 4;
+  std::size_t pinned_cap_bytes = std::size_t{4} << 30;   //!< most pinned memory the pinned pool may hold
+  std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse (seed §10)
+  staged_copy_options staging;
+  //! Pageable copies at least this large go through staging; smaller ones go to the driver directly.
+  std::size_t staging_threshold_bytes = std::size_t{1} << 20;
+};
+
+//! Counters of a `device_runtime`.
+struct device_runtime_stats {
+  std::size_t staged_copies = 0;    //!< pageable copies that went through pinned staging
+  std::size_t pageable_copies = 0;  //!< pageable copies handed to the driver (small, or staging turned off)
+};
+
+//! One per device; shared (`std::shared_ptr`) and thread-safe.
+class device_runtime : public std::enable_shared_from_this<device_runtime> {
+ public:
+  //! A new runtime for device `ordinal`. @throws cuda_error
+  static std::shared_ptr<device_runtime> create(int ordinal, device_runtime_options options = {});
+  //! The process-wide runtime of device `ordinal`, created with default options on first use. @throws cuda_error
+  static std::shared_ptr<device_runtime> for_device(int ordinal);
+
+  context_ref context() const noexcept { return ctx_; }
+  const device_properties& properties() const { return ctx_.device().properties(); }
+  stream_pool& streams() noexcept { return *streams_; }
+  const std::shared_ptr<event_pool>& events() noexcept { return events_; }
+  const std::shared_ptr<pinned_pool>& pinned() noexcept { return pinned_; }
+  memory_pool_ref device_pool() const noexcept { return device_pool_; }
+  //! The staging ring for pageable copies (created on first use). @throws cuda_error
+  staged_copier& staging();
+  const device_runtime_options& options() const noexcept { return options_; }
+  device_runtime_stats stats() const noexcept { return {staged_.load(), pageable_.load()}; }
+  //! Counts a pageable copy (runtime copies call this).
+  void count_pageable_copy(bool staged) noexcept { (staged ? staged_ : pageable_).fetch_add(1, std::memory_order_relaxed); }
+
+  device_runtime(const device_runtime&) = delete;
+  device_runtime& operator=(const device_runtime&) = delete;
+
+ private:
+  device_runtime(int ordinal, device_runtime_options options);
+
+  device_runtime_options options_;
+  primary_context ctx_;
+  std::shared_ptr<event_pool> events_;
+  std::unique_ptr<stream_pool> streams_;
+  std::shared_ptr<pinned_pool> pinned_;
+  memory_pool_ref device_pool_;
+  std::once_flag staging_once_;
+  std::unique_ptr<staged_copier> staging_;
+  std::atomic<std::size_t> staged_{0}, pageable_{0};
+};
+
+//! How runtime copies treat pageable host memory.
+struct copy_options {
+  bool stage_pageable = true;  //!< false: hand pageable memory to the driver (slow, partly synchronous)
+};
+
+//! Host to device on `s`. Pinned `src` (allocated pinned or registered) is copied asynchronously; pageable `src` of
+//! at least `staging_threshold_bytes` goes through the staging ring (host-blocking until `src` is staged, see
+//! `staged_copier`). @throws cuda_error
+void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src,
+                copy_options options = {});
+//! Device to host on `s`. For pinned `dst` asynchronous; for pageable `dst` host-blocking until it holds the data.
+//! @throws cuda_error
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src,
+                copy_options options = {});
+
+}  // namespace cuasync::runtime

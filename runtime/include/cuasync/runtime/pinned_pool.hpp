@@ -1,0 +1,99 @@
+#pragma once
+//! @file `pinned_pool`: a caching allocator of pinned host memory. `cuMemHostAlloc` costs milliseconds for large
+//! sizes and must stay off hot paths (seed §8.2); the pool keeps freed blocks by size class and hands them out again
+//! — but a block the user freed is reused only after the GPU work that used it has completed (seed §12.1).
+
+#include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/runtime/event_pool.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace cuasync::runtime {
+
+class pinned_pool;
+
+//! Counters of a `pinned_pool`.
+struct pinned_pool_stats {
+  std::size_t hits = 0;           //!< allocations served from cached blocks
+  std::size_t misses = 0;         //!< allocations that called cuMemHostAlloc
+  std::size_t bytes_in_use = 0;   //!< held by live `pinned_block`s (capacity)
+  std::size_t bytes_pending = 0;  //!< freed by the user, still used by GPU work
+  std::size_t bytes_idle = 0;     //!< cached, ready for reuse
+  std::size_t bytes_reserved = 0; //!< all pinned memory the pool holds
+  std::size_t cap = 0;
+};
+
+//! A block of pinned memory from a `pinned_pool`. Move-only; returns to the pool when destroyed.
+class pinned_block {
+ public:
+  pinned_block() = default;
+  pinned_block(pinned_block&& o) noexcept
+      : pool_(std::move(o.pool_)), buffer_(std::move(o.buffer_)), size_(std::exchange(o.size_, 0)),
+        uses_(std::move(o.uses_)) {}
+  pinned_block& operator=(pinned_block&& o) noexcept;
+  pinned_block(const pinned_block&) = delete;
+  pinned_block& operator=(const pinned_block&) = delete;
+  ~pinned_block();
+
+  void* get() const noexcept { return buffer_.get(); }
+  std::size_t size() const noexcept { return size_; }                //!< bytes asked for
+  std::size_t capacity() const noexcept { return buffer_.size(); }   //!< the size class
+  std::span<std::byte> bytes() const noexcept { return buffer_.bytes().first(size_); }
+  template <class T>
+  T* data() const noexcept { return static_cast<T*>(buffer_.get()); }
+  explicit operator bool() const noexcept { return static_cast<bool>(buffer_); }
+
+  //! Declares that work enqueued on `s` so far reads or writes this block: once freed, it is not handed out again
+  //! before that work has completed. runtime/'s copies call this themselves. @throws cuda_error
+  void record_use(stream_ref s);
+
+ private:
+  friend class pinned_pool;
+  pinned_block(std::shared_ptr<pinned_pool> pool, pinned_buffer b, std::size_t size)
+      : pool_(std::move(pool)), buffer_(std::move(b)), size_(size) {}
+  std::shared_ptr<pinned_pool> pool_;
+  pinned_buffer buffer_;
+  std::size_t size_ = 0;
+  std::vector<std::shared_ptr<pooled_event>> uses_;
+};
+
+//! The caching allocator. Thread-safe. Size classes are powers of two from 4 KiB.
+class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
+ public:
+  //! `cap_bytes`: the most pinned memory the pool may hold (idle, pending and in use together).
+  pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes);
+  pinned_pool(const pinned_pool&) = delete;
+  pinned_pool& operator=(const pinned_pool&) = delete;
+
+  //! A block of at least `bytes` (> 0). A hit costs a lock and a vector pop.
+  //! @throws cuda_error(CUDA_ERROR_OUT_OF_MEMORY) when the cap would be exceeded even after freeing idle blocks.
+  pinned_block allocate(std::size_t bytes);
+  //! Frees every idle block (cuMemFreeHost). Pending and in-use blocks are kept.
+  void trim();
+  pinned_pool_stats stats() const;
+  static std::size_t size_class(std::size_t bytes) noexcept;
+
+ private:
+  friend class pinned_block;
+  struct pending_block {
+    pinned_buffer buffer;
+    std::vector<std::shared_ptr<pooled_event>> uses;
+  };
+  void give_back(pinned_buffer b, std::vector<std::shared_ptr<pooled_event>> uses) noexcept;
+  void collect_completed_locked();  // moves pending blocks whose work is done to idle
+  std::vector<pinned_buffer>& idle_for(std::size_t cls);
+  void make_room_locked(std::size_t bytes);
+
+  context_ref ctx_;
+  std::shared_ptr<event_pool> events_;
+  mutable std::mutex mutex_;
+  std::vector<std::vector<pinned_buffer>> idle_;  // by log2(size class)
+  std::vector<pending_block> pending_;
+  pinned_pool_stats stats_;
+};
+
+}  // namespace cuasync::runtime

@@ -1,0 +1,64 @@
+#include <cuasync/driver/copy.hpp>
+#include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/runtime/device_runtime.hpp>
+
+#include <map>
+
+namespace cuasync::runtime {
+
+device_runtime::device_runtime(int ordinal, device_runtime_options options)
+    : options_(options), ctx_(primary_context::retain(ordinal)) {
+  events_ = std::make_shared<event_pool>(ctx_);
+  streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority);
+  pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes);
+  if (ctx_.device().properties().memory_pools_supported) {
+    device_pool_ = memory_pool_ref::device_default(ctx_);
+    device_pool_.set_release_threshold(options_.device_pool_release_threshold);
+  }
+}
+
+std::shared_ptr<device_runtime> device_runtime::create(int ordinal, device_runtime_options options) {
+  return std::shared_ptr<device_runtime>(new device_runtime(ordinal, options));
+}
+
+std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal) {
+  static std::mutex mutex;
+  static std::map<int, std::shared_ptr<device_runtime>> runtimes;
+  device::get(ordinal);  // a clear error for a bad ordinal
+  std::lock_guard lock(mutex);
+  auto& rt = runtimes[ordinal];
+  if (!rt) rt = create(ordinal);
+  return rt;
+}
+
+staged_copier& device_runtime::staging() {
+  std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging); });
+  return *staging_;
+}
+
+namespace {
+// Pageable host memory makes a driver copy slow and partly synchronous (seed §8): decide whether to stage it, and
+// count it either way so a framework can see how much of its traffic is pageable.
+bool use_staging(device_runtime& rt, const void* host, std::size_t n, copy_options o) {
+  if (classify_pointer(host) != memory_kind::pageable_host) return false;
+  const bool staged = o.stage_pageable && n >= rt.options().staging_threshold_bytes;
+  rt.count_pageable_copy(staged);
+  return staged;
+}
+}  // namespace
+
+void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src, copy_options o) {
+  if (use_staging(rt, src.data(), src.size(), o))
+    rt.staging().copy_to_device(s, dst, src);
+  else
+    cuasync::copy_async(s, dst, src);
+}
+
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src, copy_options o) {
+  if (use_staging(rt, dst.data(), dst.size(), o))
+    rt.staging().copy_to_host(s, dst, src);
+  else
+    cuasync::copy_async(s, dst, src);
+}
+
+}  // namespace cuasync::runtime

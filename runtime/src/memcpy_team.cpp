@@ -1,0 +1,63 @@
+#include <cuasync/runtime/memcpy_team.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace cuasync::runtime {
+
+memcpy_team::memcpy_team(unsigned threads) {
+  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+memcpy_team::~memcpy_team() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void memcpy_team::copy_part(unsigned part) {
+  // Parts are whole 4 KiB pages where possible, so two threads never share a page.
+  const std::size_t parts = size();
+  const std::size_t per = ((n_ / parts) + 4095) & ~std::size_t{4095};
+  const std::size_t begin = std::min(n_, per * part);
+  const std::size_t end = part + 1 == parts ? n_ : std::min(n_, begin + per);
+  if (end > begin) std::memcpy(dst_ + begin, src_ + begin, end - begin);
+}
+
+void memcpy_team::work(unsigned index) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    copy_part(index);
+    remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void memcpy_team::copy(void* dst, const void* src, std::size_t n) {
+  if (n < (std::size_t{256} << 10) || workers_.empty()) {  // small: a thread hand-off costs more than it saves
+    std::memcpy(dst, src, n);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    dst_ = static_cast<std::byte*>(dst);
+    src_ = static_cast<const std::byte*>(src);
+    n_ = n;
+    remaining_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
+    ++generation_;
+  }
+  wake_.notify_all();
+  copy_part(0);
+  while (remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+}  // namespace cuasync::runtime

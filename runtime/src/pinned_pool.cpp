@@ -1,0 +1,152 @@
+#include <cuasync/runtime/pinned_pool.hpp>
+
+#include <bit>
+
+namespace cuasync::runtime {
+
+namespace {
+constexpr std::size_t min_class = 4096;
+std::size_t class_index(std::size_t cls) { return static_cast<std::size_t>(std::countr_zero(cls)); }
+}  // namespace
+
+// ---- pinned_block
+
+pinned_block& pinned_block::operator=(pinned_block&& o) noexcept {
+  if (this != &o) {
+    this->~pinned_block();
+    new (this) pinned_block(std::move(o));
+  }
+  return *this;
+}
+
+pinned_block::~pinned_block() {
+  if (pool_ && buffer_) pool_->give_back(std::move(buffer_), std::move(uses_));
+}
+
+void pinned_block::record_use(stream_ref s) {
+  uses_.push_back(record_pooled(pool_->events_, s));
+  if (uses_.size() > 8) {
+    // Drop uses whose work has completed, so a long-lived block does not grow its list.
+    std::erase_if(uses_, [](const std::shared_ptr<pooled_event>& u) { return u->get().query_result() == CUDA_SUCCESS; });
+  }
+}
+
+// ---- pinned_pool
+
+pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes)
+    : ctx_(ctx), events_(std::move(events)), idle_(64) {
+  stats_.cap = cap_bytes;
+}
+
+std::size_t pinned_pool::size_class(std::size_t bytes) noexcept { return std::max(min_class, std::bit_ceil(bytes)); }
+
+std::vector<pinned_buffer>& pinned_pool::idle_for(std::size_t cls) { return idle_[class_index(cls)]; }
+
+void pinned_pool::collect_completed_locked() {
+  for (std::size_t i = 0; i < pending_.size();) {
+    auto& p = pending_[i];
+    bool done = true;
+    for (auto& u : p.uses) {
+      const CUresult r = u->get().query_result();
+      if (r == CUDA_ERROR_NOT_READY) {
+        done = false;
+        break;
+      }
+      // An error means the context faulted: the work will never touch the memory again.
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    const std::size_t cls = p.buffer.size();
+    stats_.bytes_pending -= cls;
+    stats_.bytes_idle += cls;
+    idle_for(cls).push_back(std::move(p.buffer));
+    pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
+  }
+}
+
+void pinned_pool::make_room_locked(std::size_t bytes) {
+  if (stats_.bytes_reserved + bytes <= stats_.cap) return;
+  collect_completed_locked();
+  // Free idle blocks, largest classes first, until the new block fits.
+  for (std::size_t c = idle_.size(); c-- > 0 && stats_.bytes_reserved + bytes > stats_.cap;) {
+    auto& list = idle_[c];
+    while (!list.empty() && stats_.bytes_reserved + bytes > stats_.cap) {
+      stats_.bytes_idle -= list.back().size();
+      stats_.bytes_reserved -= list.back().size();
+      list.pop_back();  // cuMemFreeHost
+    }
+  }
+  if (stats_.bytes_reserved + bytes > stats_.cap)
+    throw cuda_error(make_error_code(CUDA_ERROR_OUT_OF_MEMORY), "cuasync::runtime::pinned_pool::allocate",
+                     "a block of " + std::to_string(bytes) + " bytes would exceed the pool's cap of " +
+                         std::to_string(stats_.cap) + " bytes (" + std::to_string(stats_.bytes_in_use) +
+                         " in use, " + std::to_string(stats_.bytes_pending) + " still used by GPU work)");
+}
+
+pinned_block pinned_pool::allocate(std::size_t bytes) {
+  if (bytes == 0) detail::throw_invalid("cuasync::runtime::pinned_pool::allocate", "zero-byte allocation");
+  const std::size_t cls = size_class(bytes);
+  {
+    std::lock_guard lock(mutex_);
+    auto& list = idle_for(cls);
+    if (list.empty() && !pending_.empty()) collect_completed_locked();
+    if (!list.empty()) {
+      pinned_buffer b = std::move(list.back());
+      list.pop_back();
+      ++stats_.hits;
+      stats_.bytes_idle -= cls;
+      stats_.bytes_in_use += cls;
+      return pinned_block(shared_from_this(), std::move(b), bytes);
+    }
+    make_room_locked(cls);
+    ++stats_.misses;
+    stats_.bytes_reserved += cls;  // reserved before the slow allocation, so concurrent callers respect the cap
+    stats_.bytes_in_use += cls;
+  }
+  try {
+    return pinned_block(shared_from_this(), pinned_buffer::allocate(ctx_, cls), bytes);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    stats_.bytes_reserved -= cls;
+    stats_.bytes_in_use -= cls;
+    throw;
+  }
+}
+
+void pinned_pool::give_back(pinned_buffer b, std::vector<std::shared_ptr<pooled_event>> uses) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    const std::size_t cls = b.size();
+    stats_.bytes_in_use -= cls;
+    if (uses.empty()) {
+      stats_.bytes_idle += cls;
+      idle_for(cls).push_back(std::move(b));
+    } else {
+      stats_.bytes_pending += cls;
+      pending_.push_back({std::move(b), std::move(uses)});
+    }
+  } catch (...) {
+    // No memory for the lists: the buffer is freed by its destructor. That is only safe once its work is done.
+    for (auto& u : uses) detail::driver().cuEventSynchronize(u->get().get());
+  }
+}
+
+void pinned_pool::trim() {
+  std::lock_guard lock(mutex_);
+  collect_completed_locked();
+  for (auto& list : idle_) {
+    for (auto& b : list) stats_.bytes_reserved -= b.size();
+    list.clear();
+  }
+  stats_.bytes_idle = 0;
+}
+
+pinned_pool_stats pinned_pool::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace cuasync::runtime

@@ -1,0 +1,44 @@
+#include <cuasync/runtime/stream_pool.hpp>
+
+namespace cuasync::runtime {
+
+stream_pool::stream_pool(context_ref ctx, std::size_t per_priority) : ctx_(ctx) {
+  // The driver's range is [greatest, least] with least = the default (0): "normal" streams keep the default, so they
+  // do not pre-empt other libraries' streams; "low" cannot go below it; "high" takes the greatest.
+  auto [least, greatest] = ctx.stream_priority_range();
+  values_[0] = greatest;
+  values_[1] = least;
+  values_[2] = least;
+  for (int p = 0; p < 3; ++p)
+    for (std::size_t i = 0; i < std::max<std::size_t>(per_priority, 1); ++i)
+      shared_[p].push_back(stream::create(ctx, {.non_blocking = true, .priority = values_[p]}));
+}
+
+stream_ref stream_pool::next(priority p) noexcept {
+  const int i = static_cast<int>(p);
+  return shared_[i][cursor_[i].fetch_add(1, std::memory_order_relaxed) % shared_[i].size()];
+}
+
+stream_pool::lease stream_pool::borrow(priority p) {
+  const int i = static_cast<int>(p);
+  {
+    std::lock_guard lock(mutex_);
+    if (!idle_[i].empty()) {
+      stream s = std::move(idle_[i].back());
+      idle_[i].pop_back();
+      return lease(this, std::move(s), i);
+    }
+  }
+  return lease(this, stream::create(ctx_, {.non_blocking = true, .priority = values_[i]}), i);
+}
+
+stream_pool::lease::~lease() {
+  if (!pool_ || !stream_) return;
+  try {
+    std::lock_guard lock(pool_->mutex_);
+    pool_->idle_[level_].push_back(std::move(stream_));
+  } catch (...) {
+  }
+}
+
+}  // namespace cuasync::runtime
