@@ -1,0 +1,10 @@
+#pragma once
+//! @file Everything in the jit layer.
+#include <cuasync/jit/cache_key.hpp>
+#include <cuasync/jit/compiler.hpp>
+#include <cuasync/jit/disk_cache.hpp>
+#include <cuasync/jit/error.hpp>
+#include <cuasync/jit/nvrtc.hpp>
+#include <cuasync/jit/options.hpp>
+#include <cuasync/jit/program.hpp>
+#include <cuasync/jit/target.hpp>

@@ -1,0 +1,41 @@
+#pragma once
+//! @file The cache key: an XXH3-128 hash over everything that changes a compile's output — the source, every
+//! in-memory header's name and contents, the name expressions, every option (and the toolkit include directories
+//! they add), the target, the NVRTC version and the cache format version.
+
+#include <cuasync/jit/options.hpp>
+#include <cuasync/jit/program.hpp>
+#include <cuasync/jit/target.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cuasync::jit {
+
+//! The version of the on-disk entry format. Entries of another version are rejected, deleted and recompiled.
+inline constexpr std::uint32_t cache_format_version = 1;
+
+//! A 128-bit key.
+struct cache_key {
+  std::uint64_t low = 0;
+  std::uint64_t high = 0;
+  //! 32 lowercase hex digits (the entry's file name).
+  std::string hex() const;
+  friend bool operator==(const cache_key&, const cache_key&) = default;
+};
+
+//! For `std::unordered_map<cache_key, ...>`: the key is already a good hash.
+struct cache_key_hash {
+  std::size_t operator()(const cache_key& k) const noexcept { return static_cast<std::size_t>(k.low ^ k.high); }
+};
+
+//! The key of compiling `p` for `t` with `o` by NVRTC `nvrtc_version` (13000). Costs one pass of XXH3 over the
+//! source and headers (tens of GB/s): a few hundred nanoseconds for a typical kernel.
+cache_key make_cache_key(const program& p, const target& t, const compile_options& o, int nvrtc_version,
+                         std::uint32_t format_version = cache_format_version);
+
+//! XXH3-128 of a byte range (the entries' checksum).
+cache_key checksum(const void* data, std::size_t size) noexcept;
+
+}  // namespace cuasync::jit

@@ -1,0 +1,91 @@
+#include <cuasync/jit/cache_key.hpp>
+#include <cuasync/jit/nvrtc.hpp>
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace cuasync::jit {
+namespace {
+
+// Feeds values with length prefixes and field tags, so that no two different inputs hash the same byte stream.
+class hasher {
+ public:
+  hasher() { XXH3_128bits_reset(&state_); }
+  void bytes(const void* p, std::size_t n) { XXH3_128bits_update(&state_, p, n); }
+  template <class T>
+  void value(const T& v) {
+    bytes(&v, sizeof v);
+  }
+  void str(std::string_view s) {
+    value(static_cast<std::uint64_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void tag(char t) { value(t); }
+  cache_key digest() {
+    const XXH128_hash_t h = XXH3_128bits_digest(&state_);
+    return {h.low64, h.high64};
+  }
+
+ private:
+  XXH3_state_t state_;
+};
+
+}  // namespace
+
+std::string cache_key::hex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return buf;
+}
+
+cache_key checksum(const void* data, std::size_t size) noexcept {
+  const XXH128_hash_t h = XXH3_128bits(data, size);
+  return {h.low64, h.high64};
+}
+
+cache_key make_cache_key(const program& p, const target& t, const compile_options& o, int nvrtc_version,
+                         std::uint32_t format_version) {
+  hasher h;
+  h.value(format_version);
+  h.value(nvrtc_version);
+  h.tag('T');
+  h.value(static_cast<std::uint8_t>(t.kind));
+  h.value(t.arch);
+  h.tag('P');
+  h.str(p.name());
+  h.str(p.source());
+  h.value(static_cast<std::uint64_t>(p.headers().size()));
+  for (const auto& [name, contents] : p.headers()) {
+    h.str(name);
+    h.str(contents);
+  }
+  h.value(static_cast<std::uint64_t>(p.name_expressions().size()));
+  for (const auto& e : p.name_expressions()) h.str(e);
+  h.tag('O');
+  h.str(o.standard);
+  h.value(static_cast<std::uint64_t>(o.defines.size()));
+  for (const auto& [name, value] : o.defines) {
+    h.str(name);
+    h.str(value);
+  }
+  h.value(static_cast<std::uint64_t>(o.include_paths.size()));
+  for (const auto& dir : o.include_paths) h.str(dir);
+  h.value(o.toolkit_includes);
+  if (o.toolkit_includes)
+    for (const auto& dir : toolkit_include_dirs()) h.str(dir);
+  h.value(o.fast_math);
+  h.value(static_cast<int>(o.fmad ? (*o.fmad ? 1 : 0) : -1));
+  h.value(o.line_info);
+  h.value(o.debug);
+  h.value(o.relocatable_device_code);
+  h.value(o.max_registers.value_or(-1));
+  h.value(o.precompiled_headers);
+  h.value(static_cast<std::uint64_t>(o.extra.size()));
+  for (const auto& e : o.extra) h.str(e);
+  return h.digest();
+}
+
+}  // namespace cuasync::jit

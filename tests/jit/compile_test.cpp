@@ -1,0 +1,159 @@
+// Compiling with NVRTC on CI (no GPU): CUBIN, PTX and LTO-IR; name expressions; headers, defines, toolkit includes;
+// options; compile errors that quote the offending line.
+#include <cuasync/jit/program.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "kernels.hpp"
+
+#include <cuasync/jit/nvrtc.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace cuasync;
+using jit::output_kind;
+
+namespace {
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+TEST_CASE("a program compiles to CUBIN, PTX and LTO-IR", "[jit][compile]") {
+  const jit::program p = test::templates_program();
+  SECTION("CUBIN for sm_90 is an ELF image") {
+    const auto c = jit::compile(p, {output_kind::cubin, 90});
+    REQUIRE(c.image.size() > 4);
+    CHECK(std::memcmp(c.image.data(), "\x7f" "ELF", 4) == 0);
+    CHECK(c.target == jit::target{output_kind::cubin, 90});
+    CHECK(c.nvrtc_version == jit::nvrtc_library().version());
+    CHECK(c.name == "templates.cu");
+  }
+  SECTION("PTX for compute_90 is text with the ISA version, the target and the kernels") {
+    const auto c = jit::compile(p, {output_kind::ptx, 90});
+    const std::string_view ptx = c.text();
+    CHECK(jit::parse_ptx_isa(ptx).has_value());
+    CHECK(ptx.find(".target sm_90") != std::string_view::npos);
+    CHECK(ptx.find(".entry fill") != std::string_view::npos);
+    CHECK(ptx.find(c.lowered_name("saxpy<float, 256>")) != std::string_view::npos);
+    CHECK(ptx.back() != '\0');
+  }
+  SECTION("LTO-IR is neither ELF nor PTX") {
+    const auto c = jit::compile(p, {output_kind::ltoir, 90});
+    REQUIRE(c.image.size() > 16);
+    CHECK(std::memcmp(c.image.data(), "\x7f" "ELF", 4) != 0);
+    CHECK(!jit::parse_ptx_isa(c.text()));
+    CHECK(c.target.kind == output_kind::ltoir);
+  }
+}
+
+TEST_CASE("name expressions of two templates give their lowered names", "[jit][compile][names]") {
+  const auto c = jit::compile(test::templates_program(), {output_kind::ptx, 90});
+  REQUIRE(c.lowered_names.size() == 2);
+  CHECK(c.lowered_names[0].first == "saxpy<float, 256>");
+  CHECK(c.lowered_names[1].first == "ns::reduce<double>");
+  // Itanium mangling: saxpy<float, 256>(float, const float*, float*, int), ns::reduce<double>(...)
+  CHECK(c.lowered_name("saxpy<float, 256>") == "_Z5saxpyIfLi256EEvT_PKS0_PS0_i");
+  CHECK_THAT(c.lowered_name("ns::reduce<double>"), Catch::StartsWith("_ZN2ns6reduceIdEEv"));
+  CHECK(c.text().find(".entry " + c.lowered_name("ns::reduce<double>")) != std::string_view::npos);
+  CHECK_THROWS_WITH(c.lowered_name("saxpy<double, 128>"),
+                    Catch::Contains("not a name expression") && Catch::Contains("'saxpy<float, 256>'"));
+}
+
+TEST_CASE("in-memory headers, defines and the toolkit's headers are found", "[jit][compile][headers]") {
+  jit::program p("headers.cu", R"(#include "config.h"
+#include <cuda/std/cstdint>
+#include <cuda_fp16.h>
+extern "C" __global__ void k(cuda::std::uint32_t* out, __half h) {
+  out[0] = CONFIG_VALUE + SCALE + static_cast<int>(__half2float(h));
+}
+)");
+  p.add_header("config.h", "#pragma once\n#define CONFIG_VALUE 40\n");
+  jit::compile_options o;
+  o.define("SCALE", "2");
+  const auto c = jit::compile(p, {output_kind::ptx, 90}, o);
+  CHECK(c.text().find(".entry k") != std::string_view::npos);
+  CHECK(c.text().find("42") != std::string_view::npos);  // 40 + 2 folded
+
+  o.toolkit_includes = false;
+  CHECK_THROWS_AS(jit::compile(p, {output_kind::ptx, 90}, o), jit::compile_error);
+}
+
+TEST_CASE("options turn into NVRTC's arguments", "[jit][compile][options]") {
+  jit::compile_options o;
+  o.standard = "c++20";
+  o.define("A", "1").define("B").include("/opt/inc");
+  o.fast_math = true;
+  o.fmad = false;
+  o.line_info = true;
+  o.debug = true;
+  o.relocatable_device_code = true;
+  o.max_registers = 64;
+  o.precompiled_headers = true;
+  o.extra = {"--extra-device-vectorization"};
+  o.toolkit_includes = false;
+  const auto a = o.arguments({output_kind::cubin, 90}, "/cache/pch");
+  CHECK(a.front() == "--gpu-architecture=sm_90");
+  for (const char* s : {"--std=c++20", "-DA=1", "-DB", "-I/opt/inc", "--use_fast_math", "--fmad=false",
+                        "--generate-line-info", "--device-debug", "--relocatable-device-code=true",
+                        "--maxrregcount=64", "--pch", "--pch-dir=/cache/pch"})
+    CHECK(contains(a, s));
+  CHECK(a.back() == "--extra-device-vectorization");
+  CHECK(contains(jit::compile_options{}.arguments({output_kind::ltoir, 90}), "-dlto"));
+  CHECK(contains(jit::compile_options{}.arguments({output_kind::ptx, 120}), "--gpu-architecture=compute_120"));
+  CHECK(contains(jit::compile_options{}.arguments({output_kind::ptx, 90}), "-I" + jit::toolkit_include_dirs()[0]));
+  o.max_registers = 0;
+  CHECK_THROWS_WITH(o.arguments({output_kind::cubin, 90}), Catch::Contains("max_registers must be positive"));
+}
+
+TEST_CASE("a compile error quotes the first error with the offending source line", "[jit][compile][error]") {
+  jit::program p("broken.cu", R"(extern "C" __global__ void k(float* y, const float* x) {
+  const int i = threadIdx.x;
+  float a = 2.0f;
+  y[i] = a * x[i] + undefined_thing;
+}
+)");
+  try {
+    jit::compile(p, {output_kind::cubin, 90});
+    FAIL("no throw");
+  } catch (const jit::compile_error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(e.program_name() == "broken.cu");
+    CHECK(e.code() == make_error_code(NVRTC_ERROR_COMPILATION));
+    CHECK_THAT(what, Catch::Contains("program 'broken.cu' failed to compile"));
+    CHECK_THAT(what, Catch::Contains("broken.cu(4): error"));
+    CHECK_THAT(what, Catch::Contains("undefined_thing"));
+    CHECK_THAT(what, Catch::Contains("    4 |   y[i] = a * x[i] + undefined_thing;"));
+    CHECK_THAT(what, Catch::Contains("--gpu-architecture=sm_90"));
+    CHECK_THAT(e.log(), Catch::Contains("identifier \"undefined_thing\" is undefined"));
+    CHECK(contains(e.options(), "--gpu-architecture=sm_90"));
+  }
+}
+
+TEST_CASE("an error in an in-memory header quotes the header's line", "[jit][compile][error]") {
+  const jit::program p = jit::program("uses_header.cu", "#include \"bad.h\"\nextern \"C\" __global__ void k() {}\n")
+                             .add_header("bad.h", "#pragma once\nint f() { return not_declared; }\n");
+  CHECK_THROWS_WITH(jit::compile(p, {output_kind::ptx, 90}),
+                    Catch::Contains("bad.h(2): error") && Catch::Contains("    2 | int f() { return not_declared; }"));
+}
+
+TEST_CASE("an invalid option or name expression is a compile_error with NVRTC's message", "[jit][compile][error]") {
+  jit::compile_options o;
+  o.extra = {"--no-such-option"};
+  CHECK_THROWS_AS(jit::compile(test::small_program(1), {output_kind::ptx, 90}, o), jit::compile_error);
+  CHECK_THROWS_WITH(jit::compile(test::small_program(1), {output_kind::ptx, 90}, o),
+                    Catch::Contains("--no-such-option"));
+  CHECK_THROWS_WITH(jit::program("p.cu", "").add_name_expression(""), Catch::Contains("empty name expression"));
+}
+
+TEST_CASE("the first error is found in an NVRTC log", "[jit][compile][error]") {
+  const jit::program p("x.cu", "line one\nline two\nline three\n");
+  CHECK(jit::detail::first_error("x.cu(2): warning: w\nx.cu(3): error: bad\n1 error detected\n", p) ==
+        "x.cu(3): error: bad\n    3 | line three");
+  CHECK(jit::detail::first_error("x.cu(9): error: past the end\n", p) == "x.cu(9): error: past the end");
+  CHECK(jit::detail::first_error("nvrtc: error: invalid value for --gpu-architecture (-arch)\n", p) ==
+        "nvrtc: error: invalid value for --gpu-architecture (-arch)");
+  CHECK(jit::detail::first_error("", p).empty());
+}
