@@ -1,5 +1,3 @@
-#include <cuasync/driver/copy.hpp>
-#include <cuasync/driver/pointer_info.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 
 #include <map>
@@ -34,31 +32,6 @@ std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal) {
 staged_copier& device_runtime::staging() {
   std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging); });
   return *staging_;
-}
-
-namespace {
-// Pageable host memory makes a driver copy slow and partly synchronous (seed §8): decide whether to stage it, and
-// count it either way so a framework can see how much of its traffic is pageable.
-bool use_staging(device_runtime& rt, const void* host, std::size_t n, copy_options o) {
-  if (classify_pointer(host) != memory_kind::pageable_host) return false;
-  const bool staged = o.stage_pageable && n >= rt.options().staging_threshold_bytes;
-  rt.count_pageable_copy(staged);
-  return staged;
-}
-}  // namespace
-
-void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src, copy_options o) {
-  if (use_staging(rt, src.data(), src.size(), o))
-    rt.staging().copy_to_device(s, dst, src);
-  else
-    cuasync::copy_async(s, dst, src);
-}
-
-void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src, copy_options o) {
-  if (use_staging(rt, dst.data(), dst.size(), o))
-    rt.staging().copy_to_host(s, dst, src);
-  else
-    cuasync::copy_async(s, dst, src);
 }
 
 }  // namespace cuasync::runtime

@@ -88,14 +88,18 @@ inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_con
 }
 }  // namespace detail
 
+//! What `launch` passes to a kernel: a trivially copyable value. Types that declare `using is_tracked_access = void`
+//! (runtime/'s `reads(b)`, `writes(b)`) are left to `runtime::launch`, so the two overloads never compete.
+template <class T>
+concept kernel_argument = std::is_trivially_copyable_v<T> && !requires { typename T::is_tracked_access; };
+
 //! Enqueues `kernel<<<config>>>(args...)` on `s`. Each argument is passed by value, byte for byte: its type's size
 //! must equal the kernel parameter's (pass `int` for `int`, a pointer or `CUdeviceptr` for a pointer).
 //! @throws cuda_error before enqueuing when the count or a size does not match (naming the kernel, the parameter
 //! index and both sizes), when the configuration exceeds a limit, or when the stream and kernel belong to different
 //! contexts; and with the driver's error if the launch itself fails.
-template <class... Args>
+template <kernel_argument... Args>
 void launch(located_stream ls, kernel_ref kernel, const launch_config& config, const Args&... args) {
-  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments are copied byte for byte");
   const stream_ref s = ls.stream;
   const std::source_location where = ls.where;
   const detail::kernel_info& k = kernel.info();

@@ -69,19 +69,4 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   std::atomic<std::size_t> staged_{0}, pageable_{0};
 };
 
-//! How runtime copies treat pageable host memory.
-struct copy_options {
-  bool stage_pageable = true;  //!< false: hand pageable memory to the driver (slow, partly synchronous)
-};
-
-//! Host to device on `s`. Pinned `src` (allocated pinned or registered) is copied asynchronously; pageable `src` of
-//! at least `staging_threshold_bytes` goes through the staging ring (host-blocking until `src` is staged, see
-//! `staged_copier`). @throws cuda_error
-void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src,
-                copy_options options = {});
-//! Device to host on `s`. For pinned `dst` asynchronous; for pageable `dst` host-blocking until it holds the data.
-//! @throws cuda_error
-void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src,
-                copy_options options = {});
-
 }  // namespace cuasync::runtime

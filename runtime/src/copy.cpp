@@ -1,0 +1,60 @@
+#include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/runtime/copy.hpp>
+
+namespace cuasync::runtime {
+
+namespace {
+// Pageable host memory makes a driver copy slow and partly synchronous (seed §8): decide whether to stage it, and
+// count it either way so a framework can see how much of its traffic is pageable.
+bool use_staging(device_runtime& rt, const void* host, std::size_t n, copy_options o) {
+  if (classify_pointer(host) != memory_kind::pageable_host) return false;
+  const bool staged = o.stage_pageable && n >= rt.options().staging_threshold_bytes;
+  rt.count_pageable_copy(staged);
+  return staged;
+}
+}  // namespace
+
+void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src, copy_options o) {
+  if (use_staging(rt, src.data(), src.size(), o))
+    rt.staging().copy_to_device(s, dst, src);
+  else
+    cuasync::copy_async(s, dst, src);
+}
+
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src, copy_options o) {
+  if (use_staging(rt, dst.data(), dst.size(), o))
+    rt.staging().copy_to_host(s, dst, src);
+  else
+    cuasync::copy_async(s, dst, src);
+}
+
+void copy_async(device_runtime& rt, stream_ref s, tracked_buffer& dst, std::span<const std::byte> src,
+                copy_options o) {
+  dst.use(s, access::write);
+  copy_async(rt, s, dst.span(), src, o);
+}
+
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src, copy_options o) {
+  src.use(s, access::read);
+  copy_async(rt, s, dst, src.span(), o);
+}
+
+void copy_async(stream_ref s, tracked_buffer& dst, const tracked_buffer& src) {
+  const_cast<tracked_buffer&>(src).use(s, access::read);
+  dst.use(s, access::write);
+  cuasync::copy_async(s, dst.span(), src.span());
+}
+
+void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src) {
+  dst.use(s, access::write);
+  cuasync::copy_async(s, dst.span(), std::span<const std::byte>(src.bytes()));
+  src.record_use(s);
+}
+
+void copy_async(stream_ref s, pinned_block& dst, tracked_buffer& src) {
+  src.use(s, access::read);
+  cuasync::copy_async(s, dst.bytes(), src.span());
+  dst.record_use(s);
+}
+
+}  // namespace cuasync::runtime

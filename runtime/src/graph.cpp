@@ -1,0 +1,117 @@
+#include <cuasync/runtime/graph.hpp>
+
+namespace cuasync::runtime {
+
+using cuasync::detail::driver;
+using cuasync::detail::throw_cu;
+
+namespace {
+std::source_location here(std::source_location w = std::source_location::current()) { return w; }
+}  // namespace
+
+void graph::begin_capture(stream_ref s) {
+  if (CUresult r = driver().cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamBeginCapture", s.describe(), here());
+}
+
+void graph::abandon_capture(stream_ref s) noexcept {
+  CUgraph g = nullptr;
+  if (driver().cuStreamEndCapture(s.get(), &g) == CUDA_SUCCESS && g) driver().cuGraphDestroy(g);
+}
+
+graph graph::end_capture(stream_ref s) {
+  graph out;
+  if (CUresult r = driver().cuStreamEndCapture(s.get(), &out.graph_); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamEndCapture",
+             s.describe() + (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                 ? ": an operation in the capture cannot be captured (e.g. a synchronising call)"
+                                 : ""),
+             here());
+  out.ctx_ = s.context();
+  return out;
+}
+
+graph& graph::operator=(graph&& o) noexcept {
+  if (this != &o) {
+    this->~graph();
+    graph_ = std::exchange(o.graph_, nullptr);
+    ctx_ = o.ctx_;
+  }
+  return *this;
+}
+
+graph::~graph() {
+  if (graph_)
+    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_));
+}
+
+std::size_t graph::node_count() const {
+  std::size_t n = 0;
+  if (CUresult r = driver().cuGraphGetNodes(graph_, nullptr, &n); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphGetNodes", "graph " + cuasync::detail::handle_string(graph_), here());
+  return n;
+}
+
+graph_exec graph::instantiate() const {
+  graph_exec e;
+  e.ctx_ = ctx_;
+  if (CUresult r = driver().cuGraphInstantiateWithFlags(&e.exec_, graph_, 0); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphInstantiateWithFlags", "graph " + cuasync::detail::handle_string(graph_), here());
+  std::vector<CUgraphNode> nodes(node_count());
+  std::size_t n = nodes.size();
+  if (n) cuasync::detail::check(driver().cuGraphGetNodes(graph_, nodes.data(), &n), "cuGraphGetNodes");
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type{};
+    cuasync::detail::check(driver().cuGraphNodeGetType(node, &type), "cuGraphNodeGetType");
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) e.kernel_nodes_.push_back(node);
+  }
+  return e;
+}
+
+graph_exec& graph_exec::operator=(graph_exec&& o) noexcept {
+  if (this != &o) {
+    this->~graph_exec();
+    new (this) graph_exec(std::move(o));
+  }
+  return *this;
+}
+
+graph_exec::~graph_exec() {
+  if (exec_)
+    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphExecDestroy(exec_));
+  exec_ = nullptr;
+}
+
+void graph_exec::launch(stream_ref s) const {
+  if (CUresult r = driver().cuGraphLaunch(exec_, s.get()); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), here());
+}
+
+void graph_exec::set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count) {
+  constexpr const char* api = "cuasync::runtime::graph_exec::set_kernel_arguments";
+  if (index >= kernel_nodes_.size())
+    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " of " +
+                                            std::to_string(kernel_nodes_.size()));
+  CUDA_KERNEL_NODE_PARAMS_v2 p{};
+  cuasync::detail::check(driver().cuGraphKernelNodeGetParams(kernel_nodes_[index], &p), "cuGraphKernelNodeGetParams");
+  // Check count and sizes against the kernel, as cuasync::launch does.
+  std::size_t expected = 0;
+  for (;; ++expected) {
+    std::size_t offset = 0, size = 0;
+    if (driver().cuFuncGetParamInfo(p.func, expected, &offset, &size) != CUDA_SUCCESS) break;
+    if (expected < count && size != sizes[expected])
+      cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " parameter " +
+                                              std::to_string(expected) + " is " + std::to_string(size) +
+                                              " bytes but the argument given is " + std::to_string(sizes[expected]) +
+                                              " bytes");
+  }
+  if (expected != count)
+    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " takes " + std::to_string(expected) +
+                                            " parameter(s) but " + std::to_string(count) + " were given");
+  p.kernelParams = params;
+  p.extra = nullptr;
+  if (CUresult r = driver().cuGraphExecKernelNodeSetParams(exec_, kernel_nodes_[index], &p); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphExecKernelNodeSetParams", "kernel node " + std::to_string(index), here());
+}
+
+}  // namespace cuasync::runtime

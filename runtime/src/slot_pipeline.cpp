@@ -1,0 +1,136 @@
+#include <cuasync/runtime/copy.hpp>
+#include <cuasync/runtime/slot_pipeline.hpp>
+
+#include <algorithm>
+
+namespace cuasync::runtime {
+
+slot_pipeline::slot_pipeline(device_runtime& rt, slot_pipeline_options options) : options_(options) {
+  if (options_.slots == 0 || options_.input_bytes == 0 || options_.output_bytes == 0)
+    cuasync::detail::throw_invalid("cuasync::runtime::slot_pipeline",
+                                   "needs at least one slot and non-zero input and output sizes");
+  slots_.reserve(options_.slots);
+  for (std::size_t i = 0; i < options_.slots; ++i) {
+    auto lease = rt.streams().borrow();
+    const stream_ref s = lease.get();
+    slots_.push_back({pipeline_slot{.index = i,
+                                    .input = rt.pinned()->allocate(options_.input_bytes),
+                                    .output = rt.pinned()->allocate(options_.output_bytes),
+                                    .input_device = device_buffer::allocate(rt.context(), options_.input_bytes),
+                                    .output_device = device_buffer::allocate(rt.context(), options_.output_bytes),
+                                    .stream = s,
+                                    .input_view = {},
+                                    .output_view = {}},
+                      std::move(lease), event::create(rt.context())});
+  }
+  for (unsigned i = 0; i < options_.post_threads; ++i) workers_.emplace_back([this] { worker(); });
+}
+
+slot_pipeline::~slot_pipeline() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  // Nothing may still read or write the slots' buffers when they are freed.
+  for (auto& s : slots_)
+    if (s.batch != SIZE_MAX) cuasync::detail::driver().cuEventSynchronize(s.done.get());
+}
+
+void slot_pipeline::worker() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+void slot_pipeline::wait_post(slot_state& s) {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return !s.post_running; });
+  if (post_error_) std::rethrow_exception(std::exchange(post_error_, nullptr));
+}
+
+void slot_pipeline::retire(slot_state& s, const stage& post) {
+  if (s.batch == SIZE_MAX) return;
+  const std::size_t batch = std::exchange(s.batch, SIZE_MAX);
+  s.done.synchronize();  // throws the device error, if any
+  if (workers_.empty()) {
+    post(batch, s.slot);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    s.post_running = true;
+    jobs_.push_back([this, &s, &post, batch] {
+      std::exception_ptr error;
+      try {
+        post(batch, s.slot);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      s.post_running = false;
+      if (error && !post_error_) post_error_ = error;
+      cv_.notify_all();
+    });
+  }
+  cv_.notify_all();
+}
+
+void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post) {
+  std::exception_ptr error;
+  try {
+    for (std::size_t b = 0; b < batches; ++b) {
+      slot_state& s = slots_[b % slots_.size()];
+      retire(s, post);  // the slot's previous batch: GPU done, then postprocess
+      wait_post(s);     // its host buffers are free again
+      pipeline_slot& slot = s.slot;
+      slot.input_view = std::span<const std::byte>(slot.input.bytes());
+      slot.output_view = slot.output.bytes();
+      pre(b, slot);
+      cuasync::copy_async(slot.stream, slot.input_device.span(), slot.input_view);
+      gpu(b, slot);
+      cuasync::copy_async(slot.stream, slot.output_view, slot.output_device.subspan(0, slot.output_view.size()));
+      s.done.record(slot.stream);
+      s.batch = b;
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Drain in batch order, even after an error, so nothing is left reading the slots' buffers.
+  std::vector<slot_state*> order;
+  for (auto& s : slots_)
+    if (s.batch != SIZE_MAX) order.push_back(&s);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
+  for (auto* s : order) {
+    try {
+      if (error) {
+        s->done.synchronize();
+        s->batch = SIZE_MAX;
+      } else {
+        retire(*s, post);
+      }
+    } catch (...) {
+      if (!error) error = std::current_exception();
+      s->batch = SIZE_MAX;
+    }
+  }
+  for (auto& s : slots_) {
+    try {
+      wait_post(s);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace cuasync::runtime

@@ -1,0 +1,84 @@
+#include <cuasync/runtime/device_runtime.hpp>
+#include <cuasync/runtime/tracked_buffer.hpp>
+
+#include <algorithm>
+
+namespace cuasync::runtime {
+
+tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std::size_t bytes) {
+  if (!rt.device_pool().get())
+    detail::throw_invalid("cuasync::runtime::tracked_buffer::allocate", "the device has no stream-ordered memory pool");
+  tracked_buffer b;
+  b.events_ = rt.events();
+  b.home_ = home;
+  b.ptr_ = rt.device_pool().allocate_async(home, bytes);
+  b.size_ = bytes;
+  b.mutex_ = std::make_unique<std::mutex>();
+  return b;
+}
+
+tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
+  if (this != &o) {
+    free_nothrow();
+    events_ = std::move(o.events_);
+    home_ = o.home_;
+    ptr_ = std::exchange(o.ptr_, 0);
+    size_ = std::exchange(o.size_, 0);
+    tracking_ = o.tracking_;
+    mutex_ = std::move(o.mutex_);
+    last_write_ = std::move(o.last_write_);
+    reads_ = std::move(o.reads_);
+    others_ = std::move(o.others_);
+  }
+  return *this;
+}
+
+tracked_buffer::~tracked_buffer() { free_nothrow(); }
+
+void tracked_buffer::wait_for(stream_ref s, stream_use& u) {
+  if (u.stream == s) return;  // same stream: stream order already covers it
+  if (!u.after) u.after = record_pooled(events_, u.stream);
+  s.wait(u.after->get());
+}
+
+void tracked_buffer::use(stream_ref s, access a) {
+  if (!tracking_) return;
+  std::lock_guard lock(*mutex_);
+  if (last_write_) wait_for(s, *last_write_);
+  if (a != access::read) {
+    for (auto& r : reads_) wait_for(s, r);
+    reads_.clear();
+    last_write_ = stream_use{s, nullptr};
+  } else {
+    auto it = std::find_if(reads_.begin(), reads_.end(), [&](const stream_use& r) { return r.stream == s; });
+    if (it == reads_.end())
+      reads_.push_back({s, nullptr});
+    else
+      it->after.reset();  // a newer use on that stream: an event, if needed, must be recorded after it
+  }
+  if (!(s == home_)) {
+    auto it = std::find_if(others_.begin(), others_.end(), [&](const stream_use& r) { return r.stream == s; });
+    if (it == others_.end())
+      others_.push_back({s, nullptr});
+    else
+      it->after.reset();
+  }
+}
+
+void tracked_buffer::free_nothrow() noexcept {
+  if (!ptr_) return;
+  try {
+    // Every other stream's last use must be done before the memory returns to the pool (seed §15.4).
+    for (auto& u : others_) wait_for(home_, u);
+    memory_pool_ref::free_async(home_, ptr_);
+  } catch (const cuda_error& e) {
+    detail::defer_error(home_.context().get(), e.result());
+  } catch (...) {
+  }
+  ptr_ = 0;
+  others_.clear();
+  reads_.clear();
+  last_write_.reset();
+}
+
+}  // namespace cuasync::runtime

@@ -1,0 +1,98 @@
+#include <cuasync/runtime/device_runtime.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "gpu.hpp"
+
+#include <thread>
+
+using namespace cuasync;
+using namespace cuasync::runtime;
+
+namespace {
+std::shared_ptr<device_runtime> rt() { return device_runtime::for_device(0); }
+}  // namespace
+
+TEST_CASE("size classes are powers of two from 4 KiB", "[runtime][pinned]") {
+  CHECK(pinned_pool::size_class(1) == 4096);
+  CHECK(pinned_pool::size_class(4096) == 4096);
+  CHECK(pinned_pool::size_class(4097) == 8192);
+  CHECK(pinned_pool::size_class(3 << 20) == 4 << 20);
+}
+
+TEST_CASE("the pinned pool reuses freed blocks and counts hits and misses", "[runtime][pinned][gpu]") {
+  auto r = device_runtime::create(0, {.pinned_cap_bytes = 64 << 20});
+  auto& pool = *r->pinned();
+  void* first = nullptr;
+  {
+    pinned_block b = pool.allocate(100000);
+    CHECK(b.size() == 100000);
+    CHECK(b.capacity() == 131072);
+    CHECK(is_pinned(b.get()));
+    first = b.get();
+  }
+  pinned_block again = pool.allocate(120000);
+  CHECK(again.get() == first);
+  auto st = pool.stats();
+  CHECK(st.hits == 1);
+  CHECK(st.misses == 1);
+  CHECK(st.bytes_in_use == 131072);
+  CHECK_THROWS_WITH(pool.allocate(0), Catch::Contains("zero-byte"));
+  CHECK_THROWS_WITH(pool.allocate(128 << 20), Catch::Contains("exceed the pool's cap"));
+}
+
+TEST_CASE("a freed pinned block is not handed out while GPU work still uses it", "[runtime][pinned][gpu]") {
+  auto r = device_runtime::create(0);
+  auto& pool = *r->pinned();
+  stream s = stream::create(r->context());
+  test::gate g;
+  void* used = nullptr;
+  {
+    pinned_block b = pool.allocate(1 << 20);
+    used = b.get();
+    g.close(s);
+    device_buffer d = device_buffer::allocate(r->context(), 1 << 20);
+    copy_async(s, d.span(), std::span<const std::byte>(b.bytes()));
+    b.record_use(s);
+  }
+  pinned_block other = pool.allocate(1 << 20);  // the first block is pending: a new one is allocated
+  CHECK(other.get() != used);
+  CHECK(pool.stats().bytes_pending == (1 << 20));
+  g.open();
+  s.synchronize();
+  pinned_block third = pool.allocate(1 << 20);  // now the first block is free again
+  CHECK(third.get() == used);
+  CHECK(pool.stats().bytes_pending == 0);
+}
+
+TEST_CASE("the stream pool hands out non-blocking streams by priority", "[runtime][streams][gpu]") {
+  auto r = rt();
+  auto [least, greatest] = r->context().stream_priority_range();
+  stream_ref hi = r->streams().next(priority::high);
+  CHECK(hi.priority() == greatest);
+  CHECK(r->streams().next(priority::normal).priority() == least);
+  CHECK(hi.flags() == CU_STREAM_NON_BLOCKING);
+  stream_ref a = r->streams().next(), b = r->streams().next();
+  CHECK(!(a == b));  // round-robin
+  CUstream borrowed = nullptr;
+  {
+    auto lease = r->streams().borrow(priority::high);
+    borrowed = lease.get().get();
+    CHECK(lease.get().priority() == greatest);
+  }
+  auto again = r->streams().borrow(priority::high);
+  CHECK(again.get().get() == borrowed);  // returned and reused
+}
+
+TEST_CASE("the event pool recycles events", "[runtime][events][gpu]") {
+  auto pool = std::make_shared<event_pool>(test::ctx());
+  CUevent first = nullptr;
+  {
+    event e = pool->acquire();
+    first = e.get();
+    pool->release(std::move(e));
+  }
+  event e2 = pool->acquire();
+  CHECK(e2.get() == first);
+  CHECK(pool->created() == 1);
+}
