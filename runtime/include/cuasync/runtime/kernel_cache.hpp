@@ -1,0 +1,80 @@
+#pragma once
+//! @file `kernel_cache`: the bridge between jit/ and driver/. "Give me kernel K of this program for this context"
+//! picks the target from the context's device (CUBIN for its exact arch when NVRTC supports it, else PTX), compiles
+//! or hits the compiler's memory and disk caches, refuses a PTX newer than the driver can JIT, loads the module into
+//! the context once, registers the program's name expressions with the module, and returns the kernel.
+
+#include <cuasync/driver/context.hpp>
+#include <cuasync/driver/kernel.hpp>
+#include <cuasync/driver/module.hpp>
+#include <cuasync/jit/compiler.hpp>
+#include <cuasync/jit/program.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <utility>
+
+namespace cuasync::runtime {
+
+//! Counters of a `kernel_cache`.
+struct kernel_cache_stats {
+  std::uint64_t module_hits = 0;   //!< requests answered by a module already loaded in the context
+  std::uint64_t module_loads = 0;  //!< modules loaded (one per program, options, target and context)
+};
+
+//! Compiled-and-loaded modules per context. Thread-safe. Owns the modules: destroy it while its contexts are alive;
+//! `kernel_ref`s it returned are valid until then.
+class kernel_cache {
+ public:
+  //! Compiles through `compiler` (which must outlive this object); the process's compiler by default.
+  //! @throws cache_error when the default compiler's cache directory is refused.
+  explicit kernel_cache(jit::compiler& compiler = jit::default_compiler()) : compiler_(&compiler) {}
+  kernel_cache(const kernel_cache&) = delete;
+  kernel_cache& operator=(const kernel_cache&) = delete;
+
+  //! The module of `p`, compiled with `o` for `ctx`'s device and loaded into `ctx` (once; later calls hit).
+  //! `request == output_request::ptx` forces PTX (loaded through the driver's JIT) even where a CUBIN could be made.
+  //! Blocking: compiling takes 10 ms to seconds on a miss.
+  //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an empty context or an LTO-IR request (not loadable as a
+  //! module); jit::compile_error; jit::unsupported_architecture_error; jit::ptx_too_new_error when the PTX is newer
+  //! than the driver can JIT; cuda_error from loading.
+  module_ref module(context_ref ctx, const jit::program& p, const jit::compile_options& o = {},
+                    jit::output_request request = jit::output_request::automatic);
+
+  //! Kernel `name` of that module: a name expression of `p` (`"saxpy<float, 256>"`) or an `extern "C"` name.
+  //! @throws as `module`, and cuda_error(CUDA_ERROR_NOT_FOUND) for an unknown kernel.
+  kernel_ref kernel(context_ref ctx, const jit::program& p, std::string_view name, const jit::compile_options& o = {},
+                    jit::output_request request = jit::output_request::automatic) {
+    return module(ctx, p, o, request).kernel(name);
+  }
+
+  //! The target chosen for `ctx`'s device. @throws as `module`.
+  jit::target target_for(context_ref ctx, jit::output_request request = jit::output_request::automatic) const;
+
+  //! The compiled program behind a module this cache loaded for `ctx` (e.g. to read its lowered names or log).
+  //! @throws as `module`.
+  std::shared_ptr<const jit::compiled_program> compiled(context_ref ctx, const jit::program& p,
+                                                        const jit::compile_options& o = {},
+                                                        jit::output_request request = jit::output_request::automatic);
+
+  kernel_cache_stats stats() const noexcept;
+  jit::compiler& compiler() noexcept { return *compiler_; }
+
+ private:
+  struct loaded {
+    std::shared_ptr<const jit::compiled_program> program;
+    cuasync::module module;
+  };
+  const loaded& load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
+                     jit::output_request request);
+
+  jit::compiler* compiler_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<CUcontext, std::pair<std::uint64_t, std::uint64_t>>, std::unique_ptr<loaded>> modules_;
+  std::uint64_t module_hits_ = 0, module_loads_ = 0;
+};
+
+}  // namespace cuasync::runtime

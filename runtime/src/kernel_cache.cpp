@@ -1,0 +1,63 @@
+#include <cuasync/runtime/kernel_cache.hpp>
+
+#include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/jit/nvrtc.hpp>
+#include <cuasync/jit/target.hpp>
+
+namespace cuasync::runtime {
+
+namespace {
+constexpr const char* api = "cuasync::runtime::kernel_cache";
+
+void check_request(context_ref ctx, jit::output_request request) {
+  if (request == jit::output_request::ltoir)
+    cuasync::detail::throw_invalid(api, "LTO-IR cannot be loaded as a module: link it with nvJitLink, or ask for CUBIN or PTX");
+  if (!ctx) cuasync::detail::throw_invalid(api, "empty context");
+}
+}  // namespace
+
+jit::target kernel_cache::target_for(context_ref ctx, jit::output_request request) const {
+  check_request(ctx, request);
+  return jit::select_target(ctx.device().compute_capability(), request);
+}
+
+const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
+                                               jit::output_request request) {
+  const jit::target t = target_for(ctx, request);
+  // The compiler's own memory cache makes this cheap on a hit (one hash, one lookup); a miss compiles here, outside
+  // this cache's lock, so compiles of different programs run in parallel.
+  jit::compile_result compiled = compiler_->compile(p, t, o);
+  const auto map_key = std::make_pair(ctx.get(), std::make_pair(compiled.key.low, compiled.key.high));
+  std::lock_guard lock(mutex_);
+  if (auto it = modules_.find(map_key); it != modules_.end()) {
+    ++module_hits_;
+    return *it->second;
+  }
+  const jit::compiled_program& prog = *compiled.program;
+  if (prog.target.kind == jit::output_kind::ptx)
+    jit::check_ptx_loadable(prog.text(), cuasync::detail::driver().driver_version, prog.name);
+  auto entry = std::make_unique<loaded>();
+  entry->program = compiled.program;
+  entry->module = cuasync::module::load(ctx, prog.bytes(), prog.name + " (" + prog.target.to_string() + ")");
+  for (const auto& [expression, lowered] : prog.lowered_names) entry->module.add_name_alias(expression, lowered);
+  ++module_loads_;
+  return *modules_.emplace(map_key, std::move(entry)).first->second;
+}
+
+module_ref kernel_cache::module(context_ref ctx, const jit::program& p, const jit::compile_options& o,
+                                jit::output_request request) {
+  return load(ctx, p, o, request).module;
+}
+
+std::shared_ptr<const jit::compiled_program> kernel_cache::compiled(context_ref ctx, const jit::program& p,
+                                                                    const jit::compile_options& o,
+                                                                    jit::output_request request) {
+  return load(ctx, p, o, request).program;
+}
+
+kernel_cache_stats kernel_cache::stats() const noexcept {
+  std::lock_guard lock(mutex_);
+  return {module_hits_, module_loads_};
+}
+
+}  // namespace cuasync::runtime
