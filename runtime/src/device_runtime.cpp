@@ -34,4 +34,9 @@ staged_copier& device_runtime::staging() {
   return *staging_;
 }
 
+kernel_cache& device_runtime::kernels() {
+  std::call_once(kernels_once_, [&] { kernels_ = std::make_unique<kernel_cache>(); });
+  return *kernels_;
+}
+
 }  // namespace cuasync::runtime

@@ -53,3 +53,13 @@ extern "C" __global__ void byte_checksum(const unsigned char* data, unsigned lon
     local += (unsigned long long)data[i] * (i % 251 + 1);
   atomicAdd(result, local);
 }
+
+// Arithmetic with a tunable cost per element (pipeline benchmarks): out[i] = iters steps of x*0.999+0.5 from in[i].
+extern "C" __global__ void burn(const float* in, float* out, int n, int iters) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float x = in[i];
+    for (int k = 0; k < iters; ++k) x = x * 0.999f + 0.5f;
+    out[i] = x;
+  }
+}

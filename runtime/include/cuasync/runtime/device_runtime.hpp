@@ -6,6 +6,7 @@
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/runtime/event_pool.hpp>
+#include <cuasync/runtime/kernel_cache.hpp>
 #include <cuasync/runtime/pinned_pool.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
 #include <cuasync/runtime/stream_pool.hpp>
@@ -47,6 +48,14 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   memory_pool_ref device_pool() const noexcept { return device_pool_; }
   //! The staging ring for pageable copies (created on first use). @throws cuda_error
   staged_copier& staging();
+  //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.
+  //! Created on first use. @throws jit::cache_error when the cache directory is refused
+  kernel_cache& kernels();
+  //! Kernel `name` of program `p`, compiled for this device. Blocking on a miss (10 ms – seconds).
+  //! @throws as `kernel_cache::kernel`
+  kernel_ref kernel(const jit::program& p, std::string_view name, const jit::compile_options& o = {}) {
+    return kernels().kernel(ctx_, p, name, o);
+  }
   const device_runtime_options& options() const noexcept { return options_; }
   device_runtime_stats stats() const noexcept { return {staged_.load(), pageable_.load()}; }
   //! Counts a pageable copy (runtime copies call this).
@@ -66,6 +75,8 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   memory_pool_ref device_pool_;
   std::once_flag staging_once_;
   std::unique_ptr<staged_copier> staging_;
+  std::once_flag kernels_once_;
+  std::unique_ptr<kernel_cache> kernels_;
   std::atomic<std::size_t> staged_{0}, pageable_{0};
 };
 

@@ -1,0 +1,258 @@
+// bench/runtime: the runtime against raw driver calls and against the bound the hardware allows, in one run.
+//   pipeline: 256 MiB through H2D -> kernel -> D2H in chunks: serial, raw 3-stream, cuasync slot pipeline, against the
+//             bound max(all copies concurrently without compute, all compute without copies), measured here
+//   pageable copies 4 MiB / 64 MiB / 1 GiB: driver direct, registered (excluding registration), cuasync staged
+//   pinned pool hit vs cuMemHostAlloc; tracked-buffer allocation vs cuMemAllocAsync; hazard tracking per launch
+#include <cuasync/runtime/copy.hpp>
+#include <cuasync/runtime/launch.hpp>
+#include <cuasync/runtime/slot_pipeline.hpp>
+
+#include "bench.hpp"
+#include "gpu.hpp"
+
+#include <cstring>
+
+using namespace cuasync;
+using namespace cuasync::runtime;
+namespace b = cuasync::bench;
+
+namespace {
+
+const cuasync::detail::driver_entry_points& raw() { return cuasync::detail::driver(); }
+void must(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw cuda_error(make_error_code(r), what, "bench");
+}
+double gbps(std::size_t bytes, double us) { return bytes / us / 1e3; }
+
+template <class F>
+b::stats time_ms(int reps, F&& f) {
+  std::vector<double> v;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = b::clock::now();
+    f();
+    v.push_back(b::us_since(t0) / 1e3);
+  }
+  return b::summarize(v);
+}
+
+void pipeline_bench(b::report& rep, device_runtime& rt) {
+  context_ref ctx = rt.context();
+  const std::size_t total = std::size_t{256} << 20, chunk = std::size_t{4} << 20, chunks = total / chunk;
+  const int n = static_cast<int>(chunk / 4);
+  pinned_buffer in = pinned_buffer::allocate(ctx, total), out = pinned_buffer::allocate(ctx, total);
+  for (std::size_t i = 0; i < total / 4; ++i) in.data<float>()[i] = static_cast<float>(i % 1000);
+  device_buffer din = device_buffer::allocate(ctx, total), dout = device_buffer::allocate(ctx, total);
+  kernel_ref burn = test::kernels().kernel("burn");
+  stream s0 = stream::create(ctx), s1 = stream::create(ctx), s2 = stream::create(ctx);
+  stream_ref ss[3] = {s0, s1, s2};
+  auto kernel_chunk = [&](stream_ref s, std::size_t c, int iters) {
+    launch(s, burn, {.grid = static_cast<unsigned>(n / 256), .block = 256}, din.data<float>() + c * n,
+           dout.data<float>() + c * n, n, iters);
+  };
+  auto copies_only = [&] {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      copy_async(s0, din.subspan(c * chunk, chunk), std::span<const std::byte>(in.bytes().subspan(c * chunk, chunk)));
+      copy_async(s1, out.bytes().subspan(c * chunk, chunk), dout.subspan(c * chunk, chunk));
+    }
+    s0.synchronize();
+    s1.synchronize();
+  };
+  // Calibrate the kernel so that compute takes about as long as the H2D copies (the hardest case to overlap).
+  const double copy_ms = time_ms(3, copies_only).median;
+  int iters = 64;
+  auto compute_only = [&] {
+    for (std::size_t c = 0; c < chunks; ++c) kernel_chunk(s0, c, iters);
+    s0.synchronize();
+  };
+  double compute_ms = time_ms(3, compute_only).median;
+  iters = std::max(1, static_cast<int>(iters * copy_ms / compute_ms));
+  const b::stats copies = time_ms(7, copies_only), compute = time_ms(7, compute_only);
+  const double bound = std::max(copies.median, compute.median);
+  rep.note("pipeline", "256 MiB in 64 chunks of 4 MiB, burn iters=" + std::to_string(iters) + ", copies-only " +
+                           std::to_string(copies.median) + " ms, compute-only " + std::to_string(compute.median) +
+                           " ms");
+  b::stats bound_stats = copies.median >= compute.median ? copies : compute;
+
+  auto serial = [&] {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      must(raw().cuMemcpyHtoDAsync(din.get() + c * chunk, in.data<std::byte>() + c * chunk, chunk, s0.get()), "h2d");
+      kernel_chunk(s0, c, iters);
+      must(raw().cuMemcpyDtoHAsync(out.data<std::byte>() + c * chunk, dout.get() + c * chunk, chunk, s0.get()), "d2h");
+    }
+    s0.synchronize();
+  };
+  auto raw3 = [&] {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      stream_ref s = ss[c % 3];
+      must(raw().cuMemcpyHtoDAsync(din.get() + c * chunk, in.data<std::byte>() + c * chunk, chunk, s.get()), "h2d");
+      kernel_chunk(s, c, iters);
+      must(raw().cuMemcpyDtoHAsync(out.data<std::byte>() + c * chunk, dout.get() + c * chunk, chunk, s.get()), "d2h");
+    }
+    for (auto s : ss) s.synchronize();
+  };
+  slot_pipeline p(rt, {.slots = 4, .input_bytes = chunk, .output_bytes = chunk});
+  auto slots = [&] {
+    p.run(
+        chunks,
+        [&](std::size_t c, pipeline_slot& slot) {  // the input already sits in pinned memory: point the slot at it
+          slot.input_view = std::span<const std::byte>(in.bytes().subspan(c * chunk, chunk));
+          slot.output_view = out.bytes().subspan(c * chunk, chunk);
+        },
+        [&](std::size_t, pipeline_slot& slot) {
+          launch(slot.stream, burn, {.grid = static_cast<unsigned>(n / 256), .block = 256},
+                 slot.input_device.data<float>(), slot.output_device.data<float>(), n, iters);
+        },
+        [](std::size_t, pipeline_slot&) {});
+  };
+  slots();  // warm
+  const b::stats t_serial = time_ms(7, serial), t_raw3 = time_ms(7, raw3), t_slots = time_ms(7, slots);
+  // Check the pipeline's output once.
+  slots();
+  float x = in.data<float>()[12345];
+  for (int k = 0; k < iters; ++k) x = x * 0.999f + 0.5f;
+  if (std::abs(out.data<float>()[12345] - x) > 1e-3f * std::abs(x)) throw std::runtime_error("pipeline result wrong");
+  rep.add({.name = "pipeline 256 MiB: serial (1 stream)", .unit = "ms", .ours = t_serial, .baseline = bound_stats,
+           .baseline_name = "bound"});
+  rep.add({.name = "pipeline 256 MiB: raw 3-stream", .unit = "ms", .ours = t_raw3, .baseline = bound_stats,
+           .baseline_name = "bound"});
+  rep.add({.name = "pipeline 256 MiB: cuasync slot pipeline (4 slots)", .unit = "ms", .ours = t_slots,
+           .baseline = bound_stats, .baseline_name = "bound", .target = "<= 1.10"});
+  (void)bound;
+}
+
+void pageable_bench(b::report& rep, device_runtime& rt) {
+  context_ref ctx = rt.context();
+  stream s = stream::create(ctx);
+  for (std::size_t size : {std::size_t{4} << 20, std::size_t{64} << 20, std::size_t{1} << 30}) {
+    const std::string mib = std::to_string(size >> 20) + " MiB";
+    std::vector<std::byte> host = test::random_bytes(size);
+    device_buffer d = device_buffer::allocate(ctx, size);
+    const int reps = size >= (std::size_t{1} << 30) ? 5 : 15;
+    auto bw = [&](auto&& f) {
+      std::vector<double> v;
+      f();  // warm
+      for (int i = 0; i < reps; ++i) {
+        auto t0 = b::clock::now();
+        f();
+        s.synchronize();
+        v.push_back(gbps(size, b::us_since(t0)));
+      }
+      return b::summarize(v);
+    };
+    auto driver_h2d = [&] { must(raw().cuMemcpyHtoDAsync(d.get(), host.data(), size, s.get()), "h2d"); };
+    auto driver_d2h = [&] { must(raw().cuMemcpyDtoHAsync(host.data(), d.get(), size, s.get()), "d2h"); };
+    const b::stats dh = bw(driver_h2d), dd = bw(driver_d2h);
+    const b::stats sh = bw([&] { rt.staging().copy_to_device(s, d.span(), std::span<const std::byte>(host)); });
+    const b::stats sd = bw([&] { rt.staging().copy_to_host(s, std::span<std::byte>(host), d.span()); });
+    auto t0 = b::clock::now();
+    b::stats rh, rd;
+    double register_ms = 0;
+    {
+      host_registration reg = host_registration::register_memory(ctx, host.data(), size);
+      register_ms = b::us_since(t0) / 1e3;
+      rh = bw(driver_h2d);
+      rd = bw(driver_d2h);
+    }
+    rep.add({.name = "H2D pageable " + mib + ": cuasync staged", .unit = "GB/s", .ours = sh, .baseline = dh,
+             .baseline_name = "driver pageable", .lower_is_better = false,
+             .target = size >= (std::size_t{64} << 20) ? ">= 4" : ""});
+    rep.add({.name = "D2H pageable " + mib + ": cuasync staged", .unit = "GB/s", .ours = sd, .baseline = dd,
+             .baseline_name = "driver pageable", .lower_is_better = false,
+             .target = size >= (std::size_t{64} << 20) ? ">= 2.5" : ""});
+    rep.add({.name = "H2D " + mib + ": registered (registration " + std::to_string(register_ms) + " ms not included)",
+             .unit = "GB/s", .ours = rh, .baseline = dh, .baseline_name = "driver pageable", .lower_is_better = false});
+    rep.add({.name = "D2H " + mib + ": registered", .unit = "GB/s", .ours = rd, .baseline = dd,
+             .baseline_name = "driver pageable", .lower_is_better = false});
+  }
+}
+
+void allocation_bench(b::report& rep, device_runtime& rt) {
+  context_ref ctx = rt.context();
+  stream s = stream::create(ctx);
+  scoped_context guard(ctx);
+  {
+    auto& pool = *rt.pinned();
+    { pinned_block warm = pool.allocate(1 << 20); }
+    const b::stats hit = b::measure_us(200, 100, [&] { pinned_block blk = pool.allocate(1 << 20); });
+    const b::stats raw_alloc = b::measure_us(20, 5, [&] {
+      void* p = nullptr;
+      must(raw().cuMemHostAlloc(&p, 1 << 20, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+      must(raw().cuMemFreeHost(p), "cuMemFreeHost");
+    });
+    rep.add({.name = "pinned pool hit, 1 MiB allocate+free (target: <= 1 us absolute)", .unit = "us", .ours = hit,
+             .baseline = raw_alloc, .baseline_name = "cuMemHostAlloc+cuMemFreeHost"});
+  }
+  {
+    std::vector<double> x, y;
+    for (int sample = 0; sample < 200; ++sample) {
+      auto t0 = b::clock::now();
+      for (int i = 0; i < 200; ++i) tracked_buffer buf = tracked_buffer::allocate(rt, s, 1 << 20);
+      x.push_back(b::us_since(t0) / 200);
+      t0 = b::clock::now();
+      for (int i = 0; i < 200; ++i) {
+        CUdeviceptr p = 0;
+        must(raw().cuMemAllocAsync(&p, 1 << 20, s.get()), "cuMemAllocAsync");
+        must(raw().cuMemFreeAsync(p, s.get()), "cuMemFreeAsync");
+      }
+      y.push_back(b::us_since(t0) / 200);
+      s.synchronize();
+    }
+    rep.add({.name = "device pool: tracked_buffer 1 MiB allocate+free", .unit = "us", .ours = b::summarize(x),
+             .baseline = b::summarize(y), .baseline_name = "cuMemAllocAsync+cuMemFreeAsync", .target = "<= 1.1"});
+  }
+}
+
+void tracking_bench(b::report& rep, device_runtime& rt) {
+  context_ref ctx = rt.context();
+  stream s = stream::create(ctx), s2 = stream::create(ctx);
+  tracked_buffer a = tracked_buffer::allocate(rt, s, 1 << 20), c = tracked_buffer::allocate(rt, s, 1 << 20);
+  kernel_ref k = test::kernels().kernel("twice_plus_one");
+  const launch_config cfg{.grid = 4, .block = 256};
+  const int n = 1024;
+  std::vector<double> x, y;
+  for (int sample = 0; sample < 200; ++sample) {
+    auto t0 = b::clock::now();
+    for (int i = 0; i < 500; ++i) runtime::launch(s, k, cfg, reads(a), writes(c), n);
+    x.push_back(b::us_since(t0) / 500);
+    s.synchronize();
+    t0 = b::clock::now();
+    for (int i = 0; i < 500; ++i) cuasync::launch(s, k, cfg, a.data<int>(), c.data<int>(), n);
+    y.push_back(b::us_since(t0) / 500);
+    s.synchronize();
+  }
+  const b::stats tracked = b::summarize(x), plain = b::summarize(y);
+  b::row r{.name = "launch with 2 tracked buffers, one stream (added us: see note)", .unit = "us", .ours = tracked,
+           .baseline = plain, .baseline_name = "cuasync::launch untracked", .target = "+<= 0.5 us"};
+  rep.add(r);
+  rep.note("hazard tracking added per launch (one stream)", std::to_string(tracked.median - plain.median) + " us");
+  // Alternating streams: every launch needs an event and a cross-stream wait.
+  std::vector<double> z;
+  for (int sample = 0; sample < 100; ++sample) {
+    auto t0 = b::clock::now();
+    for (int i = 0; i < 200; ++i) runtime::launch(i % 2 ? s : s2, k, cfg, reads(a), writes(c), n);
+    z.push_back(b::us_since(t0) / 200);
+    s.synchronize();
+    s2.synchronize();
+  }
+  rep.add({.name = "launch with 2 tracked buffers, alternating 2 streams", .unit = "us", .ours = b::summarize(z),
+           .baseline = plain, .baseline_name = "cuasync::launch untracked"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string out = b::output_dir(argc, argv);
+  auto rt = device_runtime::for_device(0);
+  b::report rep("runtime");
+  rep.note("device", rt->properties().name);
+  rep.note("staging", std::to_string(rt->staging().options().chunks) + " x " +
+                          std::to_string(rt->staging().options().chunk_bytes >> 20) + " MiB chunks, " +
+                          std::to_string(rt->staging().options().threads) + " copy threads");
+  const std::string only = argc > 2 ? argv[2] : "";
+  if (only.empty() || only == "pipeline") pipeline_bench(rep, *rt);
+  if (only.empty() || only == "pageable") pageable_bench(rep, *rt);
+  if (only.empty() || only == "alloc") allocation_bench(rep, *rt);
+  if (only.empty() || only == "tracking") tracking_bench(rep, *rt);
+  rep.write(out);
+  return 0;
+}
