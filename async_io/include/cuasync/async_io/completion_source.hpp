@@ -1,0 +1,45 @@
+#pragma once
+//! @file `completion_source`: what the completion service polls. The scheduling core (per-queue FIFOs, head-only
+//! passes, adaptive waiting, cancellation, exactly-once completion) knows nothing of CUDA: it asks a source about
+//! opaque tokens. `cuda_completion_source` answers with `cuEventQuery` on pooled events; `host_completion_source`
+//! is completed by host code (tests, host-side work).
+
+#include <cstdint>
+#include <system_error>
+
+namespace cuasync {
+
+//! What a query found.
+enum class poll_status : std::uint8_t {
+  pending,  //!< not done yet
+  ready,    //!< done, successfully
+  failed,   //!< done with `poll_result::error`
+};
+
+//! How far a failure reaches.
+enum class failure_scope : std::uint8_t {
+  operation,  //!< only this token's operation fails
+  group,      //!< every pending operation of the token's group fails (a sticky context error fails the context)
+};
+
+//! A query's answer.
+struct poll_result {
+  poll_status status = poll_status::pending;
+  std::error_code error;  //!< set when `status == failed`
+  failure_scope scope = failure_scope::operation;
+};
+
+//! The interface the completion service polls. Implementations are thread-safe: `query` and `release` are called
+//! from the poller thread (or an I/O executor in in-executor mode) while other threads create tokens.
+class completion_source {
+ public:
+  virtual ~completion_source() = default;
+  //! The token's state. Never throws. Called once a token has become ready at most once (a completed CUDA event
+  //! costs ~1.4 µs per query): the service drops the token after a non-pending answer.
+  virtual poll_result query(std::uintptr_t token) noexcept = 0;
+  //! The service is done with `token` (it completed or failed; after a cancellation, only once it completed).
+  //! Never throws.
+  virtual void release(std::uintptr_t token) noexcept = 0;
+};
+
+}  // namespace cuasync

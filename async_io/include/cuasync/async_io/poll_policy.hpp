@@ -1,0 +1,69 @@
+#pragma once
+//! @file How the completion service waits for GPU work: who polls (a shared poller thread, or the I/O executor
+//! itself) and how often. Adaptive: right after activity (a new wait or a completion) it polls back to back for a
+//! short spin window; then it sleeps between passes, each sleep a fraction of the time already waited (so the
+//! wake-up overhead stays a bounded fraction of the wait), clamped to [min_sleep, max_sleep]; when nothing is pending
+//! it blocks (zero CPU when idle).
+//!
+//! Measured on an H200 (DESIGN.md, baselines/h200-await-feasibility.txt): a poller that hands a completion to an
+//! io thread blocked in `run()` adds ~5–6 µs over a raw busy `cuEventQuery`; an io thread polling itself matches the
+//! raw floor. Waiting on a 1 s kernel costs 33% of a core with 10 µs sleeps and 1.8% with 1 ms sleeps.
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace cuasync {
+
+//! Who runs the poll passes.
+enum class poll_mode : std::uint8_t {
+  //! One poller thread per process (started lazily, stopped when the last service shuts down) polls every service
+  //! and posts completions to each operation's I/O executor. No user code runs on it.
+  poller_thread,
+  //! The I/O executor polls: while waits are pending the service keeps one poll task posted to the executor (re-posted
+  //! during the spin window, then on a timer). No extra thread; lowest latency; it uses the io thread's CPU while
+  //! waits are pending, but never blocks it (other handlers run between passes).
+  in_executor,
+};
+
+//! The knobs of adaptive waiting. Use one of the presets, or adjust one.
+struct poll_policy {
+  poll_mode mode = poll_mode::poller_thread;
+  //! After activity, poll back to back for this long (0: sleep at once).
+  std::chrono::nanoseconds spin{100'000};
+  //! The shortest and longest sleep between passes once the spin window has passed.
+  std::chrono::nanoseconds min_sleep{10'000};
+  std::chrono::nanoseconds max_sleep{1'000'000};
+  //! Sleep ≈ (time since the last activity) / backoff_divisor, clamped to [min_sleep, max_sleep]: a long wait is
+  //! polled rarely, a short one often.
+  unsigned backoff_divisor = 10;
+  //! How often a slow pass queries every pending operation, not only each queue's head, so that an operation whose
+  //! event completed out of queue order (e.g. two threads recording on one stream) never waits forever.
+  std::chrono::nanoseconds watchdog{500'000'000};
+
+  //! In-executor polling, spin 2 ms, then 10–200 µs sleeps (divisor 20). Round trip at the raw busy-query floor;
+  //! the io thread spins while waits are pending.
+  static poll_policy latency() noexcept {
+    return {poll_mode::in_executor, std::chrono::microseconds(2000), std::chrono::microseconds(10),
+            std::chrono::microseconds(200), 20, std::chrono::milliseconds(200)};
+  }
+  //! The default: poller thread, spin 100 µs, then 10 µs–1 ms sleeps (divisor 10): ~15 µs round trip for short
+  //! work, a few % of a core while a long kernel is awaited.
+  static poll_policy balanced() noexcept { return {}; }
+  //! Poller thread, no spin, 50 µs–5 ms sleeps (divisor 4): least CPU, round trip ~50–100 µs.
+  static poll_policy efficient() noexcept {
+    return {poll_mode::poller_thread, std::chrono::nanoseconds(0), std::chrono::microseconds(50),
+            std::chrono::milliseconds(5), 4, std::chrono::seconds(1)};
+  }
+  //! "latency", "balanced" or "efficient" (e.g. from an environment variable); nullptr-safe. Unknown names give
+  //! `balanced()` and set `*known` to false when `known` is given.
+  static poll_policy from_name(std::string_view name, bool* known = nullptr) noexcept;
+
+  //! How long to wait before the next pass, `since_activity` after the last activity: 0 within the spin window,
+  //! otherwise a sleep in [min_sleep, max_sleep].
+  std::chrono::nanoseconds next_delay(std::chrono::nanoseconds since_activity) const noexcept;
+
+  friend bool operator==(const poll_policy&, const poll_policy&) = default;
+};
+
+}  // namespace cuasync

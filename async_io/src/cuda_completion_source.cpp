@@ -1,0 +1,178 @@
+#include <cuasync/async_io/cuda_completion_source.hpp>
+
+#include <cuasync/driver/error.hpp>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cuasync {
+namespace {
+
+// One pooled event. Slots are never freed (the pool lives as long as the process); a token is a slot's address.
+// A caller's event is token `CUevent | 1` (handles are aligned), released to nobody.
+struct event_slot {
+  CUevent event = nullptr;
+  CUcontext ctx = nullptr;
+};
+
+struct context_pool {
+  std::vector<event_slot*> idle;
+  std::size_t created = 0;
+};
+
+constexpr std::uintptr_t user_event_bit = 1;
+
+}  // namespace
+
+struct cuda_completion_source::pools {
+  std::mutex mutex;
+  std::unordered_map<CUcontext, context_pool> by_context;
+};
+
+cuda_completion_source& cuda_completion_source::instance() {
+  static cuda_completion_source* s = new cuda_completion_source;  // never destroyed: pollers may outlive statics
+  return *s;
+}
+
+cuda_completion_source::pools& cuda_completion_source::state() const {
+  static pools* p = new pools;
+  return *p;
+}
+
+pooled_event cuda_completion_source::record(stream_ref s, std::source_location where) {
+  if (!s) detail::throw_invalid("cuasync::async_wait", "null stream", where);
+  pools& st = state();
+  event_slot* slot = nullptr;
+  {
+    std::lock_guard lock(st.mutex);
+    context_pool& pool = st.by_context[s.context().get()];
+    if (!pool.idle.empty()) {
+      slot = pool.idle.back();
+      pool.idle.pop_back();
+    }
+  }
+  if (!slot) {
+    event e = event::create(s.context());  // timing disabled
+    slot = new event_slot{e.release(), s.context().get()};
+    std::lock_guard lock(st.mutex);
+    ++st.by_context[slot->ctx].created;
+  }
+  event_ref ev(slot->event, s.context());
+  try {
+    ev.record(s, where);
+  } catch (...) {
+    std::lock_guard lock(st.mutex);
+    st.by_context[slot->ctx].idle.push_back(slot);
+    throw;
+  }
+  return pooled_event(reinterpret_cast<std::uintptr_t>(slot), ev, s);
+}
+
+std::size_t cuda_completion_source::created_events(context_ref ctx) const {
+  pools& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.by_context.find(ctx.get());
+  return it == st.by_context.end() ? 0 : it->second.created;
+}
+
+std::size_t cuda_completion_source::idle_events(context_ref ctx) const {
+  pools& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.by_context.find(ctx.get());
+  return it == st.by_context.end() ? 0 : it->second.idle.size();
+}
+
+wait_target cuda_completion_source::target(pooled_event e, std::shared_ptr<void> keep_alive) {
+  const stream_ref s = e.stream();
+  return {&instance(), reinterpret_cast<std::uintptr_t>(s.get()), reinterpret_cast<std::uintptr_t>(s.context().get()),
+          e.release(), std::move(keep_alive)};
+}
+
+wait_target cuda_completion_source::target(event_ref e, std::shared_ptr<void> keep_alive) {
+  const auto handle = reinterpret_cast<std::uintptr_t>(e.get());
+  return {&instance(), handle, reinterpret_cast<std::uintptr_t>(e.context().get()), handle | user_event_bit,
+          std::move(keep_alive)};
+}
+
+bool cuda_completion_source::is_sticky(CUresult r) noexcept {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_DEINITIALIZED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+poll_result cuda_completion_source::query(std::uintptr_t token) noexcept {
+  CUevent ev = (token & user_event_bit) ? reinterpret_cast<CUevent>(token & ~user_event_bit)
+                                        : reinterpret_cast<event_slot*>(token)->event;
+  // cuEventQuery needs no current context (measured on the H200).
+  const CUresult r = detail::driver().cuEventQuery(ev);
+  if (r == CUDA_ERROR_NOT_READY) return {poll_status::pending, {}, {}};
+  if (r == CUDA_SUCCESS) return {poll_status::ready, {}, {}};
+  return {poll_status::failed, make_error_code(r), is_sticky(r) ? failure_scope::group : failure_scope::operation};
+}
+
+void cuda_completion_source::release(std::uintptr_t token) noexcept {
+  if (token == 0 || (token & user_event_bit)) return;
+  auto* slot = reinterpret_cast<event_slot*>(token);
+  pools& st = state();
+  std::lock_guard lock(st.mutex);
+  st.by_context[slot->ctx].idle.push_back(slot);
+}
+
+pooled_event& pooled_event::operator=(pooled_event&& o) noexcept {
+  if (this != &o) {
+    if (token_) cuda_completion_source::instance().release(token_);
+    token_ = std::exchange(o.token_, 0);
+    event_ = o.event_;
+    stream_ = o.stream_;
+  }
+  return *this;
+}
+
+pooled_event::~pooled_event() {
+  if (token_) cuda_completion_source::instance().release(token_);
+}
+
+namespace detail {
+
+[[noreturn]] void throw_wait_error(std::error_code ec, const char* api) {
+  throw cuda_error(ec, api,
+                   ec == std::errc::operation_canceled ? "the wait was cancelled (the GPU work goes on)"
+                                                       : "the awaited GPU work failed");
+}
+
+void event_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h) && {
+  s.start_wait(std::move(ex), cuda_completion_source::target(e, std::move(keep_alive)), std::move(h));
+}
+
+void stream_starter::operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h) && {
+  pooled_event e;
+  try {
+    e = cuda_completion_source::instance().record(s);
+  } catch (const cuda_error& err) {
+    svc.fail_wait(std::move(ex), err.code(), std::move(h));
+    return;
+  }
+  svc.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h));
+}
+
+void pooled_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h) && {
+  s.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h));
+}
+
+}  // namespace detail
+}  // namespace cuasync

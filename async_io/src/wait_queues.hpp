@@ -1,0 +1,154 @@
+#pragma once
+// Internal: the state behind one completion_service (per-queue FIFOs, passes, hand-over) and the process's poller
+// thread. Only completion_service.cpp includes this.
+#include <cuasync/async_io/completion_service.hpp>
+
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace cuasync::detail {
+
+using steady = std::chrono::steady_clock;
+class wait_queues;
+
+struct fifo;
+struct wait_op;
+
+// A token in a FIFO. Owned by the FIFO until the source says it is done; `op` is null once the operation was handed
+// over (completed or cancelled).
+struct wait_entry {
+  completion_source* source = nullptr;
+  std::uintptr_t token = 0;
+  std::uintptr_t group = 0;
+  std::shared_ptr<void> keep_alive;
+  wait_op* op = nullptr;
+};
+
+struct fifo {
+  completion_source* source = nullptr;
+  std::uintptr_t key = 0;
+  std::uintptr_t group = 0;
+  std::deque<wait_entry*> entries;
+  bool listed = false;
+};
+
+// One operation: its handler and work guards. Allocated with the handler's associated allocator, freed before the
+// handler runs.
+struct wait_op {
+  wait_handler handler;
+  boost::asio::any_io_executor io_work;                   // outstanding_work.tracked
+  boost::asio::any_completion_executor handler_work;      // outstanding_work.tracked
+  boost::asio::cancellation_slot slot;
+  wait_queues* owner = nullptr;
+  wait_entry* entry = nullptr;  // under owner->mutex_; null once handed over
+};
+
+struct finished {
+  wait_op* op;
+  std::error_code error;
+};
+
+class wait_queues : public std::enable_shared_from_this<wait_queues> {
+ public:
+  wait_queues();
+  ~wait_queues();
+
+  void start(boost::asio::any_io_executor io_ex, wait_target t, wait_handler h);
+  void fail(boost::asio::any_io_executor io_ex, std::error_code ec, wait_handler h);
+  void cancel(wait_op* op);
+  void shutdown();
+
+  void set_policy(const poll_policy& p);
+  poll_policy policy() const;
+  completion_service::statistics stats() const;
+
+  // One pass (head-only, or every entry when `full`), handing completions over: by post to the I/O executor
+  // (`from_io_thread` false) or by dispatch to the handler's executor (in-executor mode). Returns the count.
+  std::size_t pass(bool full, bool from_io_thread);
+  // For the poller thread: a pass (a full one when the watchdog is due), then the delay it wants before the next;
+  // nullopt when nothing is pending.
+  std::optional<std::chrono::nanoseconds> poller_pass();
+  bool polled_by_thread() const;  // thread mode, or orphaned after shutdown
+  bool empty() const;
+  bool drained_orphan() const;  // shut down and nothing left to poll
+
+ private:
+  static wait_op* make_op(boost::asio::any_io_executor io_ex, wait_handler h);
+  void executor_poll();
+  bool watchdog_due();  // true (and restarts the interval) when a full pass is due
+  std::chrono::nanoseconds next_delay_locked() const;
+  void schedule_executor_poll_locked(const boost::asio::any_io_executor& ex);
+  void fail_group_locked(std::uintptr_t group, std::error_code ec, std::vector<finished>& done,
+                         std::vector<wait_entry*>& released);
+  void take_locked(wait_entry* e, std::error_code ec, std::vector<finished>& done);
+  void note_activity() noexcept {
+    last_activity_ns_.store(steady::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  mutable std::mutex mutex_;
+  std::mutex pass_mutex_;  // one pass at a time
+  struct key_hash {
+    std::size_t operator()(const std::pair<completion_source*, std::uintptr_t>& k) const noexcept {
+      return std::hash<std::uintptr_t>()(k.second) ^ (std::hash<const void*>()(k.first) << 1);
+    }
+  };
+  std::unordered_map<std::pair<completion_source*, std::uintptr_t>, fifo, key_hash> queues_;
+  std::vector<fifo*> active_;
+  std::vector<fifo*> scratch_;  // pass snapshot (under pass_mutex_)
+  poll_policy policy_;
+  std::atomic<long long> last_activity_ns_{0};
+  steady::time_point last_watchdog_ = steady::now();
+  completion_service::statistics stats_;
+  bool shut_down_ = false;
+  std::atomic<bool> registered_{false};
+  // in-executor mode
+  bool task_scheduled_ = false;
+  std::optional<boost::asio::any_io_executor> poll_executor_;
+  std::optional<boost::asio::steady_timer> timer_;
+
+  friend struct op_access;
+};
+
+// The process's one poller thread: started when a thread-mode service first waits, stopped (joined) when the last
+// service shuts down; blocks on a condition variable when nothing is pending.
+class poller {
+ public:
+  static poller& instance();
+  void add(std::shared_ptr<wait_queues> q);
+  void remove(const wait_queues* q, bool keep_as_orphan);
+  void adopt_orphan(std::shared_ptr<wait_queues> q);
+  // Called after every new wait: wakes the thread if it sleeps or blocks.
+  void submitted() noexcept {
+    submissions_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) wake();
+  }
+  std::uint64_t wakeups() const noexcept { return wakeups_.load(std::memory_order_relaxed); }
+
+ private:
+  poller() = default;
+  void wake();
+  void run(std::uint64_t generation);
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<wait_queues>> list_;
+  std::thread thread_;
+  bool running_ = false;
+  bool wake_flag_ = false;
+  std::uint64_t generation_ = 0, stopped_generation_ = 0;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<std::uint64_t> submissions_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
+};
+
+}  // namespace cuasync::detail

@@ -1,0 +1,228 @@
+// bench/jit: what a framework pays to get compiled code.
+//   cold compile        NVRTC compiling a kernel, in a fresh process and in a warm one (no cache)
+//   memory hit          compiler::compile on a program already compiled in this process
+//   disk hit            compiler::compile in a fresh process (this program re-executed) whose disk cache holds it
+//   PCH                 a header-heavy kernel (<cub/block/block_reduce.cuh>, <cuda/std/complex>) with and without
+//                       precompiled headers
+// The fresh-process measurements re-execute /proc/self/exe with a mode flag and read the child's timings.
+// No GPU needed. Usage: cuasync_jit_bench OUTPUT_DIR
+#include <cuasync/jit.hpp>
+
+#include "bench.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace cuasync;
+namespace fs = std::filesystem;
+using cuasync::bench::clock;
+using cuasync::bench::us_since;
+
+const char* const templates_source = R"(
+template <typename T, int Block>
+__global__ void saxpy(T a, const T* x, T* y, int n) {
+  const int i = blockIdx.x * Block + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+namespace ns {
+template <typename T>
+__global__ void reduce(const T* in, T* out, int n) {
+  T sum = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) sum += in[i];
+  atomicAdd(out, sum);
+}
+}  // namespace ns
+)";
+
+// `tag` makes each source distinct (a comment), so no cache of any kind can answer.
+jit::program templates(const std::string& tag = {}) {
+  return jit::program("bench_templates.cu", std::string(templates_source) + "// " + tag + "\n")
+      .add_name_expression("saxpy<float, 256>")
+      .add_name_expression("ns::reduce<double>");
+}
+
+jit::program header_heavy(const std::string& tag) {
+  return jit::program("bench_heavy.cu", R"(#include <cub/block/block_reduce.cuh>
+#include <cuda/std/complex>
+// )" + tag + R"(
+template <int Block>
+__global__ void norm(const cuda::std::complex<float>* in, float* out, int n) {
+  using reduce = cub::BlockReduce<float, Block>;
+  __shared__ typename reduce::TempStorage storage;
+  const int i = blockIdx.x * Block + threadIdx.x;
+  const float v = i < n ? cuda::std::norm(in[i]) : 0.f;
+  const float sum = reduce(storage).Sum(v);
+  if (threadIdx.x == 0) atomicAdd(out, sum);
+}
+)")
+      .add_name_expression("norm<256>");
+}
+
+const jit::target target{jit::output_kind::cubin, 90};
+
+std::string nonce() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return std::to_string(rng());
+}
+
+// Runs this program again with `args`; returns its stdout.
+std::string run_self(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  std::vector<std::string> all{"/proc/self/exe"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("child failed: " + out);
+  return out;
+}
+
+// The value after "key=" in a child's output.
+double field(const std::string& out, const std::string& key) {
+  const auto pos = out.find(key + "=");
+  if (pos == std::string::npos) throw std::runtime_error("child output lacks " + key + ": " + out);
+  return std::stod(out.substr(pos + key.size() + 1));
+}
+
+// Child modes: each loads NVRTC first (timed separately), then measures one operation and prints it.
+int child(const std::string& mode, const std::string& arg) {
+  auto t0 = clock::now();
+  jit::nvrtc_library();
+  const double load_us = us_since(t0);
+  if (mode == "--child-disk-hit") {
+    t0 = clock::now();
+    jit::compiler c(jit::disk_cache_settings{true, arg, std::uint64_t{1} << 30});
+    const auto r = c.compile(templates(), target);
+    const double us = us_since(t0);
+    if (r.outcome != jit::cache_outcome::disk_hit) {
+      std::fprintf(stderr, "expected a disk hit, got %s\n", jit::to_string(r.outcome));
+      return 1;
+    }
+    std::printf("nvrtc_load_us=%.3f op_us=%.3f\n", load_us, us);
+  } else if (mode == "--child-cold") {
+    t0 = clock::now();
+    const auto r = jit::compile(templates(arg), target);
+    std::printf("nvrtc_load_us=%.3f op_us=%.3f bytes=%zu\n", load_us, us_since(t0), r.image.size());
+  } else {
+    std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+bench::stats time_ms(int samples, auto&& body) {
+  std::vector<double> v;
+  for (int i = 0; i < samples; ++i) {
+    const auto t0 = clock::now();
+    body(i);
+    v.push_back(us_since(t0) / 1000.0);
+  }
+  return bench::summarize(std::move(v));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]).starts_with("--child-")) return child(argv[1], argc > 2 ? argv[2] : "");
+  const std::string out_dir = bench::output_dir(argc, argv);
+  const fs::path scratch = fs::temp_directory_path() / ("cuasync-jit-bench-" + std::to_string(::getpid()));
+  fs::remove_all(scratch);
+  bench::report report("jit");
+  try {
+    const auto& nvrtc = jit::nvrtc_library();
+    report.note("nvrtc", nvrtc.version_string() + " (" + nvrtc.library + ")");
+    report.note("target", target.to_string());
+    report.note("kernel", "saxpy<float, 256> and ns::reduce<double> (two templates, name expressions)");
+
+    // Cold compiles. In a fresh process (the first compile pays NVRTC's start-up) and in this warm process.
+    constexpr int process_samples = 7;
+    std::vector<double> cold_fresh, disk_fresh, load_fresh;
+    for (int i = 0; i < process_samples; ++i) {
+      const std::string out = run_self({"--child-cold", nonce()});
+      cold_fresh.push_back(field(out, "op_us") / 1000.0);
+      load_fresh.push_back(field(out, "nvrtc_load_us") / 1000.0);
+    }
+    const auto cold_warm = time_ms(10, [](int) { jit::compile(templates(nonce()), target); });
+
+    // Populate a disk cache, then hit it from fresh processes.
+    const fs::path cache_dir = scratch / "cache";
+    {
+      jit::compiler c(jit::disk_cache_settings{true, cache_dir, std::uint64_t{1} << 30});
+      if (c.compile(templates(), target).outcome != jit::cache_outcome::miss)
+        throw std::runtime_error("the bench's cache was not empty");
+    }
+    for (int i = 0; i < process_samples; ++i)
+      disk_fresh.push_back(field(run_self({"--child-disk-hit", cache_dir.string()}), "op_us") / 1000.0);
+
+    // Memory hits: one hash of the source and options, one map lookup.
+    jit::compiler memory(jit::disk_cache_settings{false, {}, 0});
+    const jit::program p = templates();
+    memory.compile(p, target);
+    const auto hit = bench::measure_us(31, 2000, [&] {
+      if (memory.compile(p, target).outcome != jit::cache_outcome::memory_hit) std::abort();
+    });
+
+    const auto cold_fresh_stats = bench::summarize(cold_fresh);
+    report.note("nvrtc load in a fresh process (ms, median)", std::to_string(bench::summarize(load_fresh).median));
+    report.add({"disk hit in a fresh process", "ms", bench::summarize(disk_fresh), cold_fresh_stats,
+                "cold compile", true, "<= 0.05"});
+    report.add({"cold compile, warm process", "ms", cold_warm, cold_fresh_stats, "cold compile", true, ""});
+    bench::stats cold_us = cold_warm;
+    for (double* v : {&cold_us.median, &cold_us.p99, &cold_us.min, &cold_us.mean}) *v *= 1000.0;
+    report.add({"memory hit", "us", hit, cold_us, "cold compile (warm process)", true, "ours <= 2 us"});
+
+    // Header-heavy kernel: every compile without PCH parses the headers; with PCH the first one creates it.
+    jit::compile_options plain;
+    jit::compile_options pch;
+    pch.precompiled_headers = true;
+    const fs::path pch_dir = scratch / "pch";
+    jit::detail::secure_directory(pch_dir, "bench PCH directory");
+    constexpr int heavy_samples = 3;
+    const auto no_pch = time_ms(heavy_samples, [&](int) { jit::compile(header_heavy(nonce()), target, plain); });
+    const auto create = time_ms(1, [&](int) { jit::compile(header_heavy(nonce()), target, pch, pch_dir.string()); });
+    const auto with_pch =
+        time_ms(heavy_samples, [&](int) { jit::compile(header_heavy(nonce()), target, pch, pch_dir.string()); });
+    report.note("header-heavy kernel", "<cub/block/block_reduce.cuh> + <cuda/std/complex>, norm<256>");
+    report.note("PCH creation (first compile with --pch, ms)", std::to_string(create.median));
+    report.add({"header-heavy kernel with PCH", "ms", with_pch, no_pch, "no PCH", true, "<= 0.33"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jit bench failed: %s\n", e.what());
+    fs::remove_all(scratch);
+    return 1;
+  }
+  fs::remove_all(scratch);
+  report.write(out_dir);
+  return 0;
+}

@@ -1,0 +1,1 @@
+#include <cuasync/async_io.hpp>
