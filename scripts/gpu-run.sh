@@ -20,6 +20,13 @@ for t in ${CUASYNC_GPU_TESTS:-driver jit runtime async_io plugins}; do
   summary+=("tests $t: rc=$rc $(( $(date +%s) - start ))s  $line")
 done
 
+for ex in "$build"/examples/*/example_*; do
+  [ -x "$ex" ] || continue
+  name=$(basename "$ex")
+  timeout 120 "$ex" > "$out/$name.log" 2>&1
+  summary+=("$name: rc=$? $(tail -1 "$out/$name.log")")
+done
+
 for bnch in ${CUASYNC_GPU_BENCHES:-driver jit runtime async_io}; do
   bin="$build/bench/$bnch/cuasync_${bnch}_bench"
   [ -x "$bin" ] || continue

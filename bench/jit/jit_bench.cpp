@@ -1,5 +1,5 @@
 // bench/jit: what a framework pays to get compiled code.
-//   cold compile        NVRTC compiling a kernel, in a fresh process and in a warm one (no cache)
+//   cold compile        NVRTC compiling two templated kernels, in a fresh process and in a warm one (no cache)
 //   memory hit          compiler::compile on a program already compiled in this process
 //   disk hit            compiler::compile in a fresh process (this program re-executed) whose disk cache holds it
 //   PCH                 a header-heavy kernel (<cub/block/block_reduce.cuh>, <cuda/std/complex>) with and without
@@ -31,27 +31,36 @@ namespace fs = std::filesystem;
 using cuasync::bench::clock;
 using cuasync::bench::us_since;
 
+// A 2-D stencil and a tiled transpose, both templates: a typical small framework kernel.
 const char* const templates_source = R"(
-template <typename T, int Block>
-__global__ void saxpy(T a, const T* x, T* y, int n) {
-  const int i = blockIdx.x * Block + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
+template <typename T, int Radius>
+__global__ void stencil(const T* __restrict__ in, T* __restrict__ out, int width, int height) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < Radius || y < Radius || x >= width - Radius || y >= height - Radius) return;
+  T acc = 0;
+  for (int dy = -Radius; dy <= Radius; ++dy)
+    for (int dx = -Radius; dx <= Radius; ++dx) acc += in[(y + dy) * width + x + dx];
+  out[y * width + x] = acc / T((2 * Radius + 1) * (2 * Radius + 1));
 }
-namespace ns {
-template <typename T>
-__global__ void reduce(const T* in, T* out, int n) {
-  T sum = 0;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) sum += in[i];
-  atomicAdd(out, sum);
+namespace tile {
+template <typename T, int Tile>
+__global__ void transpose(const T* __restrict__ in, T* __restrict__ out, int rows, int cols) {
+  __shared__ T buf[Tile][Tile + 1];
+  int x = blockIdx.x * Tile + threadIdx.x, y = blockIdx.y * Tile + threadIdx.y;
+  if (x < cols && y < rows) buf[threadIdx.y][threadIdx.x] = in[y * cols + x];
+  __syncthreads();
+  x = blockIdx.y * Tile + threadIdx.x;
+  y = blockIdx.x * Tile + threadIdx.y;
+  if (x < rows && y < cols) out[y * rows + x] = buf[threadIdx.x][threadIdx.y];
 }
-}  // namespace ns
+}  // namespace tile
 )";
 
 // `tag` makes each source distinct (a comment), so no cache of any kind can answer.
 jit::program templates(const std::string& tag = {}) {
   return jit::program("bench_templates.cu", std::string(templates_source) + "// " + tag + "\n")
-      .add_name_expression("saxpy<float, 256>")
-      .add_name_expression("ns::reduce<double>");
+      .add_name_expression("stencil<float, 2>")
+      .add_name_expression("tile::transpose<double, 32>");
 }
 
 jit::program header_heavy(const std::string& tag) {
@@ -164,7 +173,7 @@ int main(int argc, char** argv) {
     const auto& nvrtc = jit::nvrtc_library();
     report.note("nvrtc", nvrtc.version_string() + " (" + nvrtc.library + ")");
     report.note("target", target.to_string());
-    report.note("kernel", "saxpy<float, 256> and ns::reduce<double> (two templates, name expressions)");
+    report.note("kernel", "stencil<float, 2> and tile::transpose<double, 32> (two templates, name expressions)");
 
     // Cold compiles. In a fresh process (the first compile pays NVRTC's start-up) and in this warm process.
     constexpr int process_samples = 7;

@@ -1,5 +1,5 @@
 #pragma once
-// Sources shared by the jit tests. Each compile costs 10-100 ms on CI: tests compile few programs.
+// Sources shared by the jit and runtime tests. Each compile costs 10-100 ms on CI: tests compile few programs.
 #include <cuasync/jit/program.hpp>
 
 namespace cuasync::test {
@@ -15,7 +15,7 @@ namespace ns {
 template <typename T>
 __global__ void reduce(const T* in, T* out, int n) {
   T sum = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) sum += in[i];
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) sum += in[i];
   atomicAdd(out, sum);
 }
 }  // namespace ns

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../jit/kernels.hpp"
 #include "gpu.hpp"
 
 #include <cuasync/driver/copy.hpp>
@@ -20,24 +21,10 @@ using test::ctx;
 
 namespace {
 
-const char* const source = R"(
-template <typename T, int Block>
-__global__ void saxpy(T a, const T* x, T* y, int n) {
-  const int i = blockIdx.x * Block + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-namespace ns {
-template <typename T>
-__global__ void reduce(const T* in, T* out, int n) {
-  T sum = 0;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) sum += in[i];
-  atomicAdd(out, sum);
-}
-}  // namespace ns
-)";
-
+// The templates of tests/jit/kernels.hpp (saxpy<float, 256>, ns::reduce<double>, extern "C" fill).
 jit::program templates() {
-  return jit::program("kernel_cache_test.cu", source)
+  jit::program p = test::templates_program();
+  return jit::program("kernel_cache_test.cu", p.source())
       .add_name_expression("saxpy<float, 256>")
       .add_name_expression("ns::reduce<double>");
 }
