@@ -1,7 +1,9 @@
 #pragma once
 //! @file The cache key: an XXH3-128 hash over everything that changes a compile's output — the source, every
 //! in-memory header's name and contents, the name expressions, every option (and the toolkit include directories
-//! they add), the target, the NVRTC version and the cache format version.
+//! they add), the target, the NVRTC version and the cache format version. Files read through include paths are
+//! covered by their directory (and, for the toolkit's, by the NVRTC version), not by their contents: see
+//! `compile_options::include_paths`.
 
 #include <cuasync/jit/options.hpp>
 #include <cuasync/jit/program.hpp>

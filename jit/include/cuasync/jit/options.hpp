@@ -15,7 +15,10 @@ namespace cuasync::jit {
 struct compile_options {
   std::string standard = "c++17";  //!< `--std=`: c++11, c++14, c++17, c++20
   std::vector<std::pair<std::string, std::string>> defines;  //!< `-D name=value` (`-D name` when value is empty)
-  std::vector<std::string> include_paths;                    //!< `-I dir`, searched before the toolkit's
+  //! `-I dir`, searched before the toolkit's. The cache key covers these paths but not the files read from them
+  //! (NVRTC cannot report which files it read): pass a header that changes between runs with
+  //! `program::add_header`, whose contents are part of the key.
+  std::vector<std::string> include_paths;
   bool toolkit_includes = true;      //!< add the toolkit's `include` and `include/cccl` (found at run time)
   bool fast_math = false;            //!< `--use_fast_math`
   std::optional<bool> fmad;          //!< `--fmad=true|false` (NVRTC's default: true)
