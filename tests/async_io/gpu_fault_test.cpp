@@ -1,1 +1,60 @@
-#include <cuasync/async_io.hpp>
+// A faulting kernel: every waiter (on its stream and on other streams of the context) completes with
+// CUDA_ERROR_ILLEGAL_ADDRESS and nothing hangs. Runs in a child process: the context is unusable afterwards.
+#include <cuasync/async_io/async_launch.hpp>
+
+#include "child_process.hpp"
+#include "gpu.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdio>
+
+namespace asio = boost::asio;
+using namespace cuasync;
+
+TEST_CASE("async fault child", "[.async_fault_child]") {
+  asio::io_context io;
+  stream faulting = stream::create(test::ctx());
+  stream other = stream::create(test::ctx());
+  const launch_config one{.grid = 1, .block = 1};
+  int illegal = 0, waiters = 0;
+  auto count = [&](std::error_code ec) {
+    ++waiters;
+    if (ec == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS)) ++illegal;
+  };
+  // A long kernel on another stream of the context, then the fault; waits on both streams, and a coroutine that
+  // launches behind the fault (its launch or its wait fails).
+  launch(other, test::kernels().kernel("sleep_ns"), one, 2'000'000'000ull);
+  launch(faulting, test::kernels().kernel("write_to"), one, reinterpret_cast<int*>(0x10), 1);
+  async_wait(io.get_executor(), other, count);
+  async_wait(io.get_executor(), faulting, count);
+  async_wait(io.get_executor(), faulting, count);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        try {
+          co_await async_launch(faulting, test::kernels().kernel("empty_kernel"), one);
+          std::printf("CHILD no exception\n");
+        } catch (const cuda_error& e) {
+          count(e.code());
+          std::printf("CHILD coroutine cuda_error: %s\n", e.what());
+        }
+      },
+      asio::detached);
+  io.run();
+  std::printf("CHILD waiters=%d illegal=%d\n", waiters, illegal);
+}
+
+TEST_CASE("a faulting kernel's waiters all get CUDA_ERROR_ILLEGAL_ADDRESS and nothing hangs",
+          "[async_io][fault][gpu]") {
+  auto r = test::run_child({"async fault child"}, {}, std::chrono::seconds(60));
+  INFO(r.output);
+  CHECK_FALSE(r.timed_out);
+  CHECK_THAT(r.output, Catch::Contains("CHILD waiters=4 illegal=4"));
+  CHECK_THAT(r.output, Catch::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+}

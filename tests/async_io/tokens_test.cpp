@@ -1,5 +1,6 @@
 // Every completion token works with async_wait (on the host completion source, so this runs without a GPU).
 #include <cuasync/async_io/async_wait.hpp>
+#include <cuasync/async_io/async_run_blocking.hpp>
 
 #include "host_support.hpp"
 
@@ -122,4 +123,36 @@ TEST_CASE("detached, as_tuple, redirect_error and bound callbacks", "[async_io]"
   CHECK(std::error_code(redirected) == fault);
   CHECK(callback);
   CHECK(h.source.live_tokens() == 0);
+}
+
+TEST_CASE("async_run_blocking runs the callable on a pool and completes on the caller's executor", "[async_io]") {
+  asio::io_context io;
+  const auto io_thread = std::this_thread::get_id();
+  std::thread::id ran_on, resumed_on;
+  int value = 0;
+  std::string error;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        value = co_await async_run_blocking(
+            [&] {
+              ran_on = std::this_thread::get_id();
+              return 41 + 1;
+            },
+            asio::use_awaitable);
+        resumed_on = std::this_thread::get_id();
+        try {
+          co_await async_run_blocking([]() -> int { throw std::runtime_error("compile failed"); }, asio::use_awaitable);
+        } catch (const std::runtime_error& e) {
+          error = e.what();
+        }
+      },
+      asio::detached);
+  io.run();
+  CHECK(value == 42);
+  CHECK(ran_on != io_thread);
+  CHECK(resumed_on == io_thread);
+  CHECK(error == "compile failed");
+  std::future<void> f = async_run_blocking([] {}, asio::use_future);
+  CHECK_NOTHROW(f.get());
 }
