@@ -347,8 +347,11 @@ void disk_cache::store(const cache_key& key, const compiled_program& program) {
   const fs::path final_path = entry_path(key);
   static std::atomic<unsigned> sequence{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  const fs::path temp = directory_ / ("." + key.hex() + ".tmp." + std::to_string(::getpid()) + "." +
-                                      std::to_string(sequence.fetch_add(1)) + "." + std::to_string(rng() % 1000000));
+  std::string temp_name = ".";  // hidden, and never taken for an entry: see is_temp_name
+  temp_name += key.hex();
+  temp_name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1)) + "." +
+               std::to_string(rng() % 1000000);
+  const fs::path temp = directory_ / temp_name;
   auto fail = [&](int err, const std::string& what) {
     counters_.store_failures.fetch_add(1, std::memory_order_relaxed);
     ::unlink(temp.c_str());
