@@ -1,7 +1,9 @@
 #include <cuasync/jit/cache_key.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+// xxHash from libxxhash-dev, compiled in (XXH_INLINE_ALL) rather than linked: the binaries then need no
+// libxxhash.so.0 where they run (the GPU machine need not have it). Also gives XXH3_state_t for the stack.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstdio>
