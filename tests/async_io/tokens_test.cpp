@@ -1,5 +1,6 @@
 // Every completion token works with async_wait (on the host completion source, so this runs without a GPU).
 #include <cuasync/async_io/async_wait.hpp>
+#include <cuasync/async_io/async_compile.hpp>
 #include <cuasync/async_io/async_run_blocking.hpp>
 
 #include "host_support.hpp"
@@ -155,4 +156,33 @@ TEST_CASE("async_run_blocking runs the callable on a pool and completes on the c
   CHECK(error == "compile failed");
   std::future<void> f = async_run_blocking([] {}, asio::use_future);
   CHECK_NOTHROW(f.get());
+}
+
+TEST_CASE("async_compile compiles on the pool and resumes the coroutine on its io thread", "[async_io][nvrtc]") {
+  asio::io_context io;
+  const auto io_thread = std::this_thread::get_id();
+  std::thread::id resumed_on;
+  bool compiled = false, compile_error = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        // Named locals, not temporaries such as `{}` inside the co_await expression: g++ 12 bitwise-copies class
+        // temporaries there (valgrind: an SSO string of compile_options freed from inside the coroutine frame).
+        jit::program good("k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }");
+        jit::program bad("bad.cu", "this is not CUDA");
+        const jit::compile_options options;
+        jit::compile_result r = co_await async_compile(std::move(good), 90, options, asio::use_awaitable);
+        resumed_on = std::this_thread::get_id();
+        compiled = r.program != nullptr;
+        try {
+          co_await async_compile(std::move(bad), 90, options, asio::use_awaitable);
+        } catch (const std::exception&) {
+          compile_error = true;
+        }
+      },
+      asio::detached);
+  io.run();
+  CHECK(compiled);
+  CHECK(resumed_on == io_thread);
+  CHECK(compile_error);
 }
