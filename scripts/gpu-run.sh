@@ -1,47 +1,56 @@
 #!/usr/bin/env bash
-# The GPU machine's run: every test executable (all [gpu] tests included), then every benchmark, then a short
-# table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
+# The GPU machine's run: every test executable (all [gpu] tests included), the examples, then every benchmark, then
+# a short table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
 #   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" narrow what runs (default: all that are built).
+# Everything lands in OUT_DIR/results.tgz (logs, bench JSON and markdown) and OUT_DIR/summary.txt: two files, as the
+# device tool returns at most eight.
 set -uo pipefail
 out=${1:?usage: gpu-run.sh OUT_DIR [BUILD_DIR]}
 build=${2:-build}
-mkdir -p "$out"
+work=$(mktemp -d)
 export CUASYNC_COMMIT=$(cat "$build/commit.txt" 2>/dev/null || echo unknown)
 summary=()
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$work/gpu.txt" 2>&1 || true
+[ -x "$build/tools/cuasync" ] && "$build/tools/cuasync" info > "$work/info.txt" 2>&1
 
 for t in ${CUASYNC_GPU_TESTS:-driver jit runtime async_io plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
   [ -x "$bin" ] || continue
   start=$(date +%s)
-  timeout 420 "$bin" ${CUASYNC_TEST_ARGS:-} > "$out/tests-$t.log" 2>&1
+  timeout ${CUASYNC_TEST_TIMEOUT:-300} "$bin" ${CUASYNC_TEST_ARGS:-} > "$work/tests-$t.log" 2>&1
   rc=$?
-  line=$(grep -E "^(All tests passed|test cases:)" "$out/tests-$t.log" | tail -1)
+  line=$(grep -E "^(All tests passed|test cases:)" "$work/tests-$t.log" | tail -1)
   summary+=("tests $t: rc=$rc $(( $(date +%s) - start ))s  $line")
 done
 
 for ex in "$build"/examples/*/example_*; do
   [ -x "$ex" ] || continue
   name=$(basename "$ex")
-  timeout 120 "$ex" > "$out/$name.log" 2>&1
-  summary+=("$name: rc=$? $(tail -1 "$out/$name.log")")
+  timeout 120 "$ex" > "$work/$name.log" 2>&1
+  summary+=("$name: rc=$? $(tail -1 "$work/$name.log")")
 done
 
 for bnch in ${CUASYNC_GPU_BENCHES:-driver jit runtime async_io}; do
   bin="$build/bench/$bnch/cuasync_${bnch}_bench"
   [ -x "$bin" ] || continue
   start=$(date +%s)
-  timeout 300 "$bin" "$out" > "$out/bench-$bnch.log" 2>&1
+  timeout 300 "$bin" "$work" > "$work/bench-$bnch.log" 2>&1
   rc=$?
   summary+=("bench $bnch: rc=$rc $(( $(date +%s) - start ))s")
 done
 
-echo "== failures (first lines) =="
-for f in "$out"/tests-*.log; do
-  [ -f "$f" ] && grep -B2 -A12 -m3 "FAILED" "$f" | head -60
-done
-echo "== bench tables =="
-cat "$out"/*.md 2>/dev/null
-echo "== summary ($CUASYNC_COMMIT) =="
-cat "$out/gpu.txt"
-printf '%s\n' "${summary[@]}"
+{
+  echo "== failures (first lines) =="
+  for f in "$work"/tests-*.log; do
+    [ -f "$f" ] && grep -B3 -A10 "FAILED" "$f" | head -50
+  done
+  echo "== bench tables =="
+  cat "$work"/*.md 2>/dev/null
+  echo "== summary ($CUASYNC_COMMIT) =="
+  cat "$work/gpu.txt"
+  printf '%s\n' "${summary[@]}"
+} > "$work/summary.txt"
+mkdir -p "$out"
+tar -C "$work" -czf "$out/results.tgz" .
+cp "$work/summary.txt" "$out/summary.txt"
+cat "$out/summary.txt"

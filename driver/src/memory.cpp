@@ -40,8 +40,8 @@ device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return mov
 void device_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_);
-    detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
+    scoped_context guard(ctx_.get(), std::nothrow);
+    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
   }
   ptr_ = 0;
 }
@@ -60,8 +60,8 @@ pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return mov
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_);
-    detail::defer_error(ctx_.get(), d->cuMemFreeHost(ptr_));
+    scoped_context guard(ctx_.get(), std::nothrow);
+    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFreeHost(ptr_));
   }
   ptr_ = nullptr;
 }
@@ -92,8 +92,8 @@ host_registration& host_registration::operator=(host_registration&& o) noexcept 
 void host_registration::unregister_nothrow() noexcept {
   if (!ptr_) return;
   if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_);
-    detail::defer_error(ctx_.get(), d->cuMemHostUnregister(ptr_));
+    scoped_context guard(ctx_.get(), std::nothrow);
+    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemHostUnregister(ptr_));
   }
   ptr_ = nullptr;
 }
@@ -111,8 +111,8 @@ managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return 
 void managed_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_);
-    detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
+    scoped_context guard(ctx_.get(), std::nothrow);
+    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
   }
   ptr_ = 0;
 }

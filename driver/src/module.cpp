@@ -206,8 +206,8 @@ module::~module() {
   if (!state_) return;
   if (state_->handle)
     if (auto* d = detail::driver_if_loaded()) {
-      scoped_context guard(state_->ctx);
-      detail::defer_error(state_->ctx.get(), d->cuModuleUnload(state_->handle));
+      scoped_context guard(state_->ctx.get(), std::nothrow);
+      if (guard.active()) detail::defer_error(state_->ctx.get(), d->cuModuleUnload(state_->handle));
     }
   delete state_;
   state_ = nullptr;

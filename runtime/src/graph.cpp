@@ -55,6 +55,7 @@ std::size_t graph::node_count() const {
 graph_exec graph::instantiate() const {
   graph_exec e;
   e.ctx_ = ctx_;
+  scoped_context guard(ctx_);
   if (CUresult r = driver().cuGraphInstantiateWithFlags(&e.exec_, graph_, 0); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphInstantiateWithFlags", "graph " + cuasync::detail::handle_string(graph_), here());
   std::vector<CUgraphNode> nodes(node_count());

@@ -13,7 +13,6 @@ tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std
   b.home_ = home;
   b.ptr_ = rt.device_pool().allocate_async(home, bytes);
   b.size_ = bytes;
-  b.mutex_ = std::make_unique<std::mutex>();
   return b;
 }
 
@@ -25,7 +24,6 @@ tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
     ptr_ = std::exchange(o.ptr_, 0);
     size_ = std::exchange(o.size_, 0);
     tracking_ = o.tracking_;
-    mutex_ = std::move(o.mutex_);
     last_write_ = std::move(o.last_write_);
     reads_ = std::move(o.reads_);
     others_ = std::move(o.others_);
@@ -43,7 +41,7 @@ void tracked_buffer::wait_for(stream_ref s, stream_use& u) {
 
 void tracked_buffer::use(stream_ref s, access a) {
   if (!tracking_) return;
-  std::lock_guard lock(*mutex_);
+  std::lock_guard lock(lock_);
   if (last_write_) wait_for(s, *last_write_);
   if (a != access::read) {
     for (auto& r : reads_) wait_for(s, r);

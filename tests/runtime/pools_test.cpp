@@ -47,11 +47,12 @@ TEST_CASE("a freed pinned block is not handed out while GPU work still uses it",
   stream s = stream::create(r->context());
   test::gate g;
   void* used = nullptr;
+  // Freed only after the gate opens: cuMemFree waits for the device, which the gate holds.
+  device_buffer d = device_buffer::allocate(r->context(), 1 << 20);
   {
     pinned_block b = pool.allocate(1 << 20);
     used = b.get();
     g.close(s);
-    device_buffer d = device_buffer::allocate(r->context(), 1 << 20);
     copy_async(s, d.span(), std::span<const std::byte>(b.bytes()));
     b.record_use(s);
   }

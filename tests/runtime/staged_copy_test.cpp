@@ -31,7 +31,7 @@ TEST_CASE("staged pageable copies are byte-exact at every size and offset", "[ru
 TEST_CASE("runtime copies stage large pageable memory and count it", "[runtime][staged][gpu]") {
   auto rt = device_runtime::create(0);
   stream s = stream::create(rt->context());
-  const std::size_t size = 64 << 20;
+  const std::size_t size = 64 << 20;  // above the staging threshold
   const auto src = test::random_bytes(size);
   std::vector<std::byte> back(size);
   device_buffer d = device_buffer::allocate(rt->context(), size);
@@ -40,7 +40,7 @@ TEST_CASE("runtime copies stage large pageable memory and count it", "[runtime][
   s.synchronize();
   CHECK(std::memcmp(back.data(), src.data(), size) == 0);
   CHECK(rt->stats().staged_copies == 2);
-  std::vector<std::byte> small(1000);
+  std::vector<std::byte> small(1000);  // below the threshold
   copy_async(*rt, s, std::span<std::byte>(small), d.subspan(0, 1000));  // small: straight to the driver
   copy_async(*rt, s, std::span<std::byte>(back), d.span(), {.stage_pageable = false});
   s.synchronize();

@@ -6,6 +6,7 @@
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
 
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -79,6 +80,21 @@ class scoped_context {
   }
   explicit scoped_context(context_ref ctx, std::source_location where = std::source_location::current())
       : scoped_context(ctx.get(), where) {}
+  //! For destructors: never throws; `active()` says whether `ctx` is current (it is not when the driver is already
+  //! shutting down at process exit, `CUDA_ERROR_DEINITIALIZED`; then there is nothing left to release).
+  scoped_context(CUcontext ctx, std::nothrow_t) noexcept {
+    const auto* d = detail::driver_if_loaded();
+    CUcontext current = nullptr;
+    if (!d || d->cuCtxGetCurrent(&current) != CUDA_SUCCESS) {
+      failed_ = true;
+      return;
+    }
+    if (current != ctx) {
+      pushed_ = d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+      failed_ = !pushed_;
+    }
+  }
+  bool active() const noexcept { return !failed_; }
   ~scoped_context() {
     if (pushed_) {
       CUcontext popped = nullptr;
@@ -90,6 +106,7 @@ class scoped_context {
 
  private:
   bool pushed_ = false;
+  bool failed_ = false;
 };
 
 namespace detail {

@@ -9,7 +9,8 @@
 
 namespace cuasync {
 
-//! Owned device memory. Move-only; freeing waits for nothing: free only after the work using it has completed.
+//! Owned device memory. Move-only. Freeing (`cuMemFree`) waits until the device is idle: never destroy one while
+//! work that you are holding back (a gate, an event another thread records later) is still queued.
 class device_buffer {
  public:
   device_buffer() = default;

@@ -22,8 +22,9 @@ struct device_runtime_options {
   std::size_t pinned_cap_bytes = std::size_t{4} << 30;   //!< most pinned memory the pinned pool may hold
   std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse (seed §10)
   staged_copy_options staging;
-  //! Pageable copies at least this large go through staging; smaller ones go to the driver directly.
-  std::size_t staging_threshold_bytes = std::size_t{1} << 20;
+  //! Pageable copies at least this large go through staging; smaller ones go to the driver directly (measured on
+  //! the H200: at 4 MiB the driver's own path is still as fast, from 64 MiB staging is ~5x faster).
+  std::size_t staging_threshold_bytes = std::size_t{8} << 20;
 };
 
 //! Counters of a `device_runtime`.

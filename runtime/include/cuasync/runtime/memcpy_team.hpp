@@ -14,7 +14,7 @@ namespace cuasync::runtime {
 class memcpy_team {
  public:
   //! `threads` copying threads in all, the caller included (so `threads - 1` are started); 0 picks
-  //! min(8, hardware threads).
+  //! 3/4 of the hardware threads, at most 12.
   explicit memcpy_team(unsigned threads = 0);
   memcpy_team(const memcpy_team&) = delete;
   memcpy_team& operator=(const memcpy_team&) = delete;

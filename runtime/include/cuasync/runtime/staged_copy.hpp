@@ -18,7 +18,7 @@ namespace cuasync::runtime {
 struct staged_copy_options {
   std::size_t chunk_bytes = std::size_t{4} << 20;  //!< pinned chunk size (4 MiB measured best on the H200)
   std::size_t chunks = 4;                          //!< chunks in the ring
-  unsigned threads = 0;                            //!< host copy threads, caller included; 0 = min(8, cores)
+  unsigned threads = 0;                            //!< host copy threads, caller included; 0 = 3/4 of cores, ≤ 12
 };
 
 //! Copies between pageable host memory and the device through pinned staging. Thread-safe (one copy at a time per
