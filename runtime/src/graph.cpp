@@ -46,6 +46,7 @@ graph::~graph() {
 }
 
 std::size_t graph::node_count() const {
+  scoped_context guard(ctx_);
   std::size_t n = 0;
   if (CUresult r = driver().cuGraphGetNodes(graph_, nullptr, &n); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphGetNodes", "graph " + cuasync::detail::handle_string(graph_), here());
@@ -84,6 +85,7 @@ graph_exec::~graph_exec() {
 }
 
 void graph_exec::launch(stream_ref s) const {
+  scoped_context guard(ctx_);
   if (CUresult r = driver().cuGraphLaunch(exec_, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), here());
 }
@@ -93,8 +95,11 @@ void graph_exec::set_kernel_params(std::size_t index, void** params, const std::
   if (index >= kernel_nodes_.size())
     cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " of " +
                                             std::to_string(kernel_nodes_.size()));
+  scoped_context guard(ctx_);  // graph node calls need a current context (instantiate fails without one)
   CUDA_KERNEL_NODE_PARAMS_v2 p{};
   cuasync::detail::check(driver().cuGraphKernelNodeGetParams(kernel_nodes_[index], &p), "cuGraphKernelNodeGetParams");
+  if (!p.func)
+    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " has no CUfunction to check against");
   // Check count and sizes against the kernel, as cuasync::launch does.
   std::size_t expected = 0;
   for (;; ++expected) {

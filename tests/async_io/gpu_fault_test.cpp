@@ -26,6 +26,7 @@ TEST_CASE("async fault child", "[.async_fault_child]") {
   auto count = [&](std::error_code ec) {
     ++waiters;
     if (ec == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS)) ++illegal;
+    std::printf("CHILD waiter %d: %s\n", waiters, ec.message().c_str());
   };
   // A long kernel on another stream of the context, then the fault; waits on both streams, and a coroutine that
   // launches behind the fault (its launch or its wait fails).
