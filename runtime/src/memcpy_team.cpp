@@ -1,9 +1,48 @@
 #include <cuasync/runtime/memcpy_team.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <emmintrin.h>
+#define CUASYNC_HAVE_SSE2 1
+#endif
+
 namespace cuasync::runtime {
+
+namespace {
+// Copies with non-temporal stores: the destination (a staging chunk the DMA engine reads next, or a large pageable
+// buffer) is not read again soon, so streaming stores skip the read-for-ownership of every destination line and
+// leave the cache to the source. That is a third less memory traffic than memcpy's stores for these sizes
+// (each thread's part is below glibc's own non-temporal threshold).
+void copy_streaming(std::byte* dst, const std::byte* src, std::size_t n) {
+#if CUASYNC_HAVE_SSE2
+  const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16;
+  if (n < head + 256) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  _mm_sfence();  // streaming stores are weakly ordered: make them visible before the part is reported done
+  std::memcpy(dst + i, src + i, n - i);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+}  // namespace
 
 memcpy_team::memcpy_team(unsigned threads) {
   // Host memcpy bandwidth grows with threads up to ~12 on the H200 machine's 16 cores; leave some cores to the rest.
@@ -26,7 +65,7 @@ void memcpy_team::copy_part(unsigned part) {
   const std::size_t per = ((n_ / parts) + 4095) & ~std::size_t{4095};
   const std::size_t begin = std::min(n_, per * part);
   const std::size_t end = part + 1 == parts ? n_ : std::min(n_, begin + per);
-  if (end > begin) std::memcpy(dst_ + begin, src_ + begin, end - begin);
+  if (end > begin) copy_streaming(dst_ + begin, src_ + begin, end - begin);
 }
 
 void memcpy_team::work(unsigned index) {
