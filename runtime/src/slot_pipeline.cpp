@@ -105,19 +105,15 @@ void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu,
   } catch (...) {
     error = std::current_exception();
   }
-  // Drain in batch order, even after an error, so nothing is left reading the slots' buffers.
+  // Drain in batch order, even after an error: batches already submitted are completed and postprocessed (no
+  // results are dropped); only a device error, which leaves nothing to postprocess, skips their postprocess.
   std::vector<slot_state*> order;
   for (auto& s : slots_)
     if (s.batch != SIZE_MAX) order.push_back(&s);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
   for (auto* s : order) {
     try {
-      if (error) {
-        s->done.synchronize();
-        s->batch = SIZE_MAX;
-      } else {
-        retire(*s, post);
-      }
+      retire(*s, post);
     } catch (...) {
       if (!error) error = std::current_exception();
       s->batch = SIZE_MAX;

@@ -21,7 +21,10 @@ TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   tracked_buffer x = tracked_buffer::allocate(*rt, a, n * sizeof(int));
   tracked_buffer y = tracked_buffer::allocate(*rt, b, n * sizeof(int));
-  std::vector<int> out(n);
+  // Pinned: a device-to-host copy into pageable memory blocks the host until it is done (seed §8), which would
+  // deadlock behind the gate.
+  pinned_block out_block = rt->pinned()->allocate(n * sizeof(int));
+  std::span<int> out(out_block.data<int>(), n);
   auto k_fill = test::kernels().kernel("fill_iota");
   auto k_twice = test::kernels().kernel("twice_plus_one");
   a.synchronize();
@@ -32,7 +35,7 @@ TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[
     g.close(a);
     runtime::launch(a, k_fill, grid(), writes(x), n, 100);
     runtime::launch(b, k_twice, grid(), reads(x), writes(y), n);  // inserts b.wait(event after the fill)
-    copy_async(*rt, b, std::as_writable_bytes(std::span(out)), y);
+    copy_async(*rt, b, std::as_writable_bytes(out), y);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     CHECK_FALSE(b.query());  // B is waiting for A
     g.open();
@@ -47,7 +50,7 @@ TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[
     g.close(a);
     runtime::launch(a, k_fill, grid(), writes(x), n, 100);
     runtime::launch(b, k_twice, grid(), reads(x), writes(y), n);
-    copy_async(*rt, b, std::as_writable_bytes(std::span(out)), y);
+    copy_async(*rt, b, std::as_writable_bytes(out), y);
     b.synchronize();  // B does not wait for the gated stream
     CHECK(out[5] == 5 * 2 + 1);  // read the old contents
     g.open();

@@ -49,8 +49,9 @@ class slot_pipeline {
 
   using stage = std::function<void(std::size_t batch, pipeline_slot& slot)>;
   //! Runs `batches` batches through the slots and returns when every postprocess has finished. Host-blocking (it
-  //! drives the pipeline). An exception from a stage or a device error stops the pipeline after in-flight slots
-  //! drain and is rethrown. @throws cuda_error, or what a stage threw
+  //! drives the pipeline). An exception from a stage or a device error stops submitting; batches already submitted
+  //! still complete and are postprocessed (unless the device failed), then the first error is rethrown.
+  //! @throws cuda_error, or what a stage threw
   void run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post);
 
   std::size_t slot_count() const noexcept { return slots_.size(); }
