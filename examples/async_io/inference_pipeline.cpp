@@ -15,6 +15,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "../kernels/infer_kernel.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -23,15 +25,7 @@
 namespace asio = boost::asio;
 using namespace cuasync;
 
-static const char* source = R"(
-extern "C" __global__ void infer_kernel(float* out, const float* in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    float x = in[i];
-    for (int k = 0; k < 64; ++k) x = x * 0.5f + 1.0f;  // converges towards 2
-    out[i] = x;
-  }
-})";
+static const char* source = cuasync::examples::infer_kernel_source;
 
 namespace {
 

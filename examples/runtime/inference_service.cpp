@@ -5,6 +5,8 @@
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/runtime/slot_pipeline.hpp>
 
+#include "../kernels/infer_kernel.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -12,15 +14,7 @@
 
 using namespace cuasync;
 
-static const char* source = R"(
-extern "C" __global__ void infer_kernel(float* out, const float* in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    float x = in[i];
-    for (int k = 0; k < 64; ++k) x = x * 0.5f + 1.0f;  // converges towards 2
-    out[i] = x;
-  }
-})";
+static const char* source = cuasync::examples::infer_kernel_source;
 
 int main() try {
   constexpr int features = 1 << 18, num_requests = 200;
