@@ -1,0 +1,85 @@
+// The same §9.1 double buffer as double_buffer.cpp, with raw Driver API calls (only the kernel comes from cuasync's
+// JIT), for comparison: every stream, event, pinned and device buffer is created, ordered, synchronised and freed by
+// hand, and every call's result must be checked.
+#include <cuasync/runtime/device_runtime.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace cuasync;
+
+static const char* source = R"(
+extern "C" __global__ void my_kernel(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * in[i] + 1.0f;
+})";
+
+#define CU_CHECK(call)                                                                  \
+  do {                                                                                  \
+    if (CUresult r_ = (call); r_ != CUDA_SUCCESS) {                                     \
+      std::fprintf(stderr, "%s failed: %d at %s:%d\n", #call, int(r_), __FILE__, __LINE__); \
+      std::exit(2);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+int main() {
+  constexpr int batch_size = 1 << 20, num_batches = 32, kStages = 2;
+  constexpr std::size_t bytes = batch_size * sizeof(float);
+  auto rt = runtime::device_runtime::for_device(0);
+  CUfunction my_kernel = rt->kernel(jit::program("double_buffer_raw", source), "my_kernel").get();
+  const auto& d = cuasync::detail::driver();
+  CU_CHECK(d.cuCtxPushCurrent(rt->context().get()));
+
+  CUstream streams[kStages];
+  CUevent done[kStages];
+  float *h_in[kStages], *h_out[kStages];
+  CUdeviceptr d_in[kStages], d_out[kStages];
+  int last_batch[kStages] = {-1, -1};
+  for (int i = 0; i < kStages; ++i) {
+    CU_CHECK(d.cuStreamCreateWithPriority(&streams[i], CU_STREAM_NON_BLOCKING, 0));
+    CU_CHECK(d.cuEventCreate(&done[i], CU_EVENT_DISABLE_TIMING));
+    CU_CHECK(d.cuMemHostAlloc(reinterpret_cast<void**>(&h_in[i]), bytes, 0));
+    CU_CHECK(d.cuMemHostAlloc(reinterpret_cast<void**>(&h_out[i]), bytes, 0));
+    CU_CHECK(d.cuMemAlloc(&d_in[i], bytes));
+    CU_CHECK(d.cuMemAlloc(&d_out[i], bytes));
+  }
+  int wrong = 0;
+  auto check = [&](int slot) {  // postprocess the batch that last used this slot
+    if (last_batch[slot] < 0) return;
+    for (int i = 0; i < batch_size; i += 4099) {
+      const float x = float(last_batch[slot]) + i % 100;
+      wrong += h_out[slot][i] != x * x + 1.0f;
+    }
+  };
+  for (int batch = 0; batch < num_batches; ++batch) {
+    const int slot = batch % kStages;
+    // Before reusing the slot, make sure its previous D2H has completed.
+    if (batch >= kStages) CU_CHECK(d.cuEventSynchronize(done[slot]));
+    check(slot);
+    for (int i = 0; i < batch_size; ++i) h_in[slot][i] = float(batch) + i % 100;
+    CU_CHECK(d.cuMemcpyHtoDAsync(d_in[slot], h_in[slot], bytes, streams[slot]));
+    int n = batch_size;
+    void* args[] = {&d_out[slot], &d_in[slot], &n};
+    CU_CHECK(d.cuLaunchKernel(my_kernel, batch_size / 256, 1, 1, 256, 1, 1, 0, streams[slot], args, nullptr));
+    CU_CHECK(d.cuMemcpyDtoHAsync(h_out[slot], d_out[slot], bytes, streams[slot]));
+    CU_CHECK(d.cuEventRecord(done[slot], streams[slot]));
+    last_batch[slot] = batch;
+  }
+  for (int i = 0; i < kStages; ++i) {
+    CU_CHECK(d.cuEventSynchronize(done[i]));
+    check(i);
+  }
+  for (int i = 0; i < kStages; ++i) {
+    CU_CHECK(d.cuMemFree(d_in[i]));
+    CU_CHECK(d.cuMemFree(d_out[i]));
+    CU_CHECK(d.cuMemFreeHost(h_in[i]));
+    CU_CHECK(d.cuMemFreeHost(h_out[i]));
+    CU_CHECK(d.cuEventDestroy(done[i]));
+    CU_CHECK(d.cuStreamDestroy(streams[i]));
+  }
+  CUcontext popped;
+  CU_CHECK(d.cuCtxPopCurrent(&popped));
+  std::printf("double_buffer_raw: %d batches of %d floats through 2 slots, %d wrong values\n", num_batches, batch_size,
+              wrong);
+  return wrong == 0 ? 0 : 1;
+}
