@@ -12,10 +12,10 @@
 namespace cuasync::runtime {
 
 namespace {
-// Copies with non-temporal stores: the destination (a staging chunk the DMA engine reads next, or a large pageable
-// buffer) is not read again soon, so streaming stores skip the read-for-ownership of every destination line and
-// leave the cache to the source. That is a third less memory traffic than memcpy's stores for these sizes
-// (each thread's part is below glibc's own non-temporal threshold).
+// Copies with non-temporal stores: when the destination is not read again soon, streaming stores skip the
+// read-for-ownership of every destination line (a third less memory traffic than memcpy's stores at these sizes,
+// where each thread's part is below glibc's own non-temporal threshold). Whether that wins depends on the machine's
+// caches: bench/runtime measures both.
 void copy_streaming(std::byte* dst, const std::byte* src, std::size_t n) {
 #if CUASYNC_HAVE_SSE2
   const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16;
@@ -65,7 +65,11 @@ void memcpy_team::copy_part(unsigned part) {
   const std::size_t per = ((n_ / parts) + 4095) & ~std::size_t{4095};
   const std::size_t begin = std::min(n_, per * part);
   const std::size_t end = part + 1 == parts ? n_ : std::min(n_, begin + per);
-  if (end > begin) copy_streaming(dst_ + begin, src_ + begin, end - begin);
+  if (end <= begin) return;
+  if (streaming_)
+    copy_streaming(dst_ + begin, src_ + begin, end - begin);
+  else
+    std::memcpy(dst_ + begin, src_ + begin, end - begin);
 }
 
 void memcpy_team::work(unsigned index) {
@@ -82,7 +86,7 @@ void memcpy_team::work(unsigned index) {
   }
 }
 
-void memcpy_team::copy(void* dst, const void* src, std::size_t n) {
+void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming) {
   if (n < (std::size_t{256} << 10) || workers_.empty()) {  // small: a thread hand-off costs more than it saves
     std::memcpy(dst, src, n);
     return;
@@ -92,6 +96,7 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n) {
     dst_ = static_cast<std::byte*>(dst);
     src_ = static_cast<const std::byte*>(src);
     n_ = n;
+    streaming_ = streaming;
     remaining_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
     ++generation_;
   }

@@ -39,7 +39,7 @@ void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<cons
   for (std::size_t i = 0, off = 0; off < n; ++i, off += cb) {
     const std::size_t len = std::min(cb, n - off);
     wait_slot(i);
-    team_.copy(chunk(i), src.data() + off, len);
+    team_.copy(chunk(i), src.data() + off, len, options_.h2d_streaming_stores);
     copy_async(s, dst.subspan(off, len), std::span<const std::byte>(chunk(i), len));
     slot_done_[i % options_.chunks].record(s);
     slot_busy_[i % options_.chunks] = true;
@@ -67,7 +67,7 @@ void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_
   for (std::size_t i = 0; i < total; ++i) {
     const std::size_t off = i * cb, len = std::min(cb, n - off);
     wait_slot(i);
-    team_.copy(dst.data() + off, chunk(i), len);
+    team_.copy(dst.data() + off, chunk(i), len, options_.d2h_streaming_stores);
     if (i + k < total) enqueue(i + k);
   }
 }

@@ -21,7 +21,8 @@ class memcpy_team {
   ~memcpy_team();
 
   //! Copies `n` bytes, split across the team; returns when all of it is copied. One copy at a time per team.
-  void copy(void* dst, const void* src, std::size_t n);
+  //! `streaming`: non-temporal stores (no read-for-ownership of the destination, which also stays out of the cache).
+  void copy(void* dst, const void* src, std::size_t n, bool streaming = false);
   unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()) + 1; }
 
  private:
@@ -38,6 +39,7 @@ class memcpy_team {
   std::byte* dst_ = nullptr;
   const std::byte* src_ = nullptr;
   std::size_t n_ = 0;
+  bool streaming_ = false;
 };
 
 }  // namespace cuasync::runtime
