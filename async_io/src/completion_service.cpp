@@ -28,9 +28,64 @@ std::error_code aborted_code() noexcept { return {ECANCELED, std::system_categor
 
 using op_allocator = std::allocator_traits<asio::associated_allocator_t<wait_handler>>::rebind_alloc<wait_op>;
 
-// Destroys `op` and frees its memory with the handler's allocator, leaving the handler in `out`.
+// A per-thread cache of blocks for T: the state of every wait is allocated and freed on the io thread in the common
+// case, so recycling here replaces two malloc/free pairs per wait. Trivially destructible, so that a block freed
+// during static destruction (after the thread's cache closed) still finds it; it then goes back to the heap.
+template <class T>
+struct block_cache {
+  static constexpr unsigned capacity = 256;
+  void* blocks[capacity];
+  unsigned size;
+  bool closed;
+};
+template <class T>
+block_cache<T>& cache() noexcept {
+  thread_local block_cache<T> c{};
+  return c;
+}
+template <class T>
+struct cache_closer {
+  ~cache_closer() {
+    block_cache<T>& c = cache<T>();
+    c.closed = true;
+    while (c.size) ::operator delete(c.blocks[--c.size]);
+  }
+};
+template <class T>
+void* cache_allocate() {
+  block_cache<T>& c = cache<T>();
+  if (c.size) return c.blocks[--c.size];
+  if (!c.closed) {
+    thread_local cache_closer<T> closer;  // frees the cached blocks when the thread exits
+    (void)closer;
+  }
+  return ::operator new(sizeof(T));
+}
+template <class T>
+void cache_free(void* p) noexcept {
+  block_cache<T>& c = cache<T>();
+  if (!c.closed && c.size < block_cache<T>::capacity)
+    c.blocks[c.size++] = p;
+  else
+    ::operator delete(p);
+}
+
+wait_entry* new_entry(const wait_target& t) {
+  return new (cache_allocate<wait_entry>()) wait_entry{t.source, t.token, t.group, t.order, t.keep_alive, nullptr};
+}
+void delete_entry(wait_entry* e) noexcept {
+  e->~wait_entry();
+  cache_free<wait_entry>(e);
+}
+
+// Destroys `op` and frees its memory, leaving the handler in the result.
 wait_handler free_op(wait_op* op) noexcept {
   wait_handler h = std::move(op->handler);
+  if (op->cached) {
+    op->~wait_op();
+    cache_free<wait_op>(op);
+    return h;
+  }
   op_allocator alloc(asio::get_associated_allocator(h));
   op->~wait_op();
   std::allocator_traits<op_allocator>::deallocate(alloc, op, 1);
@@ -65,7 +120,9 @@ void invoke(op_ptr o, std::error_code ec) {
   std::move(h)(ec);
 }
 
+// On the I/O executor: to the handler's executor (nothing more to do when that is the I/O executor).
 void dispatch_to_handler(op_ptr o, std::error_code ec) {
+  if (!o.get()->handler_work) return invoke(std::move(o), ec);
   asio::any_completion_executor ex = o.get()->handler_work;
   asio::dispatch(ex, [o = std::move(o), ec]() mutable { invoke(std::move(o), ec); });
 }
@@ -75,6 +132,15 @@ void dispatch_to_handler(op_ptr o, std::error_code ec) {
 void post_to_io(op_ptr o, std::error_code ec) {
   asio::any_io_executor io = o.get()->io_work;
   asio::post(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
+}
+
+// From a pass run by the service's poll executor.
+void complete_on_poll_executor(op_ptr o, std::error_code ec) {
+  wait_op* op = o.get();
+  if (op->on_poll_executor) return dispatch_to_handler(std::move(o), ec);
+  // Another executor of the same context (e.g. a strand): let it decide whether this thread may run the handler.
+  asio::any_io_executor io = op->io_work;
+  asio::dispatch(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
 }
 
 struct cancel_handler {
@@ -91,6 +157,28 @@ poll_policy initial_policy() {
   return poll_policy::balanced();
 }
 
+long long now_ns() noexcept { return steady::now().time_since_epoch().count(); }
+
+// Reusable per-thread vectors for a pass's results; taken out while in use, so a handler that runs a nested pass
+// (poll_once from inside a handler) gets fresh ones.
+template <class T>
+std::vector<T>& scratch_slot() {
+  thread_local std::vector<T> v;
+  return v;
+}
+template <class T>
+std::vector<T> take_scratch() {
+  std::vector<T> out = std::move(scratch_slot<T>());
+  out.clear();
+  return out;
+}
+template <class T>
+void give_scratch(std::vector<T>&& used) {
+  std::vector<T>& v = scratch_slot<T>();
+  used.clear();
+  if (used.capacity() > v.capacity()) v = std::move(used);
+}
+
 }  // namespace
 
 // ---- wait_queues ----------------------------------------------------------------------------------------------
@@ -101,36 +189,51 @@ wait_queues::~wait_queues() {
   for (auto& [key, f] : queues_)
     for (wait_entry* e : f.entries) {
       e->source->release(e->token);
-      delete e;
+      delete_entry(e);
     }
 }
 
-wait_op* wait_queues::make_op(asio::any_io_executor io_ex, wait_handler h) {
+wait_op* wait_queues::make_op(asio::any_io_executor io_ex, wait_handler h, wait_hints hints) {
   op_allocator alloc(asio::get_associated_allocator(h));
-  wait_op* op = std::allocator_traits<op_allocator>::allocate(alloc, 1);
+  wait_op* op = hints.default_allocator ? static_cast<wait_op*>(cache_allocate<wait_op>())
+                                        : std::allocator_traits<op_allocator>::allocate(alloc, 1);
   try {
-    asio::any_completion_executor handler_ex = asio::get_associated_executor(h, io_ex);
+    asio::any_completion_executor handler_work;
+    if (!hints.handler_on_io) {
+      asio::any_completion_executor handler_ex = asio::get_associated_executor(h, io_ex);
+      handler_work = asio::prefer(handler_ex, asio::execution::outstanding_work.tracked);
+    }
     asio::any_io_executor io_work = asio::prefer(io_ex, asio::execution::outstanding_work.tracked);
-    asio::any_completion_executor handler_work = asio::prefer(handler_ex, asio::execution::outstanding_work.tracked);
-    new (op) wait_op{std::move(h), std::move(io_work), std::move(handler_work), {}, nullptr, nullptr};
+    new (op) wait_op{std::move(h), std::move(io_work), std::move(handler_work), {}, nullptr, nullptr,
+                     hints.default_allocator, false};
   } catch (...) {
-    std::allocator_traits<op_allocator>::deallocate(alloc, op, 1);
+    if (hints.default_allocator)
+      cache_free<wait_op>(op);
+    else
+      std::allocator_traits<op_allocator>::deallocate(alloc, op, 1);
     throw;
   }
   return op;
 }
 
-void wait_queues::start(asio::any_io_executor io_ex, wait_target t, wait_handler h) {
+void wait_queues::start(asio::any_io_executor io_ex, wait_target t, wait_handler h, wait_hints hints) {
   if (!t.source) throw std::invalid_argument("cuasync::completion_service::start_wait: no completion source");
-  wait_op* op = make_op(io_ex, std::move(h));
-  auto* e = new wait_entry{t.source, t.token, t.group, std::move(t.keep_alive), op};
-  bool thread_mode;
+  wait_op* op = make_op(io_ex, std::move(h), hints);
+  wait_entry* e;
+  try {
+    e = new_entry(t);
+  } catch (...) {
+    op_ptr destroy(op);
+    throw;
+  }
+  e->op = op;
+  bool wake_thread = false;
   {
     std::unique_lock lock(mutex_);
     if (shut_down_) {
       lock.unlock();
       e->source->release(e->token);
-      delete e;
+      delete_entry(e);
       op_ptr destroy(op);  // the context is gone: the handler is destroyed without being called
       return;
     }
@@ -144,7 +247,16 @@ void wait_queues::start(asio::any_io_executor io_ex, wait_target t, wait_handler
       active_.push_back(&f);
       f.listed = true;
     }
-    f.entries.push_back(e);
+    if (f.entries.empty()) f.ordered = true;
+    if (e->order == 0) f.ordered = false;
+    if (!f.ordered || f.entries.empty() || f.entries.back()->order < e->order) {
+      f.entries.push_back(e);
+    } else {
+      // Recorded before entries already queued (a lazily started wait): keep the FIFO in recording order.
+      auto pos = std::upper_bound(f.entries.begin(), f.entries.end(), e->order,
+                                  [](std::uint64_t o, const wait_entry* x) { return o < x->order; });
+      f.entries.insert(pos, e);
+    }
     op->entry = e;
     op->owner = this;
     ++stats_.pending_operations;
@@ -155,17 +267,28 @@ void wait_queues::start(asio::any_io_executor io_ex, wait_target t, wait_handler
       slot.template emplace<cancel_handler>(cancel_handler{op});
     }
     note_activity();
-    thread_mode = policy_.mode == poll_mode::poller_thread;
-    if (!thread_mode && !task_scheduled_) schedule_executor_poll_locked(io_ex);
+    if (!poll_executor_) poll_executor_ = io_ex;
+    op->on_poll_executor = io_ex == *poll_executor_;
+    if (policy_.mode == poll_mode::in_executor || executor_window_locked()) {
+      if (!task_scheduled_) {
+        schedule_executor_poll_locked(io_ex);
+        // The thread learns that it may have to take over if the executor does not poll (executor window).
+        wake_thread = policy_.mode == poll_mode::poller_thread;
+      }
+    } else {
+      wake_thread = true;
+    }
   }
-  if (thread_mode) {
-    if (!registered_.exchange(true)) poller::instance().add(shared_from_this());
-    poller::instance().submitted();
-  }
+  if (wake_thread) hand_to_thread();
+}
+
+void wait_queues::hand_to_thread() {
+  if (!registered_.exchange(true)) poller::instance().add(shared_from_this());
+  poller::instance().submitted();
 }
 
 void wait_queues::fail(asio::any_io_executor io_ex, std::error_code ec, wait_handler h) {
-  wait_op* op = make_op(std::move(io_ex), std::move(h));
+  wait_op* op = make_op(std::move(io_ex), std::move(h), {});
   op->owner = this;
   {
     std::lock_guard lock(mutex_);
@@ -209,70 +332,152 @@ void wait_queues::fail_group_locked(std::uintptr_t group, std::error_code ec, st
   }
 }
 
-std::size_t wait_queues::pass(bool full, bool from_io_thread) {
-  std::vector<finished> done;
-  std::vector<wait_entry*> released;
+void wait_queues::finish_locked(fifo& f, wait_entry* e, const poll_result& r, std::vector<finished>& done,
+                                std::vector<wait_entry*>& released) {
+  // Usually the head; an entry inserted before it since the snapshot (sorted insertion) moves it back.
+  if (!f.entries.empty() && f.entries.front() == e)
+    f.entries.pop_front();
+  else
+    f.entries.erase(std::find(f.entries.begin(), f.entries.end(), e));
+  take_locked(e, r.status == poll_status::failed ? r.error : std::error_code(), done);
+  released.push_back(e);
+  if (r.status == poll_status::failed && r.scope == failure_scope::group)
+    fail_group_locked(e->group, r.error, done, released);
+}
+
+// Head-only pass. Entries are only removed by passes (serialised by pass_mutex_) and FIFOs only erased by them, so
+// the snapshot's entries stay valid without the lock, except after a group failure, which empties other FIFOs.
+void wait_queues::head_pass(std::uint64_t& queries, std::vector<finished>& done,
+                            std::vector<wait_entry*>& released) {
   {
-    std::lock_guard pass_lock(pass_mutex_);
-    {
+    std::lock_guard lock(mutex_);
+    scratch_.clear();
+    for (fifo* f : active_)
+      if (!f->entries.empty())
+        scratch_.push_back({f, f->entries.front(), f->ordered && f->entries.size() > 1 ? f->entries.back() : nullptr});
+  }
+  bool group_failed = false;
+  for (head& h : scratch_) {
+    fifo& f = *h.f;
+    if (group_failed) {
       std::lock_guard lock(mutex_);
-      scratch_.assign(active_.begin(), active_.end());
-      ++stats_.passes;
+      if (f.entries.empty()) continue;
+      h = {&f, f.entries.front(), f.ordered && f.entries.size() > 1 ? f.entries.back() : nullptr};
     }
-    std::uint64_t queries = 0;
-    for (fifo* f : scratch_) {
-      std::size_t i = 0;
-      for (;;) {
-        wait_entry* e;
-        {
-          std::lock_guard lock(mutex_);
-          if (i >= f->entries.size()) break;
-          e = f->entries[i];
-        }
-        // Entries are only removed by passes (serialised by pass_mutex_), so `e` stays valid without the lock.
-        const poll_result r = e->source->query(e->token);
-        ++queries;
-        if (r.status == poll_status::pending) {
-          if (!full) break;  // head-only: later entries of this queue cannot be done before the head
-          ++i;
-          continue;
-        }
+    if (h.newest) {
+      // Ordered: one query of the newest answers for every entry recorded before it.
+      const poll_result r = h.newest->source->query(h.newest->token);
+      ++queries;
+      if (r.status != poll_status::pending) {
+        const std::error_code ec = r.status == poll_status::failed ? r.error : std::error_code();
         std::lock_guard lock(mutex_);
-        f->entries.erase(f->entries.begin() + static_cast<std::ptrdiff_t>(i));
-        take_locked(e, r.status == poll_status::failed ? r.error : std::error_code(), done);
-        released.push_back(e);
-        if (r.status == poll_status::failed && r.scope == failure_scope::group)
-          fail_group_locked(e->group, r.error, done, released);
+        const std::uint64_t last = h.newest->order;
+        while (!f.entries.empty() && f.entries.front()->order != 0 && f.entries.front()->order <= last) {
+          wait_entry* e = f.entries.front();
+          f.entries.pop_front();
+          take_locked(e, ec, done);
+          released.push_back(e);
+        }
+        if (r.status == poll_status::failed && r.scope == failure_scope::group) {
+          fail_group_locked(f.group, r.error, done, released);
+          group_failed = true;
+        }
+        continue;
       }
     }
+    // Entry by entry from the head; stop at the first pending one.
+    wait_entry* e = h.oldest;
+    while (e && e != h.newest) {
+      const poll_result r = e->source->query(e->token);
+      ++queries;
+      if (r.status == poll_status::pending) break;
+      std::lock_guard lock(mutex_);
+      finish_locked(f, e, r, done, released);
+      if (r.status == poll_status::failed && r.scope == failure_scope::group) group_failed = true;
+      e = f.entries.empty() ? nullptr : f.entries.front();
+    }
+  }
+}
+
+// Every entry of every FIFO (the watchdog: a token that finished out of queue order).
+void wait_queues::full_pass(std::uint64_t& queries, std::vector<finished>& done,
+                            std::vector<wait_entry*>& released) {
+  {
     std::lock_guard lock(mutex_);
+    scratch_full_.assign(active_.begin(), active_.end());
+  }
+  for (fifo* f : scratch_full_) {
+    std::size_t i = 0;
+    for (;;) {
+      wait_entry* e;
+      {
+        std::lock_guard lock(mutex_);
+        if (i >= f->entries.size()) break;
+        e = f->entries[i];
+      }
+      const poll_result r = e->source->query(e->token);
+      ++queries;
+      if (r.status == poll_status::pending) {
+        ++i;
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      finish_locked(*f, e, r, done, released);
+    }
+  }
+}
+
+std::size_t wait_queues::pass(bool full, bool from_io_thread) {
+  std::vector<finished> done = take_scratch<finished>();
+  std::vector<wait_entry*> released = take_scratch<wait_entry*>();
+  {
+    std::lock_guard pass_lock(pass_mutex_);
+    std::uint64_t queries = 0;
+    if (full)
+      full_pass(queries, done, released);
+    else
+      head_pass(queries, done, released);
+    std::lock_guard lock(mutex_);
+    ++stats_.passes;
+    if (from_io_thread) ++stats_.executor_passes;
     stats_.queries += queries;
     std::erase_if(active_, [&](fifo* f) {
       if (!f->entries.empty()) return false;
       f->listed = false;
-      queues_.erase({f->source, f->key});
       return true;
     });
+    // Drained FIFOs stay in the map for the next wait on their stream; a crowd of idle ones is dropped.
+    if (queues_.size() > active_.size() + 64)
+      std::erase_if(queues_, [](const auto& kv) { return !kv.second.listed; });
     if (!done.empty()) note_activity();
   }
   // Outside the locks: give tokens back, drop keep-alives (user destructors), hand completions over.
   for (wait_entry* e : released) {
     e->source->release(e->token);
-    delete e;
+    delete_entry(e);
   }
+  const std::size_t n = done.size();
   for (finished& d : done) {
     if (from_io_thread)
-      dispatch_to_handler(op_ptr(d.op), d.error);
+      complete_on_poll_executor(op_ptr(d.op), d.error);
     else
       post_to_io(op_ptr(d.op), d.error);
   }
-  return done.size();
+  give_scratch(std::move(done));
+  give_scratch(std::move(released));
+  return n;
 }
 
 std::optional<std::chrono::nanoseconds> wait_queues::poller_pass() {
   {
     std::lock_guard lock(mutex_);
     if (active_.empty()) return std::nullopt;
+    if (!shut_down_ && task_scheduled_ && executor_window_locked()) {
+      // The executor polls; take over only when it has run no pass for a window (a busy or stopped io thread).
+      const auto since = std::chrono::nanoseconds(now_ns() - last_executor_pass_ns_.load(std::memory_order_relaxed));
+      if (since < policy_.executor_window)
+        return std::max<std::chrono::nanoseconds>(policy_.executor_window - since, std::chrono::milliseconds(1));
+    }
   }
   pass(watchdog_due(), false);
   std::lock_guard lock(mutex_);
@@ -289,28 +494,35 @@ bool wait_queues::watchdog_due() {
 }
 
 std::chrono::nanoseconds wait_queues::next_delay_locked() const {
-  const auto since = std::chrono::nanoseconds(steady::now().time_since_epoch().count() -
-                                              last_activity_ns_.load(std::memory_order_relaxed));
+  const auto since = std::chrono::nanoseconds(now_ns() - last_activity_ns_.load(std::memory_order_relaxed));
   return policy_.next_delay(since);
 }
 
 void wait_queues::schedule_executor_poll_locked(const asio::any_io_executor& ex) {
   task_scheduled_ = true;
+  last_executor_pass_ns_.store(now_ns(), std::memory_order_relaxed);
   if (!poll_executor_) poll_executor_ = ex;
   asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
 }
 
 void wait_queues::executor_poll() {
+  last_executor_pass_ns_.store(now_ns(), std::memory_order_relaxed);
   pass(watchdog_due(), true);
   std::unique_lock lock(mutex_);
-  if (shut_down_ || active_.empty() || policy_.mode != poll_mode::in_executor) {
-    task_scheduled_ = false;
-    const bool hand_to_thread = !shut_down_ && !active_.empty();  // switched to the poller thread
-    lock.unlock();
-    if (hand_to_thread) {
-      if (!registered_.exchange(true)) poller::instance().add(shared_from_this());
-      poller::instance().submitted();
+  const bool in_executor = policy_.mode == poll_mode::in_executor;
+  if (shut_down_ || active_.empty() || !in_executor) {
+    // Within the executor window the executor keeps polling back to back, as in in_executor mode.
+    if (!shut_down_ && !active_.empty() && executor_window_locked() &&
+        std::chrono::nanoseconds(now_ns() - last_activity_ns_.load(std::memory_order_relaxed)) <
+            policy_.executor_window) {
+      asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
+      return;
     }
+    task_scheduled_ = false;
+    const bool hand_over = !shut_down_ && !active_.empty();  // window over, or switched to the poller thread
+    if (hand_over && !in_executor) ++stats_.handoffs;
+    lock.unlock();
+    if (hand_over) hand_to_thread();
     return;
   }
   const std::chrono::nanoseconds delay = next_delay_locked();
@@ -380,19 +592,16 @@ void wait_queues::set_policy(const poll_policy& p) {
     policy_ = p;
     note_activity();
     if (shut_down_ || active_.empty()) return;
-    if (p.mode == poll_mode::in_executor && !task_scheduled_) {
+    if ((p.mode == poll_mode::in_executor || executor_window_locked()) && !task_scheduled_) {
       // Poll on the executor of a pending operation.
       for (fifo* f : active_)
         for (wait_entry* e : f->entries)
           if (e->op && !ex) ex = e->op->io_work;
       if (ex) schedule_executor_poll_locked(*ex);
-      return;
+      if (p.mode == poll_mode::in_executor) return;
     }
   }
-  if (p.mode == poll_mode::poller_thread) {
-    if (!registered_.exchange(true)) poller::instance().add(shared_from_this());
-    poller::instance().submitted();
-  }
+  if (p.mode == poll_mode::poller_thread) hand_to_thread();
 }
 
 poll_policy wait_queues::policy() const {
@@ -510,8 +719,8 @@ poll_policy completion_service::policy() const { return queues_->policy(); }
 completion_service::statistics completion_service::stats() const { return queues_->stats(); }
 
 void completion_service::start_wait(asio::any_io_executor io_executor, wait_target target,
-                                    detail::wait_handler handler) {
-  queues_->start(std::move(io_executor), std::move(target), std::move(handler));
+                                    detail::wait_handler handler, detail::wait_hints hints) {
+  queues_->start(std::move(io_executor), std::move(target), std::move(handler), hints);
 }
 
 void completion_service::fail_wait(asio::any_io_executor io_executor, std::error_code error,

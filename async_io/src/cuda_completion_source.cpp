@@ -2,6 +2,9 @@
 
 #include <cuasync/driver/error.hpp>
 
+#include <array>
+#include <atomic>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -23,11 +26,18 @@ struct context_pool {
 
 constexpr std::uintptr_t user_event_bit = 1;
 
+// One handle, many streams (per context, per thread): the service cannot vouch for order among its waits.
+bool is_special_stream(CUstream s) noexcept { return s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
+
 }  // namespace
 
 struct cuda_completion_source::pools {
   std::mutex mutex;
   std::unordered_map<CUcontext, context_pool> by_context;
+  // Recording and numbering under one lock per stream (sharded by handle), so that the numbers of one stream's
+  // events follow their order on the stream even when threads record concurrently.
+  std::array<std::mutex, 16> record_locks;
+  std::atomic<std::uint64_t> next_order{1};
 };
 
 cuda_completion_source& cuda_completion_source::instance() {
@@ -59,14 +69,21 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
     ++st.by_context[slot->ctx].created;
   }
   event_ref ev(slot->event, s.context());
+  std::uint64_t order = 0;
   try {
-    ev.record(s, where);
+    if (is_special_stream(s.get())) {
+      ev.record(s, where);
+    } else {
+      std::lock_guard lock(st.record_locks[std::hash<const void*>()(s.get()) % st.record_locks.size()]);
+      ev.record(s, where);
+      order = st.next_order.fetch_add(1, std::memory_order_relaxed);
+    }
   } catch (...) {
     std::lock_guard lock(st.mutex);
     st.by_context[slot->ctx].idle.push_back(slot);
     throw;
   }
-  return pooled_event(reinterpret_cast<std::uintptr_t>(slot), ev, s);
+  return pooled_event(reinterpret_cast<std::uintptr_t>(slot), ev, s, order);
 }
 
 std::size_t cuda_completion_source::created_events(context_ref ctx) const {
@@ -85,8 +102,9 @@ std::size_t cuda_completion_source::idle_events(context_ref ctx) const {
 
 wait_target cuda_completion_source::target(pooled_event e, std::shared_ptr<void> keep_alive) {
   const stream_ref s = e.stream();
+  const std::uint64_t order = e.order_;
   return {&instance(), reinterpret_cast<std::uintptr_t>(s.get()), reinterpret_cast<std::uintptr_t>(s.context().get()),
-          e.release(), std::move(keep_alive)};
+          e.release(), std::move(keep_alive), order};
 }
 
 wait_target cuda_completion_source::target(event_ref e, std::shared_ptr<void> keep_alive) {
@@ -139,6 +157,7 @@ pooled_event& pooled_event::operator=(pooled_event&& o) noexcept {
     token_ = std::exchange(o.token_, 0);
     event_ = o.event_;
     stream_ = o.stream_;
+    order_ = o.order_;
   }
   return *this;
 }
@@ -149,17 +168,27 @@ pooled_event::~pooled_event() {
 
 namespace detail {
 
-[[noreturn]] void throw_wait_error(std::error_code ec, const char* api) {
-  throw cuda_error(ec, api,
-                   ec == std::errc::operation_canceled ? "the wait was cancelled (the GPU work goes on)"
-                                                       : "the awaited GPU work failed");
+namespace {
+cuda_error wait_error(std::error_code ec, const char* api) {
+  return cuda_error(ec, api,
+                    ec == std::errc::operation_canceled ? "the wait was cancelled (the GPU work goes on)"
+                                                        : "the awaited GPU work failed");
+}
+}  // namespace
+
+[[noreturn]] void throw_wait_error(std::error_code ec, const char* api) { throw wait_error(ec, api); }
+
+std::exception_ptr make_wait_error(std::error_code ec, const char* api) {
+  return std::make_exception_ptr(wait_error(ec, api));
 }
 
-void event_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h) && {
-  s.start_wait(std::move(ex), cuda_completion_source::target(e, std::move(keep_alive)), std::move(h));
+void event_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h,
+                               wait_hints hints) && {
+  s.start_wait(std::move(ex), cuda_completion_source::target(e, std::move(keep_alive)), std::move(h), hints);
 }
 
-void stream_starter::operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h) && {
+void stream_starter::operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h,
+                                wait_hints hints) && {
   pooled_event e;
   try {
     e = cuda_completion_source::instance().record(s);
@@ -167,11 +196,14 @@ void stream_starter::operator()(completion_service& svc, boost::asio::any_io_exe
     svc.fail_wait(std::move(ex), err.code(), std::move(h));
     return;
   }
-  svc.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h));
+  svc.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h),
+                 hints);
 }
 
-void pooled_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h) && {
-  s.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h));
+void pooled_starter::operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h,
+                                wait_hints hints) && {
+  s.start_wait(std::move(ex), cuda_completion_source::target(std::move(e), std::move(keep_alive)), std::move(h),
+               hints);
 }
 
 }  // namespace detail

@@ -31,6 +31,7 @@ struct wait_entry {
   completion_source* source = nullptr;
   std::uintptr_t token = 0;
   std::uintptr_t group = 0;
+  std::uint64_t order = 0;  // wait_target::order
   std::shared_ptr<void> keep_alive;
   wait_op* op = nullptr;
 };
@@ -41,17 +42,21 @@ struct fifo {
   std::uintptr_t group = 0;
   std::deque<wait_entry*> entries;
   bool listed = false;
+  // Every entry has a nonzero order and they are sorted: the newest being done means all are. Reset when empty.
+  bool ordered = true;
 };
 
-// One operation: its handler and work guards. Allocated with the handler's associated allocator, freed before the
-// handler runs.
+// One operation: its handler and work guards. Allocated with the handler's associated allocator (or, for handlers
+// without one, from a per-thread cache), freed before the handler runs.
 struct wait_op {
   wait_handler handler;
   boost::asio::any_io_executor io_work;                   // outstanding_work.tracked
-  boost::asio::any_completion_executor handler_work;      // outstanding_work.tracked
+  boost::asio::any_completion_executor handler_work;      // outstanding_work.tracked; empty: the handler runs on io
   boost::asio::cancellation_slot slot;
   wait_queues* owner = nullptr;
   wait_entry* entry = nullptr;  // under owner->mutex_; null once handed over
+  bool cached = false;          // memory from the per-thread cache
+  bool on_poll_executor = false;  // io executor == the service's poll executor: an executor pass may call it inline
 };
 
 struct finished {
@@ -64,7 +69,7 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   wait_queues();
   ~wait_queues();
 
-  void start(boost::asio::any_io_executor io_ex, wait_target t, wait_handler h);
+  void start(boost::asio::any_io_executor io_ex, wait_target t, wait_handler h, wait_hints hints);
   void fail(boost::asio::any_io_executor io_ex, std::error_code ec, wait_handler h);
   void cancel(wait_op* op);
   void shutdown();
@@ -74,7 +79,7 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   completion_service::statistics stats() const;
 
   // One pass (head-only, or every entry when `full`), handing completions over: by post to the I/O executor
-  // (`from_io_thread` false) or by dispatch to the handler's executor (in-executor mode). Returns the count.
+  // (`from_io_thread` false) or by dispatch to the handler's executor (on the poll executor). Returns the count.
   std::size_t pass(bool full, bool from_io_thread);
   // For the poller thread: a pass (a full one when the watchdog is due), then the delay it wants before the next;
   // nullopt when nothing is pending.
@@ -84,8 +89,14 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   bool drained_orphan() const;  // shut down and nothing left to poll
 
  private:
-  static wait_op* make_op(boost::asio::any_io_executor io_ex, wait_handler h);
+  static wait_op* make_op(boost::asio::any_io_executor io_ex, wait_handler h, wait_hints hints);
   void executor_poll();
+  void head_pass(std::uint64_t& queries, std::vector<finished>& done, std::vector<wait_entry*>& released);
+  void full_pass(std::uint64_t& queries, std::vector<finished>& done, std::vector<wait_entry*>& released);
+  // Takes `e` out of `f` (done with `r`) and fails its group when the failure reaches that far.
+  void finish_locked(fifo& f, wait_entry* e, const poll_result& r, std::vector<finished>& done,
+                     std::vector<wait_entry*>& released);
+  void hand_to_thread();
   bool watchdog_due();  // true (and restarts the interval) when a full pass is due
   std::chrono::nanoseconds next_delay_locked() const;
   void schedule_executor_poll_locked(const boost::asio::any_io_executor& ex);
@@ -94,6 +105,9 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   void take_locked(wait_entry* e, std::error_code ec, std::vector<finished>& done);
   void note_activity() noexcept {
     last_activity_ns_.store(steady::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  bool executor_window_locked() const {
+    return policy_.mode == poll_mode::poller_thread && policy_.executor_window.count() > 0;
   }
 
   mutable std::mutex mutex_;
@@ -105,7 +119,13 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   };
   std::unordered_map<std::pair<completion_source*, std::uintptr_t>, fifo, key_hash> queues_;
   std::vector<fifo*> active_;
-  std::vector<fifo*> scratch_;  // pass snapshot (under pass_mutex_)
+  struct head {
+    fifo* f;
+    wait_entry* oldest;
+    wait_entry* newest;  // null unless the FIFO is ordered and holds more than one entry
+  };
+  std::vector<head> scratch_;    // head-pass snapshot (under pass_mutex_)
+  std::vector<fifo*> scratch_full_;  // full-pass snapshot (under pass_mutex_)
   poll_policy policy_;
   std::atomic<long long> last_activity_ns_{0};
   steady::time_point last_watchdog_ = steady::now();
@@ -114,6 +134,7 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   std::atomic<bool> registered_{false};
   // in-executor mode
   bool task_scheduled_ = false;
+  std::atomic<long long> last_executor_pass_ns_{0};  // a task that runs no pass for a window is starving
   std::optional<boost::asio::any_io_executor> poll_executor_;
   std::optional<boost::asio::steady_timer> timer_;
 

@@ -5,6 +5,9 @@
 //! wake-up overhead stays a bounded fraction of the wait), clamped to [min_sleep, max_sleep]; when nothing is pending
 //! it blocks (zero CPU when idle).
 //!
+//! `balanced` mixes both: the io executor polls back to back for a short window after activity (the latency floor for
+//! short work), then hands the remaining waits to the poller thread and its backoff (little CPU for long waits).
+//!
 //! Measured on an H200 (DESIGN.md, baselines/h200-await-feasibility.txt): a poller that hands a completion to an
 //! io thread blocked in `run()` adds ~5–6 µs over a raw busy `cuEventQuery`; an io thread polling itself matches the
 //! raw floor. Waiting on a 1 s kernel costs 33% of a core with 10 µs sleeps and 1.8% with 1 ms sleeps.
@@ -18,7 +21,8 @@ namespace cuasync {
 //! Who runs the poll passes.
 enum class poll_mode : std::uint8_t {
   //! One poller thread per process (started lazily, stopped when the last service shuts down) polls every service
-  //! and posts completions to each operation's I/O executor. No user code runs on it.
+  //! and posts completions to each operation's I/O executor. No user code runs on it. With
+  //! `poll_policy::executor_window` > 0 the I/O executor polls first, for that window after each activity.
   poller_thread,
   //! The I/O executor polls: while waits are pending the service keeps one poll task posted to the executor (re-posted
   //! during the spin window, then on a timer). No extra thread; lowest latency; it uses the io thread's CPU while
@@ -40,20 +44,30 @@ struct poll_policy {
   //! How often a slow pass queries every pending operation, not only each queue's head, so that an operation whose
   //! event completed out of queue order (e.g. two threads recording on one stream) never waits forever.
   std::chrono::nanoseconds watchdog{500'000'000};
+  //! poller_thread mode only: for this long after the last activity the I/O executor polls itself, back to back (as
+  //! in_executor mode; a thread that hands a completion over adds ~5 µs of wake-up). Then it hands the waits to the
+  //! poller thread, whose first sleep is already window / backoff_divisor. The thread also takes over when the
+  //! executor runs no pass for a window (a busy or stopped io thread). 0: the thread polls from the start.
+  std::chrono::nanoseconds executor_window{0};
 
   //! In-executor polling, spin 2 ms, then 10–200 µs sleeps (divisor 20). Round trip at the raw busy-query floor;
   //! the io thread spins while waits are pending.
   static poll_policy latency() noexcept {
     return {poll_mode::in_executor, std::chrono::microseconds(2000), std::chrono::microseconds(10),
-            std::chrono::microseconds(200), 20, std::chrono::milliseconds(200)};
+            std::chrono::microseconds(200), 20, std::chrono::milliseconds(200), {}};
   }
-  //! The default: poller thread, spin 100 µs, then 10 µs–1 ms sleeps (divisor 10): ~15 µs round trip for short
-  //! work, a few % of a core while a long kernel is awaited.
-  static poll_policy balanced() noexcept { return {}; }
+  //! The default: the io executor polls back to back for 150 µs after activity (short work completes at the
+  //! latency floor), then the poller thread takes over with 15 µs–1 ms sleeps (divisor 10; its 100 µs spin only
+  //! matters when the executor cannot poll): ~1.5% of a core while a long kernel is awaited.
+  static poll_policy balanced() noexcept {
+    poll_policy p;
+    p.executor_window = std::chrono::microseconds(150);
+    return p;
+  }
   //! Poller thread, no spin, 50 µs–5 ms sleeps (divisor 4): least CPU, round trip ~50–100 µs.
   static poll_policy efficient() noexcept {
     return {poll_mode::poller_thread, std::chrono::nanoseconds(0), std::chrono::microseconds(50),
-            std::chrono::milliseconds(5), 4, std::chrono::seconds(1)};
+            std::chrono::milliseconds(5), 4, std::chrono::seconds(1), {}};
   }
   //! "latency", "balanced" or "efficient" (e.g. from an environment variable); nullptr-safe. Unknown names give
   //! `balanced()` and set `*known` to false when `known` is given.

@@ -3,7 +3,7 @@
 // `use_awaitable` and `use_future` report failures as `cuda_error` and `redirect_error` take a std::error_code.
 #include <cuasync/async_io/completion_service.hpp>
 
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -13,6 +13,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <exception>
+#include <memory>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -21,6 +23,8 @@ namespace cuasync::detail {
 
 //! Throws `cuda_error(ec)` naming `api` (defined in async_io's sources).
 [[noreturn]] void throw_wait_error(std::error_code ec, const char* api);
+//! The same `cuda_error`, as an exception_ptr.
+std::exception_ptr make_wait_error(std::error_code ec, const char* api);
 
 //! The initiation: finds the I/O executor (the handler's associated executor, else `default_ex`) and its context's
 //! completion service, erases the handler's type and lets `starter` start the wait.
@@ -30,7 +34,12 @@ struct initiate_wait {
     boost::asio::any_io_executor io_ex = boost::asio::get_associated_executor(handler, default_ex);
     auto& service = boost::asio::use_service<completion_service>(
         boost::asio::query(io_ex, boost::asio::execution::context));
-    std::forward<Starter>(starter)(service, std::move(io_ex), wait_handler(std::forward<Handler>(handler)));
+    // io_ex is the handler's own executor (or the default it would get): the service needs no second work guard.
+    constexpr wait_hints hints{
+        .handler_on_io = true,
+        .default_allocator =
+            std::is_same_v<boost::asio::associated_allocator_t<std::decay_t<Handler>>, std::allocator<void>>};
+    std::forward<Starter>(starter)(service, std::move(io_ex), wait_handler(std::forward<Handler>(handler)), hints);
   }
 };
 
@@ -78,15 +87,24 @@ struct initiate_redirected {
   }
 };
 
-template <class Executor, class Starter>
-boost::asio::awaitable<void, Executor> await_or_throw(boost::asio::any_io_executor ex, Starter starter,
-                                                      const char* api) {
-  auto [ec] = co_await boost::asio::async_initiate<const boost::asio::as_tuple_t<boost::asio::use_awaitable_t<Executor>>&,
-                                                   void(std::error_code)>(
-      initiate_wait{}, boost::asio::as_tuple(boost::asio::use_awaitable_t<Executor>{}), std::move(ex),
-      std::move(starter));
-  if (ec) throw_wait_error(ec, api);
-}
+//! For `use_awaitable`: completes the coroutine with the `cuda_error` as an exception, without a coroutine of its own.
+template <class Handler>
+struct exception_handler {
+  Handler handler;
+  const char* api;
+  void operator()(std::error_code ec) {
+    std::move(handler)(ec ? make_wait_error(ec, api) : std::exception_ptr());
+  }
+};
+
+struct initiate_throwing {
+  template <class Handler, class Starter>
+  void operator()(Handler&& handler, const char* api, const boost::asio::any_io_executor& default_ex,
+                  Starter&& starter) const {
+    initiate_wait{}(exception_handler<std::decay_t<Handler>>{std::forward<Handler>(handler), api}, default_ex,
+                    std::forward<Starter>(starter));
+  }
+};
 
 //! Starts a wait with any completion token. `use_awaitable` gives an `awaitable<void>` that throws `cuda_error`;
 //! `use_future` a `std::future<void>` holding a `cuda_error`; every other token completes with `void(std::error_code)`.
@@ -94,7 +112,8 @@ template <class Starter, class Token>
 auto initiate(const boost::asio::any_io_executor& ex, Starter&& starter, Token&& token, const char* api) {
   using T = std::decay_t<Token>;
   if constexpr (use_awaitable_traits<T>::value) {
-    return await_or_throw<typename use_awaitable_traits<T>::executor>(ex, std::forward<Starter>(starter), api);
+    return boost::asio::async_initiate<Token, void(std::exception_ptr)>(initiate_throwing{}, token, api, ex,
+                                                                        std::forward<Starter>(starter));
   } else if constexpr (is_use_future<T>::value) {
     auto packaged = token(throw_on_error{api});
     return boost::asio::async_initiate<decltype(packaged), void(std::error_code)>(initiate_wait{}, packaged, ex,
@@ -111,7 +130,17 @@ auto initiate(const boost::asio::any_io_executor& ex, Starter&& starter, Token&&
 }  // namespace cuasync::detail
 
 namespace boost::asio {
-//! The redirected handler keeps the inner handler's executor, allocator and cancellation slot.
+//! The adapted handlers keep the inner handler's executor, allocator and cancellation slot.
+template <template <class, class> class Associator, class Handler, class Default>
+struct associator<Associator, cuasync::detail::exception_handler<Handler>, Default> : Associator<Handler, Default> {
+  static typename Associator<Handler, Default>::type get(const cuasync::detail::exception_handler<Handler>& h) noexcept {
+    return Associator<Handler, Default>::get(h.handler);
+  }
+  static auto get(const cuasync::detail::exception_handler<Handler>& h, const Default& d) noexcept
+      -> decltype(Associator<Handler, Default>::get(h.handler, d)) {
+    return Associator<Handler, Default>::get(h.handler, d);
+  }
+};
 template <template <class, class> class Associator, class Handler, class Default>
 struct associator<Associator, cuasync::detail::redirect_handler<Handler>, Default> : Associator<Handler, Default> {
   static typename Associator<Handler, Default>::type get(const cuasync::detail::redirect_handler<Handler>& h) noexcept {
