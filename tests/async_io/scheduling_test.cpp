@@ -10,12 +10,15 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <sys/resource.h>
 
 #include <atomic>
+#include <future>
+#include <mutex>
 #include <map>
 #include <random>
 #include <vector>
@@ -40,6 +43,8 @@ const std::error_code aborted{ECANCELED, std::system_category()};
 TEST_CASE("poll policies spin after activity, then back off as a wait grows", "[async_io]") {
   const poll_policy b = poll_policy::balanced();
   CHECK(b.mode == poll_mode::poller_thread);
+  CHECK(b.executor_window == 150us);  // the io executor polls first
+  CHECK(poll_policy::efficient().executor_window == 0ns);
   CHECK(b.next_delay(0ns) == 0ns);
   CHECK(b.next_delay(99us) == 0ns);
   CHECK(b.next_delay(100us) == 10us);  // first sleep: min_sleep
@@ -402,4 +407,233 @@ TEST_CASE("an idle poller uses no CPU", "[async_io]") {
   const double used_us = cpu() - before;
   // A spinning or 10 µs-sleeping poller would use 30–300 ms here; blocked, it uses none.
   CHECK(used_us < 15'000);
+}
+
+namespace {
+// Waits on queue 7 with the given orders; results by index.
+struct ordered_waits {
+  host_setup& h;
+  std::vector<std::uintptr_t> tokens;
+  std::vector<std::error_code> results;
+  std::vector<int> calls;
+  std::vector<int> completion_order;
+  void add(std::uint64_t order) {
+    const std::size_t i = tokens.size();
+    tokens.push_back(h.source.create());
+    results.emplace_back();
+    calls.push_back(0);
+    wait_target t = h.target(7, tokens.back());
+    t.order = order;
+    async_wait(h.io.get_executor(), t, [this, i](std::error_code ec) {
+      results[i] = ec;
+      ++calls[i];
+      completion_order.push_back(static_cast<int>(i));
+    });
+  }
+};
+}  // namespace
+
+TEST_CASE("an ordered FIFO whose newest entry is done completes with one query", "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  constexpr int n = 10;
+  ordered_waits w{h};
+  for (int i = 0; i < n; ++i) w.add(100 + i);
+  for (auto t : w.tokens) h.source.complete(t);
+  const std::size_t before = h.source.total_queries();
+  CHECK(h.service.poll_once() == n);
+  CHECK(h.source.total_queries() - before == 1);
+  CHECK(h.source.queries(w.tokens.back()) == 1);
+  for (int i = 0; i + 1 < n; ++i) CHECK(h.source.queries(w.tokens[i]) == 0);
+  CHECK(h.source.live_tokens() == 0);
+  CHECK(h.service.stats().completed == n);
+  h.io.run();
+  for (int i = 0; i < n; ++i) {
+    CHECK(w.calls[i] == 1);
+    CHECK_FALSE(w.results[i]);
+  }
+  CHECK(w.completion_order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+
+TEST_CASE("an ordered FIFO whose newest entry is pending is polled from the head, up to the first pending",
+          "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  ordered_waits w{h};
+  for (int i = 0; i < 5; ++i) w.add(i + 1);
+  h.source.complete(w.tokens[0]);
+  h.source.complete(w.tokens[1]);
+  const std::size_t before = h.source.total_queries();
+  CHECK(h.service.poll_once() == 2);
+  // newest (pending), then 0 and 1 (done, once each), then 2 (pending): stop.
+  CHECK(h.source.total_queries() - before == 4);
+  CHECK(h.source.queries(w.tokens[4]) == 1);
+  CHECK(h.source.queries(w.tokens[2]) == 1);
+  CHECK(h.source.queries(w.tokens[3]) == 0);
+  CHECK(h.service.stats().pending_operations == 3);
+  for (int i = 2; i < 5; ++i) h.source.complete(w.tokens[i]);
+  CHECK(h.service.poll_once() == 3);
+  CHECK(h.source.queries(w.tokens[3]) == 0);  // completed by the newest's answer
+  CHECK(h.source.queries(w.tokens[4]) == 2);
+  h.io.run();
+  CHECK(w.completion_order == std::vector<int>{0, 1, 2, 3, 4});
+  CHECK(h.source.live_tokens() == 0);
+}
+
+TEST_CASE("a failed newest entry fails its whole run with its error", "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  const std::error_code fault{700, std::generic_category()};
+  ordered_waits w{h};
+  for (int i = 0; i < 3; ++i) w.add(i + 1);
+  auto other = h.source.create();
+  bool other_called = false;
+  async_wait(h.io.get_executor(), h.target(8, other), [&](std::error_code) { other_called = true; });
+  h.source.complete(w.tokens[2], fault, failure_scope::operation);
+  CHECK(h.service.poll_once() == 3);
+  h.io.run_for(20ms);
+  for (int i = 0; i < 3; ++i) CHECK(w.results[i] == fault);
+  CHECK(h.service.stats().failed == 3);
+  CHECK_FALSE(other_called);  // another queue is not touched
+  h.source.complete(other);
+  h.io.run_for(200ms);
+  CHECK(other_called);
+}
+
+TEST_CASE("ordered FIFOs stay in recording order when a wait starts late; unordered entries are polled one by one",
+          "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  ordered_waits w{h};
+  SECTION("a wait recorded earlier but started later goes before the later records") {
+    w.add(5);
+    w.add(3);  // e.g. a lazily started awaitable whose event was recorded first
+    h.source.complete(w.tokens[1]);
+    CHECK(h.service.poll_once() == 1);  // the head is order 3, done; order 5 (newest) is pending
+    CHECK(w.calls[0] == 0);
+    h.io.poll();
+    CHECK(w.calls[1] == 1);
+    h.source.complete(w.tokens[0]);
+    CHECK(h.service.poll_once() == 1);
+    h.io.run();
+    CHECK(w.calls[0] == 1);
+  }
+  SECTION("an entry without an order turns the newest-first query off until the FIFO drains") {
+    w.add(1);
+    w.add(0);  // no promise about this one
+    w.add(2);
+    h.source.complete(w.tokens[2]);
+    const std::size_t before = h.source.total_queries();
+    CHECK(h.service.poll_once() == 0);  // head pending; the done newest must not complete the others
+    CHECK(h.source.total_queries() - before == 1);
+    CHECK(h.source.queries(w.tokens[2]) == 0);
+    for (auto t : w.tokens) h.source.complete(t);
+    CHECK(h.service.poll_once() == 3);
+    h.io.run();
+    // Drained: ordered again, so a run completes with one query.
+    w.add(3);
+    w.add(4);
+    h.source.complete(w.tokens[3]);
+    h.source.complete(w.tokens[4]);
+    const std::size_t before2 = h.source.total_queries();
+    CHECK(h.service.poll_once() == 2);
+    CHECK(h.source.total_queries() - before2 == 1);
+    h.io.restart();
+    h.io.run();
+    for (int c : w.calls) CHECK(c == 1);
+  }
+}
+
+namespace {
+// A host source that remembers which thread made each query.
+class thread_recording_source final : public completion_source {
+ public:
+  host_completion_source inner;
+  poll_result query(std::uintptr_t token) noexcept override {
+    {
+      std::lock_guard lock(mutex);
+      ++by_thread[std::this_thread::get_id()];
+    }
+    return inner.query(token);
+  }
+  void release(std::uintptr_t token) noexcept override { inner.release(token); }
+  std::size_t queries_from(std::thread::id id) {
+    std::lock_guard lock(mutex);
+    return by_thread[id];
+  }
+  std::size_t queries_not_from(std::thread::id id) {
+    std::lock_guard lock(mutex);
+    std::size_t n = 0;
+    for (auto& [t, c] : by_thread)
+      if (t != id) n += c;
+    return n;
+  }
+  std::mutex mutex;
+  std::map<std::thread::id, std::size_t> by_thread;
+};
+}  // namespace
+
+TEST_CASE("balanced: the io executor polls during its window, then hands the wait to the poller thread",
+          "[async_io]") {
+  thread_recording_source src;
+  asio::io_context io;
+  completion_service& svc = asio::use_service<completion_service>(io);
+  poll_policy p = poll_policy::balanced();
+  p.executor_window = 30ms;  // long enough to observe on a loaded machine
+  svc.set_policy(p);
+  const auto t = src.inner.create();
+  std::thread::id io_thread, handler_thread;
+  std::error_code result{1, std::generic_category()};
+  const auto t0 = std::chrono::steady_clock::now();
+  async_wait(io.get_executor(), wait_target{&src, 1, 0, t, nullptr}, [&](std::error_code ec) {
+    result = ec;
+    handler_thread = std::this_thread::get_id();
+  });
+  std::promise<std::thread::id> started;
+  std::thread runner([&] {
+    started.set_value(std::this_thread::get_id());
+    io.run();
+  });
+  io_thread = started.get_future().get();
+  REQUIRE(eventually([&] { return svc.stats().handoffs == 1; }));
+  const auto handed_over_after = std::chrono::steady_clock::now() - t0;
+  CHECK(handed_over_after >= 30ms);
+  CHECK(src.queries_from(io_thread) > 0);  // the window's passes ran on the io thread
+  CHECK(svc.stats().executor_passes > 0);
+  // From now on the poller thread queries, the io thread no longer.
+  REQUIRE(eventually([&] { return src.queries_not_from(io_thread) >= 3; }));
+  const std::size_t io_queries = src.queries_from(io_thread);
+  std::this_thread::sleep_for(30ms);
+  CHECK(src.queries_from(io_thread) == io_queries);
+  CHECK(src.queries_not_from(io_thread) >= 3);
+  src.inner.complete(t);
+  runner.join();
+  CHECK_FALSE(result);
+  CHECK(handler_thread == io_thread);
+  CHECK(svc.stats().handoffs == 1);
+}
+
+TEST_CASE("balanced: a wait started after the hand-over is polled by the io executor again", "[async_io]") {
+  host_setup h;
+  poll_policy p = poll_policy::balanced();
+  p.executor_window = 5ms;
+  h.service.set_policy(p);
+  const auto first = h.source.create(), second = h.source.create();
+  auto guard = asio::make_work_guard(h.io);
+  std::thread runner([&] { h.io.run(); });
+  async_wait(h.io.get_executor(), h.target(1, first), [](std::error_code) {});
+  REQUIRE(eventually([&] { return h.service.stats().handoffs == 1; }));
+  const auto executor_passes = h.service.stats().executor_passes;
+  std::atomic<bool> done{false};
+  asio::post(h.io, [&] {
+    async_wait(h.io.get_executor(), h.target(2, second), [&](std::error_code ec) { done = !ec; });
+  });
+  CHECK(eventually([&] { return h.service.stats().executor_passes > executor_passes + 10; }));
+  h.source.complete(second);
+  CHECK(eventually([&] { return done.load(); }));
+  h.source.complete(first);
+  CHECK(eventually([&] { return h.service.stats().pending_operations == 0; }));
+  guard.reset();
+  runner.join();
+  CHECK(h.service.stats().handoffs >= 1);
 }
