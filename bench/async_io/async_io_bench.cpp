@@ -216,8 +216,9 @@ int main(int argc, char** argv) {
   bench::report rep("async_io");
   rep.note("device", test::ctx().device().name());
   rep.note("kernel", "sleep_ns(20 us) for round trips, empty_kernel for throughput, sleep_ns(1 s) for CPU");
-  rep.note("policies", "latency: in-executor, spin 2 ms, 10-200 us sleeps; balanced: poller thread, spin 100 us, "
-                       "10 us-1 ms sleeps; efficient: poller thread, no spin, 50 us-5 ms sleeps");
+  rep.note("policies", "latency: in-executor, spin 2 ms, 10-200 us sleeps; balanced: in-executor for 150 us after "
+                       "activity, then the poller thread with 15 us-1 ms sleeps; efficient: poller thread, no spin, "
+                       "50 us-5 ms sleeps");
 
   stream s = stream::create(test::ctx());
   kernel_ref sleep_k = test::kernels().kernel("sleep_ns");
