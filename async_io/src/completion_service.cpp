@@ -70,8 +70,9 @@ void cache_free(void* p) noexcept {
     ::operator delete(p);
 }
 
-wait_entry* new_entry(const wait_target& t) {
-  return new (cache_allocate<wait_entry>()) wait_entry{t.source, t.token, t.group, t.order, t.keep_alive, nullptr};
+wait_entry* new_entry(wait_target& t) {
+  void* p = cache_allocate<wait_entry>();
+  return new (p) wait_entry{t.source, t.token, t.group, t.order, std::move(t.keep_alive), nullptr};
 }
 void delete_entry(wait_entry* e) noexcept {
   e->~wait_entry();
