@@ -317,12 +317,13 @@ void wait_queues::take_locked(wait_entry* e, std::error_code ec, std::vector<fin
     op->entry = nullptr;
     --stats_.pending_operations;
     ++(ec ? stats_.failed : stats_.completed);
-    done.push_back({op, ec});
+    done.push_back({op, ec, e->group});
   }
 }
 
 void wait_queues::fail_group_locked(std::uintptr_t group, std::error_code ec, std::vector<finished>& done,
                                     std::vector<wait_entry*>& released) {
+  failed_groups_.emplace_back(group, ec);
   for (fifo* f : active_) {
     if (f->group != group) continue;
     for (wait_entry* e : f->entries) {
@@ -434,11 +435,26 @@ std::size_t wait_queues::pass(bool full, bool from_io_thread) {
   {
     std::lock_guard pass_lock(pass_mutex_);
     std::uint64_t queries = 0;
+    failed_groups_.clear();
     if (full)
       full_pass(queries, done, released);
     else
       head_pass(queries, done, released);
     std::lock_guard lock(mutex_);
+    // A context fault aborts all of its work: an event on another stream of that context can then read as complete
+    // (seen on the H200: a long kernel's event answered CUDA_SUCCESS beside the faulting stream's
+    // CUDA_ERROR_ILLEGAL_ADDRESS). Whatever of a failed group completed in the same pass did not really succeed.
+    if (!failed_groups_.empty())
+      for (finished& d : done) {
+        if (d.error) continue;
+        for (const auto& [group, ec] : failed_groups_)
+          if (d.group == group) {
+            d.error = ec;
+            --stats_.completed;
+            ++stats_.failed;
+            break;
+          }
+      }
     ++stats_.passes;
     if (from_io_thread) ++stats_.executor_passes;
     stats_.queries += queries;

@@ -62,6 +62,7 @@ struct wait_op {
 struct finished {
   wait_op* op;
   std::error_code error;
+  std::uintptr_t group = 0;
 };
 
 class wait_queues : public std::enable_shared_from_this<wait_queues> {
@@ -126,6 +127,8 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   };
   std::vector<head> scratch_;    // head-pass snapshot (under pass_mutex_)
   std::vector<fifo*> scratch_full_;  // full-pass snapshot (under pass_mutex_)
+  // Groups that failed in the current pass, with their error (under pass_mutex_).
+  std::vector<std::pair<std::uintptr_t, std::error_code>> failed_groups_;
   poll_policy policy_;
   std::atomic<long long> last_activity_ns_{0};
   steady::time_point last_watchdog_ = steady::now();

@@ -218,6 +218,29 @@ TEST_CASE("a failed token fails its wait; a group failure fails every pending wa
   }
 }
 
+TEST_CASE("work of a group that reads as done in the same pass as the group's fault fails with the fault",
+          "[async_io]") {
+  // On the H200 a context fault made an event on another stream answer CUDA_SUCCESS: that work was aborted, not done.
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  const std::error_code fault{700, std::generic_category()};
+  const auto aborted_work = h.source.create(), faulting = h.source.create(), other_group = h.source.create();
+  std::map<std::string, std::error_code> results;
+  auto record = [&](std::string name) { return [&, name](std::error_code ec) { results[name] = ec; }; };
+  async_wait(h.io.get_executor(), h.target(1, aborted_work, /*group*/ 10), record("aborted"));
+  async_wait(h.io.get_executor(), h.target(2, faulting, 10), record("faulting"));
+  async_wait(h.io.get_executor(), h.target(3, other_group, 20), record("other"));
+  h.source.complete(aborted_work);  // reads as done...
+  h.source.complete(faulting, fault, failure_scope::group);  // ...in the pass that sees the fault
+  h.source.complete(other_group);
+  CHECK(h.service.poll_once() == 3);
+  h.io.run();
+  CHECK(results["faulting"] == fault);
+  CHECK(results["aborted"] == fault);
+  CHECK_FALSE(results["other"]);  // another context is not affected
+  CHECK(h.service.stats().failed == 2);
+}
+
 TEST_CASE("cancellation completes once with operation_aborted and keeps the token and keep-alive until done",
           "[async_io]") {
   auto type = GENERATE(asio::cancellation_type::total, asio::cancellation_type::partial,
