@@ -19,8 +19,11 @@ struct staged_copy_options {
   std::size_t chunk_bytes = std::size_t{4} << 20;  //!< pinned chunk size (4 MiB measured best on the H200)
   std::size_t chunks = 4;                          //!< chunks in the ring
   unsigned threads = 0;                            //!< host copy threads, caller included; 0 = 3/4 of cores, ≤ 12
-  bool h2d_streaming_stores = false;  //!< non-temporal stores into the pinned ring (bench/runtime measures both)
-  bool d2h_streaming_stores = false;  //!< non-temporal stores into the pageable destination
+  //! Non-temporal stores into the pinned ring: on the H200 machine 43 GB/s against 25 GB/s with regular stores at
+  //! 64 MiB (bench/runtime measures both side by side).
+  bool h2d_streaming_stores = true;
+  //! Non-temporal stores into the pageable destination: slower there (28 against 46 GB/s at 64 MiB).
+  bool d2h_streaming_stores = false;
 };
 
 //! Copies between pageable host memory and the device through pinned staging. Thread-safe (one copy at a time per
