@@ -1,7 +1,12 @@
 // bench/async_io host side: the completion service's CPU cost per awaited operation, without a GPU. A source whose
 // tokens are always done stands in for finished GPU work, so what is measured is the service: start_wait, the pass,
 // the hand-over to the executor and the coroutine's resumption.
-// Usage: cuasync_async_io_host_bench [ops] [mode]   mode: all (default), or one of the scenario names below.
+// The `model-*` scenarios model the GPU throughput bench (bench/async_io/async_io_bench.cpp, part 2) with the H200's
+// measured host costs: a "launch" spins 3.5 µs and a "record" 0.2 µs on the io thread, the work is done 4 µs after
+// its launch, and a query spins 0.2 µs on pending work and 1.4 µs on finished work (cuEventQuery). 64 coroutines
+// over 1, 8 or 64 queues, each launching and awaiting in a loop, against the raw launch + record rate.
+// Usage: cuasync_async_io_host_bench [ops] [mode]   mode: all (default), model (the model-* scenarios), or one of the
+// scenario names below.
 // Per-op instructions: run under `valgrind --tool=callgrind` with two op counts and divide the difference.
 #include <cuasync/async_io/async_wait.hpp>
 
@@ -11,6 +16,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +37,39 @@ class ready_source final : public completion_source {
   poll_result query(std::uintptr_t) noexcept override {
     queries.fetch_add(1, std::memory_order_relaxed);
     return {poll_status::ready, {}, {}};
+  }
+  void release(std::uintptr_t) noexcept override {}
+};
+
+using model_clock = std::chrono::steady_clock;
+constexpr std::chrono::nanoseconds model_launch{3500}, model_record{200}, model_gpu{4000}, model_query_pending{200},
+    model_query_done{1400};
+
+void spin_for(std::chrono::nanoseconds d) {
+  const auto end = model_clock::now() + d;
+  while (model_clock::now() < end) {
+  }
+}
+
+thread_local bool on_io_thread = false;
+
+// Tokens are the time (ns since the clock's epoch) at which the modelled GPU work is done; queries cost what
+// cuEventQuery costs.
+class modelled_gpu_source final : public completion_source {
+ public:
+  std::atomic<std::uint64_t> queries{0}, io_queries{0};
+  static std::uintptr_t launch_and_record() {
+    spin_for(model_launch);
+    const auto done_at = model_clock::now() + model_gpu;
+    spin_for(model_record);
+    return static_cast<std::uintptr_t>(done_at.time_since_epoch().count());
+  }
+  poll_result query(std::uintptr_t token) noexcept override {
+    queries.fetch_add(1, std::memory_order_relaxed);
+    if (on_io_thread) io_queries.fetch_add(1, std::memory_order_relaxed);
+    const bool done = model_clock::now().time_since_epoch().count() >= static_cast<long long>(token);
+    spin_for(done ? model_query_done : model_query_pending);
+    return {done ? poll_status::ready : poll_status::pending, {}, {}};
   }
   void release(std::uintptr_t) noexcept override {}
 };
@@ -104,6 +143,49 @@ void run(const scenario& s, int ops) {
               1e9 * cpu / n, src.queries.load() / n, st.passes / n);
 }
 
+double raw_model_rate(int ops) {
+  const auto t0 = model_clock::now();
+  for (int i = 0; i < ops; ++i) (void)modelled_gpu_source::launch_and_record();
+  return ops / std::chrono::duration<double>(model_clock::now() - t0).count();
+}
+
+void run_model(const char* name, const poll_policy& policy, int queues, int ops, double raw_rate) {
+  modelled_gpu_source src;
+  asio::io_context io(1);
+  completion_service& svc = asio::use_service<completion_service>(io);
+  svc.set_policy(policy);
+  constexpr int coroutines = 64;
+  const int per = ops / coroutines;
+  std::atomic<std::uint64_t> order{1};
+  for (int c = 0; c < coroutines; ++c) {
+    const std::uintptr_t queue = 1 + c % queues;
+    asio::co_spawn(
+        io,
+        [&src, &order, queue, per]() -> asio::awaitable<void> {
+          for (int i = 0; i < per; ++i) {
+            const std::uintptr_t token = modelled_gpu_source::launch_and_record();
+            co_await async_wait(wait_target{&src, queue, 1, token, nullptr, order.fetch_add(1)}, asio::use_awaitable);
+          }
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  }
+  on_io_thread = true;
+  const double c0 = cpu_seconds();
+  const auto t0 = model_clock::now();
+  io.run();
+  const double wall = std::chrono::duration<double>(model_clock::now() - t0).count();
+  const double cpu = cpu_seconds() - c0;
+  on_io_thread = false;
+  const double n = double(per) * coroutines;
+  const auto st = svc.stats();
+  std::printf("%-26s %7.1fk/s  raw %7.1fk/s  ratio %.3f  io-thread queries/op %.3f  all queries/op %.3f  "
+              "executor passes/op %.3f  cpu %.2f cores\n",
+              name, n / wall / 1e3, raw_rate / 1e3, n / wall / raw_rate, src.io_queries.load() / n,
+              src.queries.load() / n, st.executor_passes / n, cpu / wall);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,5 +206,22 @@ int main(int argc, char** argv) {
   };
   for (const scenario& s : all)
     if (only == "all" || only == s.name) run(s, ops);
+  struct model {
+    const char* name;
+    poll_policy policy;
+    int queues;
+  };
+  const model models[] = {
+      {"model-balanced-1q", poll_policy::balanced(), 1},   {"model-balanced-8q", poll_policy::balanced(), 8},
+      {"model-balanced-64q", poll_policy::balanced(), 64}, {"model-latency-1q", latency, 1},
+      {"model-latency-8q", latency, 8},                    {"model-latency-64q", latency, 64},
+  };
+  const int model_ops = std::min(ops, 64'000);
+  double raw = 0;
+  for (const model& m : models)
+    if (only == "all" || only == "model" || only == m.name) {
+      if (raw == 0) raw = raw_model_rate(model_ops);
+      run_model(m.name, m.policy, m.queues, model_ops, raw);
+    }
   return 0;
 }
