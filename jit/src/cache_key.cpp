@@ -48,8 +48,10 @@ cache_key checksum(const void* data, std::size_t size) noexcept {
   return {h.low64, h.high64};
 }
 
-cache_key make_cache_key(const program& p, const target& t, const compile_options& o, int nvrtc_version,
-                         std::uint32_t format_version) {
+namespace {
+
+cache_key key_of(const program& p, const target& t, const compile_options& o, int nvrtc_version,
+                 std::uint32_t format_version, const std::vector<std::string>* toolkit_dirs) {
   hasher h;
   h.value(format_version);
   h.value(nvrtc_version);
@@ -77,7 +79,7 @@ cache_key make_cache_key(const program& p, const target& t, const compile_option
   for (const auto& dir : o.include_paths) h.str(dir);
   h.value(o.toolkit_includes);
   if (o.toolkit_includes)
-    for (const auto& dir : toolkit_include_dirs()) h.str(dir);
+    for (const auto& dir : toolkit_dirs ? *toolkit_dirs : toolkit_include_dirs()) h.str(dir);
   h.value(o.fast_math);
   h.value(static_cast<int>(o.fmad ? (*o.fmad ? 1 : 0) : -1));
   h.value(o.line_info);
@@ -88,6 +90,19 @@ cache_key make_cache_key(const program& p, const target& t, const compile_option
   h.value(static_cast<std::uint64_t>(o.extra.size()));
   for (const auto& e : o.extra) h.str(e);
   return h.digest();
+}
+
+}  // namespace
+
+cache_key make_cache_key(const program& p, const target& t, const compile_options& o, int nvrtc_version,
+                         std::uint32_t format_version) {
+  return key_of(p, t, o, nvrtc_version, format_version, nullptr);
+}
+
+cache_key make_cache_key(const program& p, const target& t, const compile_options& o, const nvrtc_info& nvrtc,
+                         std::uint32_t format_version) {
+  return key_of(p, t, o, nvrtc.version(), format_version,
+                o.toolkit_includes ? &toolkit_include_dirs(nvrtc.library) : nullptr);
 }
 
 }  // namespace cuasync::jit

@@ -1,5 +1,6 @@
 #include <cuasync/jit/compiler.hpp>
 #include <cuasync/jit/nvrtc.hpp>
+#include <cuasync/jit/nvrtc_identity.hpp>
 
 #include <unistd.h>
 
@@ -29,13 +30,57 @@ const std::string& compiler::pch_directory() {
   return pch_dir_;
 }
 
+const nvrtc_info& compiler::nvrtc_identity() {
+  if (const nvrtc_info* known = identity_.load(std::memory_order_acquire)) [[likely]] return *known;
+  if (const nvrtc_info* loaded = detail::loaded_nvrtc_info()) {
+    identity_.store(loaded, std::memory_order_release);
+    record_identity();
+    return *loaded;
+  }
+  if (disk_) {
+    std::call_once(recorded_once_, [this] { recorded_ = recorded_nvrtc_identity(disk_->directory()); });
+    if (recorded_) {
+      // Another thread may have loaded NVRTC meanwhile and published it: keep that one.
+      const nvrtc_info* expected = nullptr;
+      identity_.compare_exchange_strong(expected, &*recorded_, std::memory_order_acq_rel);
+      return *identity_.load(std::memory_order_acquire);
+    }
+  }
+  const nvrtc_info& loaded = nvrtc_library();  // no usable record: load NVRTC, as a miss would
+  identity_.store(&loaded, std::memory_order_release);
+  record_identity();
+  return loaded;
+}
+
+target compiler::target_for(int compute_capability, output_request request) {
+  return select_target(compute_capability, nvrtc_identity().supported_archs, request);
+}
+
+void compiler::record_identity() noexcept {
+  if (!disk_) return;
+  std::call_once(record_once_, [this] {
+    try {
+      if (record_nvrtc_identity(disk_->directory())) identity_records_.fetch_add(1, std::memory_order_relaxed);
+    } catch (const std::exception&) {
+      // The record is an optimisation: without it a later process loads NVRTC, as it did before records existed.
+    }
+  });
+}
+
 compile_result compiler::compile(const program& p, int compute_capability, const compile_options& o,
                                  output_request request) {
-  return compile(p, select_target(compute_capability, request), o);
+  const nvrtc_info& nvrtc = nvrtc_identity();
+  return compile_with(p, select_target(compute_capability, nvrtc.supported_archs, request), o, nvrtc,
+                      retarget{compute_capability, request});
 }
 
 compile_result compiler::compile(const program& p, const target& t, const compile_options& o) {
-  const cache_key key = make_cache_key(p, t, o, nvrtc_library().version());
+  return compile_with(p, t, o, nvrtc_identity(), std::nullopt);
+}
+
+compile_result compiler::compile_with(const program& p, const target& t, const compile_options& o,
+                                      const nvrtc_info& nvrtc, std::optional<retarget> chosen) {
+  const cache_key key = make_cache_key(p, t, o, nvrtc);
   std::shared_future<std::shared_ptr<const compiled_program>> pending;
   std::promise<std::shared_ptr<const compiled_program>> promise;
   {
@@ -77,6 +122,33 @@ compile_result compiler::compile(const program& p, const target& t, const compil
         return {std::move(result), cache_outcome::disk_hit, key};
       }
     }
+    // A miss: NVRTC runs, so load it, and check the identity the key (and the target) was computed for.
+    const nvrtc_info& loaded = nvrtc_library();
+    if (&nvrtc != &loaded) {
+      identity_.store(&loaded, std::memory_order_release);
+      if (!same_nvrtc_identity(nvrtc, loaded)) {
+        // The record named another NVRTC (it should not: the fingerprint covers the loader's choice). Record the
+        // real one, then key (and choose the target) again for it. The waiters on this key get that result.
+        identity_mismatches_.fetch_add(1, std::memory_order_relaxed);
+        if (disk_) {
+          try {
+            if (record_nvrtc_identity(disk_->directory())) identity_records_.fetch_add(1, std::memory_order_relaxed);
+          } catch (const std::exception&) {
+          }
+        }
+        const target again = chosen ? select_target(chosen->compute_capability, loaded.supported_archs,
+                                                    chosen->request)
+                                    : t;
+        compile_result result = compile_with(p, again, o, loaded, chosen);
+        {
+          std::unique_lock lock(mutex_);
+          in_flight_.erase(key);
+        }
+        promise.set_value(result.program);
+        return result;
+      }
+    }
+    record_identity();
     const std::string pch = o.precompiled_headers ? pch_directory() : std::string();
     auto result = std::make_shared<const compiled_program>(jit::compile(p, t, o, pch));
     compiles_.fetch_add(1, std::memory_order_relaxed);
@@ -103,6 +175,8 @@ compiler_stats compiler::stats() const noexcept {
   compiler_stats s;
   s.memory_hits = memory_hits_.load();
   s.compiles = compiles_.load();
+  s.identity_records = identity_records_.load();
+  s.identity_mismatches = identity_mismatches_.load();
   if (disk_) s.disk = disk_->stats();
   return s;
 }

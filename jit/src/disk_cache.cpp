@@ -273,17 +273,7 @@ std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept 
     struct stat st {};
     std::string bytes;
     bool read_ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    if (read_ok) {
-      bytes.resize(static_cast<std::size_t>(st.st_size));
-      std::size_t got = 0;
-      while (got < bytes.size()) {
-        const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += static_cast<std::size_t>(n);
-      }
-      bytes.resize(got);
-    }
+    if (read_ok) bytes = detail::read_up_to(fd, static_cast<std::size_t>(st.st_size));
     const file_identity id{st.st_dev, st.st_ino};
     auto bad = [&](std::string why) -> std::optional<compiled_program> {
       ::close(fd);
@@ -342,23 +332,35 @@ std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept 
   }
 }
 
-void disk_cache::store(const cache_key& key, const compiled_program& program) {
-  const std::string bytes = serialize(key, program);
-  const fs::path final_path = entry_path(key);
+namespace detail {
+
+std::string read_up_to(int fd, std::size_t size) {
+  std::string bytes(size, '\0');
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+void write_file_atomically(const fs::path& final_path, std::string_view bytes, const char* what) {
   static std::atomic<unsigned> sequence{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::string temp_name = ".";  // hidden, and never taken for an entry: see is_temp_name
-  temp_name += key.hex();
+  temp_name += final_path.filename().string();
   temp_name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1)) + "." +
                std::to_string(rng() % 1000000);
-  const fs::path temp = directory_ / temp_name;
-  auto fail = [&](int err, const std::string& what) {
-    counters_.store_failures.fetch_add(1, std::memory_order_relaxed);
+  const fs::path temp = final_path.parent_path() / temp_name;
+  auto fail = [&](int err, const char* doing) {
     ::unlink(temp.c_str());
-    throw_errno(err, what + " '" + temp.string() + "'");
+    throw_errno(err, std::string(doing) + " " + what + " '" + temp.string() + "'");
   };
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) fail(errno, "cannot create the cache entry");
+  if (fd < 0) fail(errno, "cannot create");
   std::size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
@@ -366,13 +368,25 @@ void disk_cache::store(const cache_key& key, const compiled_program& program) {
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      fail(err, "cannot write the cache entry");
+      fail(err, "cannot write");
     }
     written += static_cast<std::size_t>(n);
   }
   touch(fd);
-  if (::close(fd) != 0) fail(errno, "cannot write the cache entry");
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) fail(errno, "cannot rename into place the cache entry");
+  if (::close(fd) != 0) fail(errno, "cannot write");
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) fail(errno, "cannot rename into place");
+}
+
+}  // namespace detail
+
+void disk_cache::store(const cache_key& key, const compiled_program& program) {
+  const fs::path final_path = entry_path(key);
+  try {
+    detail::write_file_atomically(final_path, serialize(key, program), "the cache entry");
+  } catch (const cache_error&) {
+    counters_.store_failures.fetch_add(1, std::memory_order_relaxed);
+    throw;
+  }
   counters_.stores.fetch_add(1, std::memory_order_relaxed);
   evict_to(max_bytes_, final_path);
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -22,13 +23,17 @@ namespace {
 struct loaded_library {
   nvrtc_entry_points entries;
   nvrtc_info info;
+  std::optional<std::string> env;  // $CUASYNC_LIBNVRTC when it was loaded
 };
 
 loaded_library* open_nvrtc() {
   std::vector<std::string> candidates;
   const char* env = std::getenv("CUASYNC_LIBNVRTC");
-  if (env && *env)
+  std::optional<std::string> env_used;
+  if (env && *env) {
     candidates = {env};
+    env_used = env;
+  }
   else
     candidates = {"libnvrtc.so.13", "libnvrtc.so.12"};
   void* lib = nullptr;
@@ -47,6 +52,7 @@ loaded_library* open_nvrtc() {
                                     "\nInstall the CUDA toolkit's NVRTC (cuda-nvrtc-13-0 or cuda-nvrtc-12-x) so that "
                                     "the dynamic loader finds it, or set CUASYNC_LIBNVRTC to the library's path");
   auto l = std::make_unique<loaded_library>();
+  l->env = std::move(env_used);
   std::string missing;
 #define CUASYNC_FETCH_NVRTC_ENTRY(name)                                                        \
   l->entries.name = reinterpret_cast<decltype(l->entries.name)>(::dlsym(lib, #name));         \
@@ -96,6 +102,15 @@ const loaded_library& load_once() {
 
 const nvrtc_entry_points& load_nvrtc() { return load_once().entries; }
 
+const nvrtc_info* loaded_nvrtc_info() noexcept {
+  // `loaded` is written before `loaded_nvrtc` is published (release), so it is complete once that is seen.
+  return loaded_nvrtc.load(std::memory_order_acquire) ? &loaded->info : nullptr;
+}
+
+std::optional<std::string> libnvrtc_env_at_load() {
+  return loaded_nvrtc.load(std::memory_order_acquire) ? loaded->env : std::nullopt;
+}
+
 }  // namespace detail
 
 bool nvrtc_info::supports(int arch) const noexcept {
@@ -104,18 +119,36 @@ bool nvrtc_info::supports(int arch) const noexcept {
 
 const nvrtc_info& nvrtc_library() { return detail::load_once().info; }
 
+bool nvrtc_loaded() noexcept { return detail::loaded_nvrtc.load(std::memory_order_acquire) != nullptr; }
+
 const std::vector<std::string>& toolkit_include_dirs() {
-  static const std::vector<std::string> dirs = [] {
+  static const std::vector<std::string>& dirs = [] () -> const std::vector<std::string>& {
+    std::string library;
+    try {
+      library = nvrtc_library().library;
+    } catch (const std::exception&) {
+      // No NVRTC: compiling will say so; the include path does not matter then.
+    }
+    return toolkit_include_dirs(library);
+  }();
+  return dirs;
+}
+
+const std::vector<std::string>& toolkit_include_dirs(const std::string& nvrtc_library_path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::vector<std::string>> known;  // node-based: references stay valid
+  std::lock_guard lock(mutex);
+  if (auto it = known.find(nvrtc_library_path); it != known.end()) return it->second;
+  auto dirs = [&] {
     namespace fs = std::filesystem;
     std::vector<fs::path> roots;
     for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
       if (const char* v = std::getenv(var); v && *v) roots.emplace_back(v);
-    try {
-      // The toolkit the loaded NVRTC belongs to: <root>/lib64/libnvrtc.so.13 or <root>/targets/<arch>/lib/...
-      fs::path lib = fs::weakly_canonical(nvrtc_library().library);
-      roots.push_back(lib.parent_path().parent_path());
-    } catch (const std::exception&) {
-      // No NVRTC: compiling will say so; the include path does not matter then.
+    if (!nvrtc_library_path.empty()) {
+      // The toolkit the NVRTC belongs to: <root>/lib64/libnvrtc.so.13 or <root>/targets/<arch>/lib/...
+      std::error_code ec;
+      fs::path lib = fs::weakly_canonical(nvrtc_library_path, ec);
+      if (!ec) roots.push_back(lib.parent_path().parent_path());
     }
     roots.emplace_back("/usr/local/cuda");
     std::error_code ec;
@@ -128,7 +161,7 @@ const std::vector<std::string>& toolkit_include_dirs() {
     }
     return std::vector<std::string>{};
   }();
-  return dirs;
+  return known.emplace(nvrtc_library_path, std::move(dirs)).first->second;
 }
 
 }  // namespace cuasync::jit

@@ -18,15 +18,17 @@ void check_request(context_ref ctx, jit::output_request request) {
 
 jit::target kernel_cache::target_for(context_ref ctx, jit::output_request request) const {
   check_request(ctx, request);
-  return jit::select_target(ctx.device().compute_capability(), request);
+  // The compiler's NVRTC identity: a disk hit in a fresh process then needs no NVRTC (see jit/nvrtc_identity.hpp).
+  return compiler_->target_for(ctx.device().compute_capability(), request);
 }
 
 const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
                                                jit::output_request request) {
-  const jit::target t = target_for(ctx, request);
+  check_request(ctx, request);
   // The compiler's own memory cache makes this cheap on a hit (one hash, one lookup); a miss compiles here, outside
-  // this cache's lock, so compiles of different programs run in parallel.
-  jit::compile_result compiled = compiler_->compile(p, t, o);
+  // this cache's lock, so compiles of different programs run in parallel. By compute capability, so that the
+  // compiler chooses the target again should the loaded NVRTC differ from the identity it had recorded.
+  jit::compile_result compiled = compiler_->compile(p, ctx.device().compute_capability(), o, request);
   const auto map_key = std::make_pair(ctx.get(), std::make_pair(compiled.key.low, compiled.key.high));
   std::lock_guard lock(mutex_);
   if (auto it = modules_.find(map_key); it != modules_.end()) {

@@ -1,4 +1,5 @@
 // Each public header compiles on its own (STYLE.md): the umbrella header last, the others first in their test files.
+#include <cuasync/jit/nvrtc_identity.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/options.hpp>
 #include <cuasync/jit/cache_key.hpp>

@@ -5,6 +5,7 @@
 #include <cuasync/jit/disk_cache.hpp>
 #include <cuasync/jit/error.hpp>
 #include <cuasync/jit/nvrtc.hpp>
+#include <cuasync/jit/nvrtc_identity.hpp>
 #include <cuasync/jit/options.hpp>
 #include <cuasync/jit/program.hpp>
 #include <cuasync/jit/target.hpp>

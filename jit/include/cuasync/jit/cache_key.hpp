@@ -5,6 +5,7 @@
 //! covered by their directory (and, for the toolkit's, by the NVRTC version), not by their contents: see
 //! `compile_options::include_paths`.
 
+#include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/options.hpp>
 #include <cuasync/jit/program.hpp>
 #include <cuasync/jit/target.hpp>
@@ -34,7 +35,12 @@ struct cache_key_hash {
 
 //! The key of compiling `p` for `t` with `o` by NVRTC `nvrtc_version` (13000). Costs one pass of XXH3 over the
 //! source and headers (tens of GB/s): a few hundred nanoseconds for a typical kernel.
+//! The toolkit include directories hashed are `toolkit_include_dirs()`: this loads NVRTC when `o.toolkit_includes`.
 cache_key make_cache_key(const program& p, const target& t, const compile_options& o, int nvrtc_version,
+                         std::uint32_t format_version = cache_format_version);
+//! The same for the NVRTC `nvrtc` describes (its version, and the toolkit include directories that belong to its
+//! library path): never loads NVRTC. Equal to the overload above when `nvrtc` is the loaded NVRTC's `nvrtc_info`.
+cache_key make_cache_key(const program& p, const target& t, const compile_options& o, const nvrtc_info& nvrtc,
                          std::uint32_t format_version = cache_format_version);
 
 //! XXH3-128 of a byte range (the entries' checksum).

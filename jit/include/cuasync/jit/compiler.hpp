@@ -2,15 +2,20 @@
 //! @file The caching compiler: an in-memory cache of compiled programs (keyed by `cache_key`, which covers the
 //! target, so it is per target) in front of the on-disk cache, in front of NVRTC. A memory hit costs one hash of the
 //! source and one hash-map lookup (well under 2 µs); a disk hit reads and checks one file; a miss compiles.
-//! Concurrent requests for the same key in one process compile once.
+//! Concurrent requests for the same key in one process compile once. A disk hit in a fresh process does not load
+//! NVRTC when the cache directory's `nvrtc-identity` record says which NVRTC this process would load
+//! (`nvrtc_identity.hpp`); every miss loads it, checks that record and keeps it up to date.
 
 #include <cuasync/jit/cache_key.hpp>
 #include <cuasync/jit/disk_cache.hpp>
+#include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/program.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -35,6 +40,8 @@ struct compile_result {
 struct compiler_stats {
   std::uint64_t memory_hits = 0;
   std::uint64_t compiles = 0;  //!< misses in both caches: NVRTC ran
+  std::uint64_t identity_records = 0;     //!< times this compiler (re)wrote the cache's `nvrtc-identity` file
+  std::uint64_t identity_mismatches = 0;  //!< loaded NVRTCs that differed from the recorded identity (then rewritten)
   disk_cache_stats disk;
 };
 
@@ -54,6 +61,15 @@ class compiler {
   compile_result compile(const program& p, int compute_capability, const compile_options& o = {},
                          output_request request = output_request::automatic);
 
+  //! The NVRTC that keys and targets are computed for. Once this process has loaded NVRTC: the loaded one. Before:
+  //! the identity the disk cache's `nvrtc-identity` file records for this process (`recorded_nvrtc_identity`), so
+  //! that a disk hit needs no NVRTC; with no usable record, or no disk cache, NVRTC is loaded (and, with a disk
+  //! cache, its identity recorded). @throws nvrtc_not_found_error
+  const nvrtc_info& nvrtc_identity();
+  //! `jit::select_target` for a device of compute capability `compute_capability` with `nvrtc_identity()`'s
+  //! architectures: needs no NVRTC when the identity is recorded. @throws as `select_target`.
+  target target_for(int compute_capability, output_request request = output_request::automatic);
+
   //! The disk cache, or nullptr when it is off.
   disk_cache* disk() noexcept { return disk_ ? &*disk_ : nullptr; }
   //! Where precompiled headers go: the disk cache's `pch` directory, else `/tmp/cuasync-<uid>-pch` (0700).
@@ -63,7 +79,20 @@ class compiler {
   void clear_memory();
 
  private:
+  struct retarget {  // how the target was chosen, to choose again for another NVRTC
+    int compute_capability;
+    output_request request;
+  };
+  compile_result compile_with(const program& p, const target& t, const compile_options& o, const nvrtc_info& nvrtc,
+                              std::optional<retarget> chosen);
+  // Records the loaded NVRTC's identity in the disk cache, once per compiler; failures are ignored.
+  void record_identity() noexcept;
+
   std::optional<disk_cache> disk_;
+  std::once_flag recorded_once_, record_once_;
+  std::optional<nvrtc_info> recorded_;          // the identity read from the disk cache, when usable
+  std::atomic<const nvrtc_info*> identity_{nullptr};
+  std::atomic<std::uint64_t> identity_records_{0}, identity_mismatches_{0};
   mutable std::shared_mutex mutex_;
   std::unordered_map<cache_key, std::shared_ptr<const compiled_program>, cache_key_hash> memory_;
   std::unordered_map<cache_key, std::shared_future<std::shared_ptr<const compiled_program>>, cache_key_hash>

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace cuasync::jit {
 
@@ -99,6 +100,12 @@ namespace detail {
 //! Creates `dir` (0700; parents as needed) when missing and checks that it is a directory owned by this user and not
 //! writable by group or others. `what` names it in messages ("cache directory"). @throws cache_error
 void secure_directory(const std::filesystem::path& dir, const char* what);
+//! Writes `bytes` to a new hidden temporary file next to `final_path` (mode 0600, named so that `evict_to` removes it
+//! when a crash leaves it), then renames it to `final_path`: a reader sees the old file or the whole new one.
+//! `what` names the file in messages ("the cache entry"). @throws cache_error; the temporary file is removed.
+void write_file_atomically(const std::filesystem::path& final_path, std::string_view bytes, const char* what);
+//! Reads `size` bytes from `fd` (retrying when interrupted); fewer when the file ends first or a read fails.
+std::string read_up_to(int fd, std::size_t size);
 }  // namespace detail
 
 }  // namespace cuasync::jit

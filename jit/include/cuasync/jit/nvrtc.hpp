@@ -5,6 +5,7 @@
 
 #include <cuasync/jit/error.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,24 @@ struct nvrtc_info {
 //! `CUASYNC_LIBNVRTC`).
 const nvrtc_info& nvrtc_library();
 
+//! True once this process has loaded NVRTC (`nvrtc_library()` succeeded). Never loads it. A disk-cache hit whose
+//! NVRTC identity came from the cache's `nvrtc-identity` record leaves it false (see `nvrtc_identity.hpp`).
+bool nvrtc_loaded() noexcept;
+
 //! The CUDA toolkit's include directories, found at run time: `<root>/include` and `<root>/include/cccl` (CUDA 13
 //! keeps CCCL there) for the first root that has `cuda_fp16.h`, trying `$CUDA_HOME`, `$CUDA_PATH`, the toolkit that
 //! the loaded NVRTC belongs to, then `/usr/local/cuda`. Empty when none is found. Computed once per process.
 const std::vector<std::string>& toolkit_include_dirs();
+//! The same for an NVRTC at `nvrtc_library_path` (empty: none), without loading it: what `toolkit_include_dirs()`
+//! gives once that library is loaded. Computed once per path and process.
+const std::vector<std::string>& toolkit_include_dirs(const std::string& nvrtc_library_path);
+
+namespace detail {
+//! The loaded NVRTC's `nvrtc_info`, or nullptr when this process has not loaded it. Never loads it.
+const nvrtc_info* loaded_nvrtc_info() noexcept;
+//! The value `$CUASYNC_LIBNVRTC` had when NVRTC was loaded (nothing when unset or empty). Only meaningful once
+//! `nvrtc_loaded()`.
+std::optional<std::string> libnvrtc_env_at_load();
+}  // namespace detail
 
 }  // namespace cuasync::jit
