@@ -56,6 +56,12 @@ int stream_ref::priority() const {
   return p;
 }
 
+unsigned long long stream_ref::id() const {
+  unsigned long long v = 0;
+  if (CUresult r = driver().cuStreamGetId(stream_, &v); r != CUDA_SUCCESS) throw_cu(r, "cuStreamGetId", describe(), here());
+  return v;
+}
+
 unsigned stream_ref::flags() const {
   unsigned f = 0;
   if (CUresult r = driver().cuStreamGetFlags(stream_, &f); r != CUDA_SUCCESS)

@@ -20,6 +20,11 @@ TEST_CASE("streams are non-blocking by default and keep their priority", "[drive
   CHECK(blocking.flags() == CU_STREAM_DEFAULT);
   CHECK(s.query());
   CHECK(s.context() == ctx());
+  // Ids are unique and not reused after a stream is destroyed, unlike handles.
+  const unsigned long long first = s.id();
+  CHECK(first != hi.id());
+  s = stream::create(ctx());
+  CHECK(s.id() != first);
 }
 
 TEST_CASE("stream order is kept: work after a gate waits for it", "[driver][stream][gpu]") {

@@ -48,6 +48,9 @@ class stream_ref {
   void launch_host_func(void (*fn)(void*), void* user_data) const;
   int priority() const;
   unsigned flags() const;
+  //! The driver's unique id of this stream (`cuStreamGetId`): unlike the handle, never reused by a later stream in
+  //! the process, so it can key per-stream state that outlives a stream. @throws cuda_error
+  unsigned long long id() const;
 
   //! "stream 0x..., device N" for error messages.
   std::string describe() const;
