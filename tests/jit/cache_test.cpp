@@ -7,6 +7,7 @@
 
 #include "child_process.hpp"
 #include "kernels.hpp"
+#include "scratch.hpp"
 
 #include <cuasync/jit/nvrtc.hpp>
 
@@ -25,19 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("cuasync-jit-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path cache() const { return path / "cache"; }
-};
+using test::read_file;
+using test::scratch_dir;
+using test::write_file;
 
 jit::disk_cache_settings settings(const fs::path& dir, std::uint64_t max_bytes = std::uint64_t{1} << 30) {
   return {true, dir, max_bytes};
@@ -55,15 +46,6 @@ std::size_t temp_files(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().filename().string().find(".tmp.") != std::string::npos) ++n;
   return n;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A synthetic entry of about `size` bytes: no NVRTC needed.
