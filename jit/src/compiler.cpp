@@ -114,6 +114,14 @@ compile_result compiler::compile_with(const program& p, const target& t, const c
     in_flight_.erase(key);
     promise.set_value(result);
   };
+  auto fail = [&] {
+    {
+      std::unique_lock lock(mutex_);
+      in_flight_.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+  };
+  std::optional<target> again;  // set when the key was computed for another NVRTC than the one loaded
   try {
     if (disk_) {
       if (auto hit = disk_->load(key)) {
@@ -128,7 +136,7 @@ compile_result compiler::compile_with(const program& p, const target& t, const c
       identity_.store(&loaded, std::memory_order_release);
       if (!same_nvrtc_identity(nvrtc, loaded)) {
         // The record named another NVRTC (it should not: the fingerprint covers the loader's choice). Record the
-        // real one, then key (and choose the target) again for it. The waiters on this key get that result.
+        // real one, then choose the target and key again for it, below.
         identity_mismatches_.fetch_add(1, std::memory_order_relaxed);
         if (disk_) {
           try {
@@ -136,36 +144,39 @@ compile_result compiler::compile_with(const program& p, const target& t, const c
           } catch (const std::exception&) {
           }
         }
-        const target again = chosen ? select_target(chosen->compute_capability, loaded.supported_archs,
-                                                    chosen->request)
-                                    : t;
-        compile_result result = compile_with(p, again, o, loaded, chosen);
-        {
-          std::unique_lock lock(mutex_);
-          in_flight_.erase(key);
+        again = chosen ? select_target(chosen->compute_capability, loaded.supported_archs, chosen->request) : t;
+      }
+    }
+    if (!again) {
+      record_identity();
+      const std::string pch = o.precompiled_headers ? pch_directory() : std::string();
+      auto result = std::make_shared<const compiled_program>(jit::compile(p, t, o, pch));
+      compiles_.fetch_add(1, std::memory_order_relaxed);
+      if (disk_) {
+        try {
+          disk_->store(key, *result);
+        } catch (const cache_error&) {
+          // Counted in store_failures: the cache is an optimisation, the compile succeeded.
         }
-        promise.set_value(result.program);
-        return result;
       }
+      finish(result);
+      return {std::move(result), cache_outcome::miss, key};
     }
-    record_identity();
-    const std::string pch = o.precompiled_headers ? pch_directory() : std::string();
-    auto result = std::make_shared<const compiled_program>(jit::compile(p, t, o, pch));
-    compiles_.fetch_add(1, std::memory_order_relaxed);
-    if (disk_) {
-      try {
-        disk_->store(key, *result);
-      } catch (const cache_error&) {
-        // Counted in store_failures: the cache is an optimisation, the compile succeeded.
-      }
-    }
-    finish(result);
-    return {std::move(result), cache_outcome::miss, key};
   } catch (...) {
-    {
-      std::unique_lock lock(mutex_);
-      in_flight_.erase(key);
-    }
+    fail();
+    throw;
+  }
+  // Compile under the right key (which may equal this one: give it up first, so that the call does not wait for
+  // itself); whoever waits on this key gets that result.
+  {
+    std::unique_lock lock(mutex_);
+    in_flight_.erase(key);
+  }
+  try {
+    compile_result result = compile_with(p, *again, o, nvrtc_library(), chosen);
+    promise.set_value(result.program);
+    return result;
+  } catch (...) {
     promise.set_exception(std::current_exception());
     throw;
   }

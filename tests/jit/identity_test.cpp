@@ -215,22 +215,25 @@ TEST_CASE("a corrupt or lying nvrtc-identity file is not trusted", "[jit][cache]
     const auto r = run_compile_child(dir.cache());
     CHECK(r["loaded"] == "1");
   }
-  SECTION("a well-formed record naming another NVRTC: the miss finds out, records the truth and keys again") {
-    // This process's fingerprint is the child's: the same executable and environment. The record claims NVRTC 12.9
-    // with the real library's path and stat, so it is believed until NVRTC is loaded for the miss it causes.
+  // A record that vouches for the real library's path and stat but claims `version` and `archs`: believed until
+  // NVRTC is loaded for a miss. This process's fingerprint is the child's (same executable and environment).
+  auto write_lying_record = [&](const std::string& version, const std::string& archs) {
     const auto& nvrtc = jit::nvrtc_library();
     std::optional<std::string> libnvrtc_env;
     if (const char* v = std::getenv("CUASYNC_LIBNVRTC"); v && *v) libnvrtc_env = v;
     struct stat st {};
     REQUIRE(::stat(nvrtc.library.c_str(), &st) == 0);
-    std::string body = "cuasync nvrtc-identity 1\n" + jit::nvrtc_loader_fingerprint(libnvrtc_env).hex() +
-                       " 12 9 " + std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
+    std::string body = "cuasync nvrtc-identity 1\n" + jit::nvrtc_loader_fingerprint(libnvrtc_env).hex() + " " +
+                       version + " " + std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
                        std::to_string(st.st_size) + " " +
                        std::to_string(std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec) + " " +
-                       std::to_string(std::int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec) +
-                       " 50,60,70,80,90 " + nvrtc.library + "\n";
+                       std::to_string(std::int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec) + " " +
+                       archs + " " + nvrtc.library + "\n";
     body += "checksum " + jit::checksum(body.data(), body.size()).hex() + "\n";
     write_file(dir.identity(), body);
+  };
+  SECTION("a record naming another NVRTC version: the miss it causes finds out, records the truth, keys again") {
+    write_lying_record("12 9", "50,60,70,80,90");
     const auto r = run_compile_child(dir.cache());
     INFO(r.output);
     CHECK(r["outcome"] == "disk_hit");  // keyed again for the real NVRTC: the entry the first child wrote
@@ -240,5 +243,18 @@ TEST_CASE("a corrupt or lying nvrtc-identity file is not trusted", "[jit][cache]
     CHECK(r["image"] == first["image"]);
     CHECK(read_file(dir.identity()) == good);
     CHECK(run_compile_child(dir.cache())["loaded"] == "0");
+  }
+  SECTION("a record with other architectures but the same key: the recompile does not wait for itself") {
+    write_lying_record(jit::nvrtc_library().version_string().replace(2, 1, " "), "75,80,90");
+    for (const auto& e : fs::directory_iterator(dir.cache()))
+      if (e.path().extension() == ".jit") fs::remove(e.path());
+    const auto r = run_compile_child(dir.cache());
+    INFO(r.output);
+    CHECK(r["outcome"] == "miss");
+    CHECK(r["loaded"] == "1");
+    CHECK(r["mismatches"] == "1");
+    CHECK(r["target"] == "sm_90");
+    CHECK(r["image"] == first["image"]);
+    CHECK(read_file(dir.identity()) == good);
   }
 }
