@@ -135,6 +135,55 @@ void post_to_io(op_ptr o, std::error_code ec) {
   asio::post(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
 }
 
+// Completions of one pass for one I/O executor, handed over with one post and run in order. Destroyed without
+// being run (shutdown), it destroys the handlers it still holds without calling them; a handler that throws leaves
+// the rest posted again (never lost, never run twice).
+class completion_batch {
+ public:
+  struct item {
+    wait_op* op;
+    std::error_code ec;
+  };
+  completion_batch() = default;
+  completion_batch(completion_batch&& o) noexcept : items_(std::move(o.items_)), next_(std::exchange(o.next_, 0)) {
+    o.items_.clear();
+  }
+  completion_batch& operator=(completion_batch&&) = delete;
+  ~completion_batch() {
+    for (std::size_t i = next_; i < items_.size(); ++i) op_ptr destroy(items_[i].op);
+  }
+  void add(wait_op* op, std::error_code ec) { items_.push_back({op, ec}); }
+  const asio::any_io_executor& executor() const noexcept { return items_.front().op->io_work; }
+  std::size_t size() const noexcept { return items_.size(); }
+
+  void operator()() {
+    while (next_ < items_.size()) {
+      const item it = items_[next_++];
+      try {
+        dispatch_to_handler(op_ptr(it.op), it.ec);
+      } catch (...) {
+        post_rest();
+        throw;
+      }
+    }
+  }
+
+ private:
+  void post_rest() noexcept {
+    if (next_ >= items_.size()) return;
+    try {
+      completion_batch rest;
+      rest.items_.assign(items_.begin() + static_cast<std::ptrdiff_t>(next_), items_.end());
+      next_ = items_.size();  // the rest belongs to `rest` now (destroyed unrun if the post fails)
+      asio::any_io_executor io = rest.executor();
+      asio::post(io, std::move(rest));
+    } catch (...) {
+    }
+  }
+  std::vector<item> items_;
+  std::size_t next_ = 0;
+};
+
 // From a pass run by the service's poll executor.
 void complete_on_poll_executor(op_ptr o, std::error_code ec) {
   wait_op* op = o.get();
@@ -270,7 +319,7 @@ void wait_queues::start(asio::any_io_executor io_ex, wait_target t, wait_handler
     note_activity();
     if (!poll_executor_) poll_executor_ = io_ex;
     op->on_poll_executor = io_ex == *poll_executor_;
-    if (policy_.mode == poll_mode::in_executor || executor_window_locked()) {
+    if (policy_.mode == poll_mode::in_executor || (executor_window_locked() && !offloaded_locked())) {
       if (!task_scheduled_) {
         schedule_executor_poll_locked(io_ex);
         // The thread learns that it may have to take over if the executor does not poll (executor window).
@@ -366,29 +415,22 @@ void wait_queues::head_pass(std::uint64_t& queries, std::vector<finished>& done,
       if (f.entries.empty()) continue;
       h = {&f, f.entries.front(), f.ordered && f.entries.size() > 1 ? f.entries.back() : nullptr};
     }
+    wait_entry* e = h.oldest;
     if (h.newest) {
       // Ordered: one query of the newest answers for every entry recorded before it.
       const poll_result r = h.newest->source->query(h.newest->token);
       ++queries;
       if (r.status != poll_status::pending) {
-        const std::error_code ec = r.status == poll_status::failed ? r.error : std::error_code();
         std::lock_guard lock(mutex_);
-        const std::uint64_t last = h.newest->order;
-        while (!f.entries.empty() && f.entries.front()->order != 0 && f.entries.front()->order <= last) {
-          wait_entry* e = f.entries.front();
-          f.entries.pop_front();
-          take_locked(e, ec, done);
-          released.push_back(e);
-        }
-        if (r.status == poll_status::failed && r.scope == failure_scope::group) {
-          fail_group_locked(f.group, r.error, done, released);
-          group_failed = true;
-        }
+        if (finish_run_locked(f, h.newest->order, r, done, released)) group_failed = true;
         continue;
       }
+      // Pending: the done prefix (if any) is found with O(log n) queries.
+      if (search_ordered(f, h.newest->order, queries, done, released, group_failed)) continue;
+      std::lock_guard lock(mutex_);  // no longer ordered: from the head
+      e = f.entries.empty() || f.entries.front() == h.newest ? nullptr : f.entries.front();
     }
     // Entry by entry from the head; stop at the first pending one.
-    wait_entry* e = h.oldest;
     while (e && e != h.newest) {
       const poll_result r = e->source->query(e->token);
       ++queries;
@@ -398,6 +440,55 @@ void wait_queues::head_pass(std::uint64_t& queries, std::vector<finished>& done,
       if (r.status == poll_status::failed && r.scope == failure_scope::group) group_failed = true;
       e = f.entries.empty() ? nullptr : f.entries.front();
     }
+  }
+}
+
+bool wait_queues::finish_run_locked(fifo& f, std::uint64_t last, const poll_result& r, std::vector<finished>& done,
+                                    std::vector<wait_entry*>& released) {
+  const std::error_code ec = r.status == poll_status::failed ? r.error : std::error_code();
+  while (!f.entries.empty() && f.entries.front()->order != 0 && f.entries.front()->order <= last) {
+    wait_entry* e = f.entries.front();
+    f.entries.pop_front();
+    take_locked(e, ec, done);
+    released.push_back(e);
+  }
+  if (r.status == poll_status::failed && r.scope == failure_scope::group) {
+    fail_group_locked(f.group, r.error, done, released);
+    return true;
+  }
+  return false;
+}
+
+bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& queries, std::vector<finished>& done,
+                                 std::vector<wait_entry*>& released, bool& group_failed) {
+  // Entries are only removed by passes (this one), so a probed entry stays valid without the lock; waits started
+  // meanwhile may be inserted anywhere (sorted), hence the position is recomputed from `bound` each time.
+  std::size_t distance = 1;  // galloping back from the pending bound: usually only the newest few are pending
+  bool bisect = false;       // after a done probe the unknown range is short: bisect it
+  for (;;) {
+    wait_entry* probe;
+    {
+      std::lock_guard lock(mutex_);
+      if (!f.ordered) return false;
+      const auto end = std::lower_bound(f.entries.begin(), f.entries.end(), bound,
+                                        [](const wait_entry* x, std::uint64_t o) { return x->order < o; });
+      const auto unknown = static_cast<std::size_t>(end - f.entries.begin());
+      if (unknown == 0) return true;
+      const std::size_t i = bisect ? unknown / 2 : (unknown > distance ? unknown - distance : 0);
+      probe = f.entries[i];
+    }
+    const poll_result r = probe->source->query(probe->token);
+    ++queries;
+    if (r.status == poll_status::pending) {
+      bound = probe->order;
+      distance *= 2;
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    const bool group = finish_run_locked(f, probe->order, r, done, released);
+    if (group) group_failed = true;
+    if (r.status == poll_status::failed) return true;  // the next pass looks at the rest
+    bisect = true;
   }
 }
 
@@ -474,15 +565,46 @@ std::size_t wait_queues::pass(bool full, bool from_io_thread) {
     delete_entry(e);
   }
   const std::size_t n = done.size();
-  for (finished& d : done) {
-    if (from_io_thread)
-      complete_on_poll_executor(op_ptr(d.op), d.error);
-    else
-      post_to_io(op_ptr(d.op), d.error);
+  if (from_io_thread) {
+    // Handlers dispatched inline are the io thread's own work, not polling (the executor's share).
+    const long long handover_start = done.empty() ? 0 : now_ns();
+    for (finished& d : done) complete_on_poll_executor(op_ptr(d.op), d.error);
+    if (handover_start) share_handler_ns_ += now_ns() - handover_start;
+  } else if (!done.empty()) {
+    const std::size_t posts = post_batches(done);
+    std::lock_guard lock(mutex_);
+    stats_.batches += posts;
   }
   give_scratch(std::move(done));
   give_scratch(std::move(released));
   return n;
+}
+
+std::size_t wait_queues::post_batches(std::vector<finished>& done) {
+  // Usually one I/O executor; the groups keep each executor's completions in pass order.
+  std::vector<completion_batch> batches;
+  std::size_t taken = 0;
+  try {
+    for (; taken < done.size(); ++taken) {
+      wait_op* op = done[taken].op;
+      auto it = std::find_if(batches.begin(), batches.end(),
+                             [&](const completion_batch& b) { return b.executor() == op->io_work; });
+      if (it == batches.end()) {
+        batches.emplace_back();
+        it = batches.end() - 1;
+      }
+      it->add(op, done[taken].error);
+    }
+  } catch (...) {
+    // Out of memory while grouping: the rest go one by one.
+    for (std::size_t i = taken; i < done.size(); ++i) post_to_io(op_ptr(done[i].op), done[i].error);
+  }
+  const std::size_t posts = batches.size();
+  for (completion_batch& b : batches) {
+    asio::any_io_executor io = b.executor();
+    asio::post(io, std::move(b));
+  }
+  return posts;
 }
 
 std::optional<std::chrono::nanoseconds> wait_queues::poller_pass() {
@@ -518,12 +640,57 @@ std::chrono::nanoseconds wait_queues::next_delay_locked() const {
 void wait_queues::schedule_executor_poll_locked(const asio::any_io_executor& ex) {
   task_scheduled_ = true;
   last_executor_pass_ns_.store(now_ns(), std::memory_order_relaxed);
+  share_prev_end_ns_ = share_poll_ns_ = share_other_ns_ = share_handler_ns_ = share_cycles_ = 0;  // measure anew
   if (!poll_executor_) poll_executor_ = ex;
   asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
 }
 
+bool wait_queues::over_share(long long start) {
+  // Between two passes the io thread ran other handlers; during a pass it polled, and ran the handlers that the
+  // pass dispatched inline. Decided over >= 200 µs of such cycles.
+  if (share_prev_end_ns_ != 0) {
+    share_other_ns_ += start - share_prev_end_ns_;
+    ++share_cycles_;
+  }
+  if (share_other_ns_ + share_poll_ns_ < 200'000) return false;
+  const long long poll = share_poll_ns_, other = share_other_ns_;
+  const long long cycles = std::max<long long>(1, share_cycles_);
+  share_poll_ns_ = share_other_ns_ = share_cycles_ = 0;
+  std::lock_guard lock(mutex_);
+  const unsigned percent = policy_.executor_share_percent;
+  if (!executor_window_locked() || percent == 0) return false;
+  // Busy (more of its time in other work than in polling, at least 1 µs of it between passes: a launch, not just the
+  // scheduler) and over its share. An idle io thread polls for free.
+  if (other <= poll || other < 1000 * cycles || poll * 100 <= other * static_cast<long long>(percent)) return false;
+  offload_until_ns_ = start + policy_.executor_offload.count();
+  ++stats_.offloads;
+  return true;
+}
+
 void wait_queues::executor_poll() {
-  last_executor_pass_ns_.store(now_ns(), std::memory_order_relaxed);
+  const long long start = now_ns();
+  last_executor_pass_ns_.store(start, std::memory_order_relaxed);
+  struct share_meter {
+    wait_queues* q;
+    long long start;
+    ~share_meter() {
+      const long long end = now_ns();
+      const long long handlers = std::exchange(q->share_handler_ns_, 0);
+      q->share_poll_ns_ += end - start - handlers;
+      q->share_other_ns_ += handlers;
+      q->share_prev_end_ns_ = end;
+    }
+  };
+  if (over_share(start)) {
+    std::unique_lock lock(mutex_);
+    task_scheduled_ = false;
+    const bool hand_over = !shut_down_ && !active_.empty();
+    lock.unlock();
+    if (hand_over) hand_to_thread();
+    return;
+  }
+  // Ends before the task is given up (a new task may then run on another thread of the executor).
+  std::optional<share_meter> meter(std::in_place, share_meter{this, start});
   pass(watchdog_due(), true);
   std::unique_lock lock(mutex_);
   const bool in_executor = policy_.mode == poll_mode::in_executor;
@@ -535,6 +702,7 @@ void wait_queues::executor_poll() {
       asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
       return;
     }
+    meter.reset();
     task_scheduled_ = false;
     const bool hand_over = !shut_down_ && !active_.empty();  // window over, or switched to the poller thread
     if (hand_over && !in_executor) ++stats_.handoffs;
@@ -609,6 +777,7 @@ void wait_queues::set_policy(const poll_policy& p) {
     policy_ = p;
     note_activity();
     if (shut_down_ || active_.empty()) return;
+    offload_until_ns_ = 0;
     if ((p.mode == poll_mode::in_executor || executor_window_locked()) && !task_scheduled_) {
       // Poll on the executor of a pending operation.
       for (fifo* f : active_)

@@ -104,6 +104,23 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   void fail_group_locked(std::uintptr_t group, std::error_code ec, std::vector<finished>& done,
                          std::vector<wait_entry*>& released);
   void take_locked(wait_entry* e, std::error_code ec, std::vector<finished>& done);
+  // Takes the entries of `f` up to `last` (a done token's order) from the front, with `r`'s outcome. Returns true when
+  // that was a group failure.
+  bool finish_run_locked(fifo& f, std::uint64_t last, const poll_result& r, std::vector<finished>& done,
+                         std::vector<wait_entry*>& released);
+  // An ordered FIFO whose entry `bound` (an order) is pending: finds its done prefix by probing backwards from
+  // `bound` with doubling distance, then bisecting, so a run costs O(log n) queries, and a done token is queried
+  // once. Returns false when the FIFO is no longer ordered (the caller polls it from the head).
+  bool search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& queries, std::vector<finished>& done,
+                      std::vector<wait_entry*>& released, bool& group_failed);
+  // Hands completions over from a pass off the io executor: one post per I/O executor.
+  std::size_t post_batches(std::vector<finished>& done);
+  // The executor's polling budget: true when it should hand its passes to the poller thread now.
+  bool over_share(long long pass_start_ns);
+  bool offloaded_locked() const {
+    return offload_until_ns_ != 0 && now_ns() < offload_until_ns_;
+  }
+  static long long now_ns() noexcept { return steady::now().time_since_epoch().count(); }
   void note_activity() noexcept {
     last_activity_ns_.store(steady::now().time_since_epoch().count(), std::memory_order_relaxed);
   }
@@ -138,6 +155,12 @@ class wait_queues : public std::enable_shared_from_this<wait_queues> {
   // in-executor mode
   bool task_scheduled_ = false;
   std::atomic<long long> last_executor_pass_ns_{0};  // a task that runs no pass for a window is starving
+  // The executor's polling share, measured over its recent passes (touched by the poll task only, and reset under
+  // mutex_ when a new task is scheduled): time polling (passes less the handlers they ran inline), time in other
+  // work (those handlers, and everything between passes), passes counted.
+  long long share_prev_end_ns_ = 0, share_poll_ns_ = 0, share_other_ns_ = 0, share_handler_ns_ = 0;
+  long long share_cycles_ = 0;
+  long long offload_until_ns_ = 0;  // under mutex_: until then the poller thread polls (executor over its share)
   std::optional<boost::asio::any_io_executor> poll_executor_;
   std::optional<boost::asio::steady_timer> timer_;
 

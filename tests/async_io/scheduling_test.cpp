@@ -10,9 +10,12 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <sys/resource.h>
 
@@ -478,7 +481,7 @@ TEST_CASE("an ordered FIFO whose newest entry is done completes with one query",
   CHECK(w.completion_order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
 
-TEST_CASE("an ordered FIFO whose newest entry is pending is polled from the head, up to the first pending",
+TEST_CASE("an ordered FIFO whose newest entry is pending: its done prefix is found, each done token queried once",
           "[async_io]") {
   host_setup h;
   h.service.set_policy(manual_policy());
@@ -488,19 +491,78 @@ TEST_CASE("an ordered FIFO whose newest entry is pending is polled from the head
   h.source.complete(w.tokens[1]);
   const std::size_t before = h.source.total_queries();
   CHECK(h.service.poll_once() == 2);
-  // newest (pending), then 0 and 1 (done, once each), then 2 (pending): stop.
+  // newest (pending), then back from it: 3 (pending), 1 (done: completes 0 and 1), then 2 (pending): stop.
   CHECK(h.source.total_queries() - before == 4);
-  CHECK(h.source.queries(w.tokens[4]) == 1);
+  CHECK(h.source.queries(w.tokens[0]) == 0);  // completed by 1's answer
+  CHECK(h.source.queries(w.tokens[1]) == 1);
   CHECK(h.source.queries(w.tokens[2]) == 1);
-  CHECK(h.source.queries(w.tokens[3]) == 0);
+  CHECK(h.source.queries(w.tokens[4]) == 1);
   CHECK(h.service.stats().pending_operations == 3);
   for (int i = 2; i < 5; ++i) h.source.complete(w.tokens[i]);
   CHECK(h.service.poll_once() == 3);
-  CHECK(h.source.queries(w.tokens[3]) == 0);  // completed by the newest's answer
+  CHECK(h.source.queries(w.tokens[3]) == 1);  // completed by the newest's answer, not queried again
   CHECK(h.source.queries(w.tokens[4]) == 2);
   h.io.run();
   CHECK(w.completion_order == std::vector<int>{0, 1, 2, 3, 4});
   CHECK(h.source.live_tokens() == 0);
+}
+
+TEST_CASE("a long ordered run whose newest entries are pending completes with O(log n) queries", "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  ordered_waits w{h};
+  constexpr int n = 256;
+  for (int i = 0; i < n; ++i) w.add(i + 1);
+  for (int done_count : {250, 251, 253, 256}) {  // a few more done at each pass
+    for (int i = 0; i < done_count; ++i) h.source.complete(w.tokens[i]);
+    const std::size_t before = h.source.total_queries();
+    const std::size_t completed_before = h.service.stats().completed;
+    h.service.poll_once();
+    CHECK(h.service.stats().completed == static_cast<std::size_t>(done_count));
+    CHECK(h.source.total_queries() - before <= 2 * 8 + 2);  // head-first polling would query ~250 tokens
+    CHECK(h.service.stats().completed - completed_before > 0);
+  }
+  for (int i = 0; i < n; ++i) CHECK(h.source.queries(w.tokens[i]) <= 4);
+  // A done token is queried at most once (the first 250 were done from the start); a few are queried at all.
+  std::size_t done_queries = 0;
+  for (int i = 0; i < 250; ++i) {
+    CHECK(h.source.queries(w.tokens[i]) <= 1);
+    done_queries += h.source.queries(w.tokens[i]);
+  }
+  CHECK(done_queries <= 8);
+  h.io.run();
+  for (int i = 0; i < n; ++i) CHECK(w.calls[i] == 1);
+  for (int i = 0; i < n; ++i) CHECK(w.completion_order[i] == i);
+  CHECK(h.source.live_tokens() == 0);
+}
+
+TEST_CASE("completions found off the io thread are handed over in one post per executor, in order, none lost",
+          "[async_io]") {
+  host_setup h;
+  h.service.set_policy(manual_policy());
+  constexpr int n = 50;
+  std::vector<int> order;
+  std::vector<std::uintptr_t> tokens;
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back(h.source.create());
+    async_wait(h.io.get_executor(), h.target(100 + i, tokens.back()), [&order, i](std::error_code ec) {
+      CHECK_FALSE(ec);
+      order.push_back(i);
+      if (i == 20) throw std::runtime_error("handler 20 throws");
+    });
+  }
+  for (auto t : tokens) h.source.complete(t);
+  CHECK(h.service.poll_once() == n);  // from this thread: handed to the io executor
+  CHECK(h.service.stats().batches == 1);
+  CHECK(order.empty());  // never inline
+  // The batch runs them in order until one throws; the rest are posted again, not lost, and none runs twice.
+  CHECK_THROWS_AS(h.io.poll(), std::runtime_error);
+  CHECK(order.size() == 21);
+  h.io.restart();
+  h.io.poll();
+  CHECK(order.size() == n);
+  for (int i = 0; i < n && i < int(order.size()); ++i) CHECK(order[i] == i);
+  CHECK(h.service.stats().completed == n);
 }
 
 TEST_CASE("a failed newest entry fails its whole run with its error", "[async_io]") {
@@ -634,6 +696,7 @@ TEST_CASE("balanced: the io executor polls during its window, then hands the wai
   CHECK_FALSE(result);
   CHECK(handler_thread == io_thread);
   CHECK(svc.stats().handoffs == 1);
+  CHECK(svc.stats().offloads == 0);  // an io thread with nothing else to do polls for free
 }
 
 TEST_CASE("balanced: a wait started after the hand-over is polled by the io executor again", "[async_io]") {
@@ -659,4 +722,77 @@ TEST_CASE("balanced: a wait started after the hand-over is polled by the io exec
   guard.reset();
   runner.join();
   CHECK(h.service.stats().handoffs >= 1);
+}
+
+namespace {
+void spin_for(std::chrono::nanoseconds d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+// Tokens are the time at which the work is done; a query costs time (as cuEventQuery: more on done work) and is
+// counted by the thread that made it.
+class costly_source final : public completion_source {
+ public:
+  std::atomic<std::size_t> queries{0}, io_queries{0};
+  static inline thread_local bool io_thread = false;
+  static std::uintptr_t done_in(std::chrono::nanoseconds d) {
+    return static_cast<std::uintptr_t>((std::chrono::steady_clock::now() + d).time_since_epoch().count());
+  }
+  poll_result query(std::uintptr_t token) noexcept override {
+    ++queries;
+    if (io_thread) ++io_queries;
+    const bool done =
+        std::chrono::steady_clock::now().time_since_epoch().count() >= static_cast<long long>(token);
+    spin_for(done ? 4us : 1us);
+    return {done ? poll_status::ready : poll_status::pending, {}, {}};
+  }
+  void release(std::uintptr_t) noexcept override {}
+};
+}  // namespace
+
+TEST_CASE("balanced: a busy io thread's polling is bounded; the poller thread takes many queues' queries",
+          "[async_io]") {
+  // 64 coroutines on 64 queues, each "launching" (10 µs of io-thread work) and awaiting: every completion needs a
+  // query of done work, so polling on the io thread would cost it a query per operation.
+  auto run = [](unsigned share_percent) {
+    costly_source src;
+    asio::io_context io(1);
+    completion_service& svc = asio::use_service<completion_service>(io);
+    poll_policy p = poll_policy::balanced();
+    p.executor_share_percent = share_percent;
+    svc.set_policy(p);
+    constexpr int coroutines = 64, per = 40;
+    std::atomic<int> finished{0};
+    for (int c = 0; c < coroutines; ++c)
+      asio::co_spawn(
+          io,
+          [&, c]() -> asio::awaitable<void> {
+            for (int i = 0; i < per; ++i) {
+              spin_for(10us);
+              wait_target t{&src, static_cast<std::uintptr_t>(1 + c), 1, costly_source::done_in(20us), nullptr, 0};
+              co_await async_wait(t, asio::use_awaitable);
+            }
+            ++finished;
+          },
+          asio::detached);
+    costly_source::io_thread = true;
+    io.run();
+    costly_source::io_thread = false;
+    CHECK(finished == coroutines);
+    CHECK(svc.stats().completed == std::size_t(coroutines) * per);
+    return std::pair{svc.stats(), double(src.io_queries.load()) / (coroutines * per)};
+  };
+  SECTION("with the default share the poller thread takes over, handing completions over in batches") {
+    auto [st, io_queries_per_op] = run(poll_policy::balanced().executor_share_percent);
+    CHECK(st.offloads >= 1);
+    CHECK(io_queries_per_op < 0.5);
+    CHECK(st.batches > 0);
+    CHECK(st.batches < st.completed);  // some posts carry more than one completion
+  }
+  SECTION("without a limit the io thread queries every completion itself (the control)") {
+    auto [st, io_queries_per_op] = run(0);
+    CHECK(st.offloads == 0);
+    CHECK(io_queries_per_op >= 0.7);
+  }
 }

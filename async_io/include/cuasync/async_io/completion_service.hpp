@@ -79,6 +79,8 @@ class completion_service : public boost::asio::execution_context::service {
     std::uint64_t aborted = 0;     //!< operations completed with operation_aborted
     std::uint64_t executor_passes = 0;  //!< passes run by the I/O executor (in_executor mode, executor window)
     std::uint64_t handoffs = 0;    //!< times the I/O executor handed pending waits to the poller thread
+    std::uint64_t offloads = 0;    //!< hand-overs because polling took too large a share of a busy io thread
+    std::uint64_t batches = 0;     //!< posts carrying completions from a pass off the io executor (one per executor)
     std::size_t pending_operations = 0;  //!< waits whose handler has not been handed over yet
     std::size_t pending_tokens = 0;      //!< tokens not yet done (includes cancelled operations' tokens)
     std::size_t active_queues = 0;       //!< FIFOs with pending tokens

@@ -49,6 +49,13 @@ struct poll_policy {
   //! poller thread, whose first sleep is already window / backoff_divisor. The thread also takes over when the
   //! executor runs no pass for a window (a busy or stopped io thread). 0: the thread polls from the start.
   std::chrono::nanoseconds executor_window{0};
+  //! poller_thread mode with an executor window: the io executor's queries may take at most this share (percent) of
+  //! a busy io thread's time (its other work: handlers, launches). When a busy io thread's passes cost more (many
+  //! queues, each completion a query of a finished event), the poller thread runs the passes for `executor_offload`,
+  //! in parallel with the io thread's work, and hands each pass's completions over in one post per executor. An idle
+  //! io thread (nothing to do but poll) never hands over for this reason. 0: no limit.
+  unsigned executor_share_percent = 10;
+  std::chrono::nanoseconds executor_offload{10'000'000};
 
   //! In-executor polling, spin 2 ms, then 10–200 µs sleeps (divisor 20). Round trip at the raw busy-query floor;
   //! the io thread spins while waits are pending.
