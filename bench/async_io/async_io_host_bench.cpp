@@ -24,6 +24,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 
 namespace asio = boost::asio;
 using namespace cuasync;
@@ -143,6 +144,16 @@ void run(const scenario& s, int ops) {
               1e9 * cpu / n, src.queries.load() / n, st.passes / n);
 }
 
+// How many cores two spinning threads get here (the model's balanced runs need a second core for the poller).
+double cores_for_two_threads() {
+  const double c0 = cpu_seconds();
+  const auto t0 = model_clock::now();
+  std::thread other([] { spin_for(std::chrono::milliseconds(200)); });
+  spin_for(std::chrono::milliseconds(200));
+  other.join();
+  return (cpu_seconds() - c0) / std::chrono::duration<double>(model_clock::now() - t0).count();
+}
+
 double raw_model_rate(int ops) {
   const auto t0 = model_clock::now();
   for (int i = 0; i < ops; ++i) (void)modelled_gpu_source::launch_and_record();
@@ -221,7 +232,10 @@ int main(int argc, char** argv) {
   double raw = 0;
   for (const model& m : models)
     if (only == "all" || only == "model" || only == m.name) {
-      if (raw == 0) raw = raw_model_rate(model_ops);
+      if (raw == 0) {
+        raw = raw_model_rate(model_ops);
+        std::printf("two spinning threads get %.2f cores here\n", cores_for_two_threads());
+      }
       run_model(m.name, m.policy, m.queues, model_ops, raw);
     }
   return 0;

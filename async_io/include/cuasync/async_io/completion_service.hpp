@@ -6,7 +6,7 @@
 //! one query (a completed CUDA event costs ~1.4 µs per query). Passes run on one poller thread per process, or on the I/O
 //! executor itself (`poll_mode::in_executor`); see `poll_policy` for the adaptive waiting.
 //!
-//! Completion: the poller posts each finished operation to its I/O executor, which `dispatch`es the handler on the
+//! Completion: the poller posts each pass's finished operations to their I/O executor, one post per executor, which `dispatch`es the handler on the
 //! handler's associated executor (one post, no dispatch, when that is the I/O executor); no user code runs on the poller thread and no handler runs inside the initiating
 //! function. Each pending operation holds outstanding work on both executors, so `io_context::run()` does not
 //! return while GPU work is awaited.
