@@ -207,8 +207,6 @@ poll_policy initial_policy() {
   return poll_policy::balanced();
 }
 
-long long now_ns() noexcept { return steady::now().time_since_epoch().count(); }
-
 // Reusable per-thread vectors for a pass's results; taken out while in use, so a handler that runs a nested pass
 // (poll_once from inside a handler) gets fresh ones.
 template <class T>
