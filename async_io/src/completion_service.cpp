@@ -463,6 +463,8 @@ bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& qu
   // meanwhile may be inserted anywhere (sorted), hence the position is recomputed from `bound` each time.
   std::size_t distance = 1;  // galloping back from the pending bound: usually only the newest few are pending
   bool bisect = false;       // after a done probe the unknown range is short: bisect it
+  bool head_checked = false; // the head first: when it is pending nothing is done, and the pass costs 2 queries per
+                             // FIFO however many waits are pending (poll-pass cost grows with streams only)
   for (;;) {
     wait_entry* probe;
     {
@@ -472,12 +474,14 @@ bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& qu
                                         [](const wait_entry* x, std::uint64_t o) { return x->order < o; });
       const auto unknown = static_cast<std::size_t>(end - f.entries.begin());
       if (unknown == 0) return true;
-      const std::size_t i = bisect ? unknown / 2 : (unknown > distance ? unknown - distance : 0);
+      const std::size_t i =
+          !head_checked ? 0 : bisect ? unknown / 2 : (unknown > distance ? unknown - distance : 0);
       probe = f.entries[i];
     }
     const poll_result r = probe->source->query(probe->token);
     ++queries;
     if (r.status == poll_status::pending) {
+      if (!head_checked) return true;  // the oldest is pending: so is everything after it
       bound = probe->order;
       distance *= 2;
       continue;
@@ -486,6 +490,10 @@ bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& qu
     const bool group = finish_run_locked(f, probe->order, r, done, released);
     if (group) group_failed = true;
     if (r.status == poll_status::failed) return true;  // the next pass looks at the rest
+    if (!head_checked) {
+      head_checked = true;  // the head is done: gallop back from the pending newest to find where the run ends
+      continue;
+    }
     bisect = true;
   }
 }
