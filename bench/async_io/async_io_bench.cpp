@@ -48,12 +48,6 @@ stats single(double v) {
   return s;
 }
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 struct named_policy {
   const char* name;
   poll_policy policy;
@@ -179,10 +173,10 @@ double cores_while_awaiting(const poll_policy& p, stream_ref s, kernel_ref k) {
   asio::use_service<completion_service>(io).set_policy(p);
   asio::co_spawn(
       io, [&]() -> asio::awaitable<void> { co_await async_launch(s, k, one, long_kernel_ns); }, rethrow);
-  const double c0 = cpu_seconds();
+  const double c0 = cuasync::bench::cpu_seconds();
   const auto t0 = bench_clock::now();
   io.run();
-  return (cpu_seconds() - c0) / (us_since(t0) * 1e-6);
+  return (cuasync::bench::cpu_seconds() - c0) / (us_since(t0) * 1e-6);
 }
 
 double cores_idle(const poll_policy* p, stream_ref s, kernel_ref empty) {
@@ -195,10 +189,10 @@ double cores_idle(const poll_policy* p, stream_ref s, kernel_ref empty) {
   }
   std::thread runner([&] { io.run(); });  // the io thread blocks in run(): nothing is pending
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const double c0 = cpu_seconds();
+  const double c0 = cuasync::bench::cpu_seconds();
   const auto t0 = bench_clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  const double cores = (cpu_seconds() - c0) / (us_since(t0) * 1e-6);
+  const double cores = (cuasync::bench::cpu_seconds() - c0) / (us_since(t0) * 1e-6);
   guard.reset();
   runner.join();
   return cores;
@@ -295,10 +289,10 @@ int main(int argc, char** argv) {
   // 4. CPU.
   const double sync_cores = [&] {
     launch(s, sleep_k, one, long_kernel_ns);
-    const double c0 = cpu_seconds();
+    const double c0 = cuasync::bench::cpu_seconds();
     const auto t0 = bench_clock::now();
     s.synchronize();
-    return (cpu_seconds() - c0) / (us_since(t0) * 1e-6);
+    return (cuasync::bench::cpu_seconds() - c0) / (us_since(t0) * 1e-6);
   }();
   for (const auto& p : policies) {
     const double busy_cores = cores_while_awaiting(p.policy, s, sleep_k);

@@ -10,6 +10,8 @@
 // Per-op instructions: run under `valgrind --tool=callgrind` with two op counts and divide the difference.
 #include <cuasync/async_io/async_wait.hpp>
 
+#include "bench.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -75,12 +77,6 @@ class modelled_gpu_source final : public completion_source {
   void release(std::uintptr_t) noexcept override {}
 };
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 struct scenario {
   const char* name;
   poll_policy policy;
@@ -133,11 +129,11 @@ void run(const scenario& s, int ops) {
       asio::post(io, [cb = &cbs.back()] { cb->start(); });
     }
   }
-  const double c0 = cpu_seconds();
+  const double c0 = cuasync::bench::cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   io.run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu = cpu_seconds() - c0;
+  const double cpu = cuasync::bench::cpu_seconds() - c0;
   const double n = double(per) * chains;
   const auto st = asio::use_service<completion_service>(io).stats();
   std::printf("%-34s %9.0f ns/op wall  %9.0f ns/op cpu  %6.3f queries/op  %6.3f passes/op\n", s.name, 1e9 * wall / n,
@@ -146,12 +142,12 @@ void run(const scenario& s, int ops) {
 
 // How many cores two spinning threads get here (the model's balanced runs need a second core for the poller).
 double cores_for_two_threads() {
-  const double c0 = cpu_seconds();
+  const double c0 = cuasync::bench::cpu_seconds();
   const auto t0 = model_clock::now();
   std::thread other([] { spin_for(std::chrono::milliseconds(200)); });
   spin_for(std::chrono::milliseconds(200));
   other.join();
-  return (cpu_seconds() - c0) / std::chrono::duration<double>(model_clock::now() - t0).count();
+  return (cuasync::bench::cpu_seconds() - c0) / std::chrono::duration<double>(model_clock::now() - t0).count();
 }
 
 double raw_model_rate(int ops) {
@@ -183,11 +179,11 @@ void run_model(const char* name, const poll_policy& policy, int queues, int ops,
         });
   }
   on_io_thread = true;
-  const double c0 = cpu_seconds();
+  const double c0 = cuasync::bench::cpu_seconds();
   const auto t0 = model_clock::now();
   io.run();
   const double wall = std::chrono::duration<double>(model_clock::now() - t0).count();
-  const double cpu = cpu_seconds() - c0;
+  const double cpu = cuasync::bench::cpu_seconds() - c0;
   on_io_thread = false;
   const double n = double(per) * coroutines;
   const auto st = svc.stats();

@@ -1,6 +1,8 @@
 #pragma once
 // A small harness for bench/ programs: timed samples → median / p99, results side by side with the raw driver API
 // (or a peer) as ratios, written as JSON and a markdown table. Header-only; no timing in unit tests.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -116,6 +118,13 @@ class report {
   std::vector<row> rows_;
   std::vector<std::pair<std::string, std::string>> notes_;
 };
+
+//! CPU time (user + system) of the whole process so far, in seconds: for "CPU while waiting" measurements.
+inline double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 //! The output folder: argv[1] or ".".
 inline std::string output_dir(int argc, char** argv) { return argc > 1 ? argv[1] : "."; }

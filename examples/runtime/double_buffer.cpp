@@ -4,15 +4,13 @@
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/runtime/slot_pipeline.hpp>
 
+#include "../kernels/double_buffer_kernel.hpp"
+
 #include <cstdio>
 
 using namespace cuasync;
 
-static const char* source = R"(
-extern "C" __global__ void my_kernel(float* out, const float* in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = in[i] * in[i] + 1.0f;
-})";
+static const char* source = cuasync::examples::double_buffer_kernel_source;
 
 int main() try {
   constexpr int batch_size = 1 << 20, num_batches = 32;

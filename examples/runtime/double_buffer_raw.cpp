@@ -3,24 +3,17 @@
 // hand, and every call's result must be checked.
 #include <cuasync/runtime/device_runtime.hpp>
 
+#include "../kernels/double_buffer_kernel.hpp"
+
+#include "../kernels/cu_check.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 
 using namespace cuasync;
 
-static const char* source = R"(
-extern "C" __global__ void my_kernel(float* out, const float* in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = in[i] * in[i] + 1.0f;
-})";
+static const char* source = cuasync::examples::double_buffer_kernel_source;
 
-#define CU_CHECK(call)                                                                  \
-  do {                                                                                  \
-    if (CUresult r_ = (call); r_ != CUDA_SUCCESS) {                                     \
-      std::fprintf(stderr, "%s failed: %d at %s:%d\n", #call, int(r_), __FILE__, __LINE__); \
-      std::exit(2);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 int main() {
   constexpr int batch_size = 1 << 20, num_batches = 32, kStages = 2;

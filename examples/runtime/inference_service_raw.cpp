@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include "../kernels/cu_check.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -18,13 +20,6 @@
 
 using namespace cuasync;
 
-#define CU_CHECK(call)                                                                      \
-  do {                                                                                      \
-    if (CUresult r_ = (call); r_ != CUDA_SUCCESS) {                                         \
-      std::fprintf(stderr, "%s failed: %d at %s:%d\n", #call, int(r_), __FILE__, __LINE__); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 struct Slot {
   CUstream stream;
