@@ -70,10 +70,13 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
   }
   event_ref ev(slot->event, s.context());
   std::uint64_t order = 0;
+  std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
   try {
     if (is_special_stream(s.get())) {
       ev.record(s, where);
     } else {
+      // Top bit set: never equal to a handle (the special streams are the small values 0x1 and 0x2).
+      queue_key = static_cast<std::uintptr_t>(s.id()) | (std::uintptr_t{1} << 63);
       std::lock_guard lock(st.record_locks[std::hash<const void*>()(s.get()) % st.record_locks.size()]);
       ev.record(s, where);
       order = st.next_order.fetch_add(1, std::memory_order_relaxed);
@@ -83,7 +86,7 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
     st.by_context[slot->ctx].idle.push_back(slot);
     throw;
   }
-  return pooled_event(reinterpret_cast<std::uintptr_t>(slot), ev, s, order);
+  return pooled_event(reinterpret_cast<std::uintptr_t>(slot), ev, s, order, queue_key);
 }
 
 std::size_t cuda_completion_source::created_events(context_ref ctx) const {
@@ -103,8 +106,9 @@ std::size_t cuda_completion_source::idle_events(context_ref ctx) const {
 wait_target cuda_completion_source::target(pooled_event e, std::shared_ptr<void> keep_alive) {
   const stream_ref s = e.stream();
   const std::uint64_t order = e.order_;
-  return {&instance(), reinterpret_cast<std::uintptr_t>(s.get()), reinterpret_cast<std::uintptr_t>(s.context().get()),
-          e.release(), std::move(keep_alive), order};
+  const std::uintptr_t queue_key = e.queue_key_;
+  return {&instance(), queue_key, reinterpret_cast<std::uintptr_t>(s.context().get()), e.release(),
+          std::move(keep_alive), order};
 }
 
 wait_target cuda_completion_source::target(event_ref e, std::shared_ptr<void> keep_alive) {

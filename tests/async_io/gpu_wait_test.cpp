@@ -229,3 +229,35 @@ TEST_CASE("pooled events are reused, not created per wait", "[async_io][gpu]") {
   CHECK(src.created_events(test::ctx()) == created);
   CHECK(eventually([&] { return src.idle_events(test::ctx()) == src.created_events(test::ctx()); }));
 }
+
+TEST_CASE("a new stream that reuses a destroyed stream's handle never completes the old stream's waits",
+          "[async_io][gpu]") {
+  // Waits are queued per stream and one query of the newest completes a run: keyed by handle, a new stream with the
+  // old handle would complete the old (still gated) stream's wait with its own newest event. Keys are stream ids.
+  asio::io_context io;
+  test::gate g;
+  bool old_done = false, new_done = false;
+  CUstream old_handle = nullptr;
+  {
+    stream a = stream::create(test::ctx());
+    old_handle = a.get();
+    g.close(a);
+    async_wait(io.get_executor(), a, [&](std::error_code ec) {
+      CHECK_FALSE(ec);
+      old_done = true;
+    });
+  }  // destroyed while its work (the gate) is pending: the driver lets that work finish
+  stream b = stream::create(test::ctx());
+  if (b.get() != old_handle) WARN("the driver did not reuse the stream handle: this run cannot tell keys apart");
+  launch(b, test::kernels().kernel("empty_kernel"), {.grid = 1, .block = 1});
+  async_wait(io.get_executor(), b, [&](std::error_code ec) {
+    CHECK_FALSE(ec);
+    new_done = true;
+  });
+  io.run_for(200ms);
+  CHECK(new_done);
+  CHECK_FALSE(old_done);  // the gate still holds the old stream
+  g.open();
+  io.run();
+  CHECK(old_done);
+}

@@ -22,7 +22,8 @@ class pooled_event {
  public:
   pooled_event() = default;
   pooled_event(pooled_event&& o) noexcept
-      : token_(std::exchange(o.token_, 0)), event_(o.event_), stream_(o.stream_), order_(o.order_) {}
+      : token_(std::exchange(o.token_, 0)), event_(o.event_), stream_(o.stream_), order_(o.order_),
+        queue_key_(o.queue_key_) {}
   pooled_event& operator=(pooled_event&& o) noexcept;
   pooled_event(const pooled_event&) = delete;
   pooled_event& operator=(const pooled_event&) = delete;
@@ -36,12 +37,15 @@ class pooled_event {
 
  private:
   friend class cuda_completion_source;
-  pooled_event(std::uintptr_t token, event_ref e, stream_ref s, std::uint64_t order) noexcept
-      : token_(token), event_(e), stream_(s), order_(order) {}
+  pooled_event(std::uintptr_t token, event_ref e, stream_ref s, std::uint64_t order, std::uintptr_t queue_key) noexcept
+      : token_(token), event_(e), stream_(s), order_(order), queue_key_(queue_key) {}
   std::uintptr_t token_ = 0;
   event_ref event_;
   stream_ref stream_;
   std::uint64_t order_ = 0;  // recording order on stream_ (wait_target::order); 0 for the special streams
+  // The FIFO the wait joins: the stream's id (cuStreamGetId), which no later stream reuses (handles are reused, and
+  // a new stream's newest event must never complete an older stream's waits); the handle for the special streams.
+  std::uintptr_t queue_key_ = 0;
 };
 
 //! The process's CUDA completion source. Thread-safe.
