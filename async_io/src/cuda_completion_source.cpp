@@ -162,6 +162,7 @@ pooled_event& pooled_event::operator=(pooled_event&& o) noexcept {
     event_ = o.event_;
     stream_ = o.stream_;
     order_ = o.order_;
+    queue_key_ = o.queue_key_;
   }
   return *this;
 }
