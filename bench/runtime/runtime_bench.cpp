@@ -67,7 +67,6 @@ void pipeline_bench(b::report& rep, device_runtime& rt) {
   double compute_ms = time_ms(3, compute_only).median;
   iters = std::max(1, static_cast<int>(iters * copy_ms / compute_ms));
   const b::stats copies = time_ms(7, copies_only), compute = time_ms(7, compute_only);
-  const double bound = std::max(copies.median, compute.median);
   rep.note("pipeline", "256 MiB in 64 chunks of 4 MiB, burn iters=" + std::to_string(iters) + ", copies-only " +
                            std::to_string(copies.median) + " ms, compute-only " + std::to_string(compute.median) +
                            " ms");
@@ -117,7 +116,6 @@ void pipeline_bench(b::report& rep, device_runtime& rt) {
            .baseline_name = "bound"});
   rep.add({.name = "pipeline 256 MiB: cuasync slot pipeline (4 slots)", .unit = "ms", .ours = t_slots,
            .baseline = bound_stats, .baseline_name = "bound", .target = "<= 1.10"});
-  (void)bound;
 }
 
 void pageable_bench(b::report& rep, device_runtime& rt) {

@@ -39,8 +39,8 @@ void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, trac
   copy_async(rt, s, dst, src.span(), o);
 }
 
-void copy_async(stream_ref s, tracked_buffer& dst, const tracked_buffer& src) {
-  const_cast<tracked_buffer&>(src).use(s, access::read);
+void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src) {
+  src.use(s, access::read);
   dst.use(s, access::write);
   cuasync::copy_async(s, dst.span(), src.span());
 }

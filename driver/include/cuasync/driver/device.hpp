@@ -60,7 +60,8 @@ class device {
   int ordinal() const noexcept { return ordinal_; }
   CUdevice native_handle() const noexcept { return handle_; }
 
-  //! All properties, read once per device and cached.
+  //! All properties, read once per device and cached. The first call retains the device's primary context for a
+  //! moment (the stream priority range is a context query), which creates it if nobody holds it yet.
   const device_properties& properties() const;
   const std::string& name() const { return properties().name; }
   //! e.g. 90 for compute capability 9.0

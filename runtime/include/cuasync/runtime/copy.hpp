@@ -31,8 +31,8 @@ void copy_async(device_runtime& rt, stream_ref s, tracked_buffer& dst, std::span
 //! Out of a tracked buffer: `s` first waits for the buffer's last writer. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src,
                 copy_options options = {});
-//! Between tracked buffers. @throws cuda_error
-void copy_async(stream_ref s, tracked_buffer& dst, const tracked_buffer& src);
+//! Between tracked buffers (both record the use: `src` as a read). @throws cuda_error
+void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src);
 
 //! From a pinned block into a tracked buffer; the block is not reused before the copy completes. @throws cuda_error
 void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src);
