@@ -459,14 +459,18 @@ bool wait_queues::finish_run_locked(fifo& f, std::uint64_t last, const poll_resu
 
 bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& queries, std::vector<finished>& done,
                                  std::vector<wait_entry*>& released, bool& group_failed) {
+  // A query of finished work costs ~10x one of pending work (1.26 against 0.11 µs on the H200), so the search makes
+  // one finished query per FIFO and pass: it gallops back from the pending newest (pending probes are cheap) to the
+  // first finished one, completes everything up to it and leaves the few between for the next pass. When the head
+  // was pending at the last probe it is checked first: a FIFO of long waits then costs two queries a pass, however
+  // many are pending (poll-pass cost grows with streams only).
   // Entries are only removed by passes (this one), so a probed entry stays valid without the lock; waits started
   // meanwhile may be inserted anywhere (sorted), hence the position is recomputed from `bound` each time.
-  std::size_t distance = 1;  // galloping back from the pending bound: usually only the newest few are pending
-  bool bisect = false;       // after a done probe the unknown range is short: bisect it
-  bool head_checked = false; // the head first: when it is pending nothing is done, and the pass costs 2 queries per
-                             // FIFO however many waits are pending (poll-pass cost grows with streams only)
+  std::size_t distance = 1;
+  bool head_first = f.head_pending;
   for (;;) {
     wait_entry* probe;
+    std::size_t index;
     {
       std::lock_guard lock(mutex_);
       if (!f.ordered) return false;
@@ -474,27 +478,25 @@ bool wait_queues::search_ordered(fifo& f, std::uint64_t bound, std::uint64_t& qu
                                         [](const wait_entry* x, std::uint64_t o) { return x->order < o; });
       const auto unknown = static_cast<std::size_t>(end - f.entries.begin());
       if (unknown == 0) return true;
-      const std::size_t i =
-          !head_checked ? 0 : bisect ? unknown / 2 : (unknown > distance ? unknown - distance : 0);
-      probe = f.entries[i];
+      index = head_first ? 0 : (unknown > distance ? unknown - distance : 0);
+      probe = f.entries[index];
     }
     const poll_result r = probe->source->query(probe->token);
     ++queries;
     if (r.status == poll_status::pending) {
-      if (!head_checked) return true;  // the oldest is pending: so is everything after it
+      if (index == 0) {
+        f.head_pending = true;
+        return true;  // the oldest is pending: so is everything after it
+      }
       bound = probe->order;
       distance *= 2;
       continue;
     }
     std::lock_guard lock(mutex_);
-    const bool group = finish_run_locked(f, probe->order, r, done, released);
-    if (group) group_failed = true;
-    if (r.status == poll_status::failed) return true;  // the next pass looks at the rest
-    if (!head_checked) {
-      head_checked = true;  // the head is done: gallop back from the pending newest to find where the run ends
-      continue;
-    }
-    bisect = true;
+    f.head_pending = false;
+    if (finish_run_locked(f, probe->order, r, done, released)) group_failed = true;
+    if (r.status == poll_status::failed || !head_first) return true;  // the next pass looks at the rest
+    head_first = false;  // the head was done: gallop back from the pending bound to where the run ends
   }
 }
 
@@ -573,8 +575,14 @@ std::size_t wait_queues::pass(bool full, bool from_io_thread) {
   const std::size_t n = done.size();
   if (from_io_thread) {
     // Handlers dispatched inline are the io thread's own work, not polling (the executor's share).
+    // Each handler run shows the executor alive: the poller thread takes over only when one handler outlasts the
+    // executor window (a busy io thread launching the next batch is not a stopped one; polling from another thread
+    // then contends with its launches inside the driver).
     const long long handover_start = done.empty() ? 0 : now_ns();
-    for (finished& d : done) complete_on_poll_executor(op_ptr(d.op), d.error);
+    for (finished& d : done) {
+      complete_on_poll_executor(op_ptr(d.op), d.error);
+      last_executor_pass_ns_.store(now_ns(), std::memory_order_relaxed);
+    }
     if (handover_start) share_handler_ns_ += now_ns() - handover_start;
   } else if (!done.empty()) {
     const std::size_t posts = post_batches(done);

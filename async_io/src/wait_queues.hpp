@@ -44,6 +44,9 @@ struct fifo {
   bool listed = false;
   // Every entry has a nonzero order and they are sorted: the newest being done means all are. Reset when empty.
   bool ordered = true;
+  // The head was pending when last probed (and initially): the next search checks it first, so that a FIFO of long
+  // waits costs two queries a pass however many are pending. Otherwise the search gallops back from the newest.
+  bool head_pending = true;
 };
 
 // One operation: its handler and work guards. Allocated with the handler's associated allocator (or, for handlers

@@ -9,6 +9,7 @@
 
 #include "bench.hpp"
 #include "gpu.hpp"
+#include "raw_closed_loop.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -95,49 +96,47 @@ struct host_func_state {
 
 // ---- 2. throughput -----------------------------------------------------------------------------------------------
 
-constexpr int throughput_ops = 64'000, throughput_reps = 5;
+constexpr int throughput_ops = 64'000, throughput_reps = 7;
 
-stats awaited_ops_per_second(int nstreams, const poll_policy& p, kernel_ref empty) {
-  std::vector<stream> ss;
-  for (int i = 0; i < nstreams; ++i) ss.push_back(stream::create(test::ctx()));
-  std::vector<double> rates;
-  for (int rep = 0; rep < throughput_reps; ++rep) {
-    asio::io_context io;
-    asio::use_service<completion_service>(io).set_policy(p);
-    const int coroutines = 64, per = throughput_ops / coroutines;
-    for (int c = 0; c < coroutines; ++c)
-      asio::co_spawn(
-          io,
-          [&, c]() -> asio::awaitable<void> {
-            stream_ref s = ss[c % nstreams];
-            for (int i = 0; i < per; ++i) co_await async_launch(s, empty, one);
-          },
-          rethrow);
-    const auto t0 = bench_clock::now();
-    io.run();
-    rates.push_back(coroutines * per / (us_since(t0) * 1e-6));
-  }
-  return summarize(std::move(rates));
+// What the service did per operation in the last repetition ("queries/op, passes/op").
+std::string per_op;
+
+double awaited_ops_per_second(const std::vector<stream>& ss, const poll_policy& p, kernel_ref empty) {
+  const int nstreams = static_cast<int>(ss.size());
+  asio::io_context io;
+  asio::use_service<completion_service>(io).set_policy(p);
+  const int coroutines = 64, per = throughput_ops / coroutines;
+  for (int c = 0; c < coroutines; ++c)
+    asio::co_spawn(
+        io,
+        [&, c]() -> asio::awaitable<void> {
+          stream_ref s = ss[c % nstreams];
+          for (int i = 0; i < per; ++i) co_await async_launch(s, empty, one);
+        },
+        rethrow);
+  const auto t0 = bench_clock::now();
+  io.run();
+  const double rate = coroutines * per / (us_since(t0) * 1e-6);
+  const completion_service::statistics st = asio::use_service<completion_service>(io).stats();
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.3f queries/op, %.3f passes/op", double(st.queries) / (coroutines * per),
+                double(st.passes) / (coroutines * per));
+  per_op = buf;
+  return rate;
 }
 
-stats raw_launch_record_per_second(int nstreams, kernel_ref empty) {
-  std::vector<stream> ss;
+double raw_launch_record_per_second(const std::vector<stream>& ss, kernel_ref empty) {
+  const int nstreams = static_cast<int>(ss.size());
   std::vector<event> es;
-  for (int i = 0; i < nstreams; ++i) {
-    ss.push_back(stream::create(test::ctx()));
-    es.push_back(event::create(test::ctx()));
+  for (int i = 0; i < nstreams; ++i) es.push_back(event::create(test::ctx()));
+  const auto t0 = bench_clock::now();
+  for (int i = 0; i < throughput_ops; ++i) {
+    launch(ss[i % nstreams], empty, one);
+    es[i % nstreams].record(ss[i % nstreams]);
   }
-  std::vector<double> rates;
-  for (int rep = 0; rep < throughput_reps; ++rep) {
-    const auto t0 = bench_clock::now();
-    for (int i = 0; i < throughput_ops; ++i) {
-      launch(ss[i % nstreams], empty, one);
-      es[i % nstreams].record(ss[i % nstreams]);
-    }
-    rates.push_back(throughput_ops / (us_since(t0) * 1e-6));
-    for (auto& s : ss) s.synchronize();
-  }
-  return summarize(std::move(rates));
+  const double rate = throughput_ops / (us_since(t0) * 1e-6);
+  for (auto& s : ss) s.synchronize();
+  return rate;
 }
 
 // ---- 3. poll-pass cost -------------------------------------------------------------------------------------------
@@ -268,13 +267,40 @@ int main(int argc, char** argv) {
   rep.add({"round trip 20 us kernel, balanced policy", "us", awaited[1], sync, "cuStreamSynchronize", true, ""});
   rep.add({"round trip 20 us kernel, balanced policy", "us", awaited[1], blocking, "blocking-sync event", true, ""});
 
-  // 2. Throughput (balanced, the default; and latency).
+  // 2. Throughput (balanced, the default; and latency), against the open-loop launch + record rate (which never
+  // learns of completion) and against hand-written closed loops (64 in flight, as the awaited runs): the ceiling of
+  // seeing completion with cuEventQuery, and with a host word written by cuStreamWriteValue64. The five run in turn,
+  // repetition after repetition, so that drift (clocks, other tenants) falls on all of them alike.
+  const bench::closed_loop loop{.ops = throughput_ops, .slots = 64, .kernel = empty_k};
   for (int n : {1, 8, 64}) {
-    const stats raw = raw_launch_record_per_second(n, empty_k);
-    for (int i : {1, 0})
-      rep.add({"awaited launches per second, one io thread, " + std::to_string(n) + " streams, " + policies[i].name,
-               "ops/s", awaited_ops_per_second(n, policies[i].policy, empty_k), raw, "raw launch + record", false,
-               i == 1 ? ">= 0.8" : ""});
+    std::vector<stream> ss;
+    for (int i = 0; i < n; ++i) ss.push_back(stream::create(test::ctx()));
+    (void)raw_launch_record_per_second(ss, empty_k);  // warm-up
+    std::vector<double> raw, by_query, by_word, awaited[2];
+    std::string service_per_op[2];
+    for (int r = 0; r < throughput_reps; ++r) {
+      raw.push_back(raw_launch_record_per_second(ss, empty_k));
+      by_query.push_back(loop.by_event_query(ss));
+      by_word.push_back(loop.by_host_word(ss));
+      for (int i : {0, 1}) {
+        awaited[i].push_back(awaited_ops_per_second(ss, policies[i].policy, empty_k));
+        service_per_op[i] = per_op;
+      }
+    }
+    const stats raw_s = summarize(raw), closed_query = summarize(by_query), closed_word = summarize(by_word);
+    const std::string streams = std::to_string(n) + " streams";
+    for (int i : {1, 0}) {
+      const stats a = summarize(awaited[i]);
+      rep.add({"awaited launches per second, one io thread, " + streams + ", " + policies[i].name, "ops/s", a, raw_s,
+               "raw launch + record", false, i == 1 ? ">= 0.8" : ""});
+      rep.add({"awaited launches per second, one io thread, " + streams + ", " + policies[i].name, "ops/s", a,
+               closed_query, "raw closed loop, cuEventQuery", false, ""});
+      rep.note(std::string("service per op, ") + streams + ", " + policies[i].name, service_per_op[i]);
+    }
+    rep.add({"raw closed loop (64 in flight), cuEventQuery, " + streams, "ops/s", closed_query, raw_s,
+             "raw launch + record", false, "(ceiling with events)"});
+    rep.add({"raw closed loop (64 in flight), host word, " + streams, "ops/s", closed_word, raw_s,
+             "raw launch + record", false, "(ceiling with stream memory ops)"});
   }
 
   // 3. Poll-pass cost.

@@ -10,6 +10,7 @@
 // Usage: cuasync_completion_probe
 #include "bench.hpp"
 #include "gpu.hpp"
+#include "raw_closed_loop.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -157,58 +158,20 @@ int main() {
   }
 
   // 3. Closed loop: 64 in flight, one thread.
+  const bench::closed_loop loop{.ops = ops, .slots = 64, .kernel = empty};
   for (int n : {1, 8, 64}) {
     std::vector<stream> ss;
     for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
-    constexpr int slots = 64;
-    std::vector<event> es;
-    for (int i = 0; i < slots; ++i) es.push_back(event::create(ctx));
-    std::vector<double> by_query, by_query_newest, by_word, queries_per_op;
+    std::vector<double> by_query, by_word;
     for (int rep = 0; rep < reps; ++rep) {
-      // Events: query each in-flight slot round robin, relaunch when done.
-      long long done = 0, queries = 0;
-      by_query.push_back(rate(ops, [&] {
-        for (int i = 0; i < slots; ++i) {
-          launch(ss[i % n], empty, one);
-          es[i].record(ss[i % n]);
-        }
-        while (done < ops)
-          for (int i = 0; i < slots && done < ops; ++i) {
-            ++queries;
-            if (es[i].query_result() == CUDA_SUCCESS) {
-              ++done;
-              launch(ss[i % n], empty, one);
-              es[i].record(ss[i % n]);
-            }
-          }
-      }));
-      queries_per_op.push_back(double(queries) / ops);
-      for (auto& x : ss) x.synchronize();
-      // Host words: each slot's word holds the sequence number of its last finished operation.
-      done = 0;
-      std::vector<std::uint64_t> want(slots, 0);
-      by_word.push_back(rate(ops, [&] {
-        for (int i = 0; i < slots; ++i) {
-          launch(ss[i % n], empty, one);
-          want[i] = ++v;
-          d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * i, want[i], 0);
-        }
-        while (done < ops)
-          for (int i = 0; i < slots && done < ops; ++i)
-            if (host[i] >= want[i]) {
-              ++done;
-              launch(ss[i % n], empty, one);
-              want[i] = ++v;
-              d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * i, want[i], 0);
-            }
-      }));
-      for (auto& x : ss) x.synchronize();
+      by_query.push_back(loop.by_event_query(ss));
+      by_word.push_back(loop.by_host_word(ss));
     }
     std::printf("== closed loop, 64 in flight, %d streams (ops/s) ==\n", n);
     print("launch + record, completion by cuEventQuery", bench::summarize(by_query));
-    print("  queries per operation", bench::summarize(queries_per_op));
     print("launch + write-value, completion by host word", bench::summarize(by_word));
   }
+
   // 4. Closed loop, two threads: the launcher relaunches what the checker marked done; the checker checks the rest.
   for (int n : {1, 8, 64}) {
     std::vector<stream> ss;
