@@ -276,27 +276,37 @@ int main(int argc, char** argv) {
     std::vector<stream> ss;
     for (int i = 0; i < n; ++i) ss.push_back(stream::create(test::ctx()));
     (void)raw_launch_record_per_second(ss, empty_k);  // warm-up
-    std::vector<double> raw, by_query, by_word, awaited[2];
-    std::string service_per_op[2];
+    // awaited[0]: latency, [1]: balanced, [2]: balanced with host completion words off (events only).
+    std::vector<double> raw, by_query, by_word, awaited[3], balanced_over_raw;
+    std::string service_per_op[3];
     for (int r = 0; r < throughput_reps; ++r) {
       raw.push_back(raw_launch_record_per_second(ss, empty_k));
       by_query.push_back(loop.by_event_query(ss));
       by_word.push_back(loop.by_host_word(ss));
-      for (int i : {0, 1}) {
-        awaited[i].push_back(awaited_ops_per_second(ss, policies[i].policy, empty_k));
+      for (int i : {0, 1, 2}) {
+        cuda_completion_source::instance().use_host_words(i != 2);
+        awaited[i].push_back(awaited_ops_per_second(ss, policies[i == 2 ? 1 : i].policy, empty_k));
         service_per_op[i] = per_op;
       }
+      cuda_completion_source::instance().use_host_words(true);
+      balanced_over_raw.push_back(awaited[1].back() / raw.back());
     }
     const stats raw_s = summarize(raw), closed_query = summarize(by_query), closed_word = summarize(by_word);
     const std::string streams = std::to_string(n) + " streams";
-    for (int i : {1, 0}) {
+    const char* names[3] = {"latency", "balanced", "balanced, events only (host words off)"};
+    for (int i : {1, 0, 2}) {
       const stats a = summarize(awaited[i]);
-      rep.add({"awaited launches per second, one io thread, " + streams + ", " + policies[i].name, "ops/s", a, raw_s,
+      rep.add({"awaited launches per second, one io thread, " + streams + ", " + names[i], "ops/s", a, raw_s,
                "raw launch + record", false, i == 1 ? ">= 0.8" : ""});
-      rep.add({"awaited launches per second, one io thread, " + streams + ", " + policies[i].name, "ops/s", a,
+      rep.add({"awaited launches per second, one io thread, " + streams + ", " + names[i], "ops/s", a,
                closed_query, "raw closed loop, cuEventQuery", false, ""});
-      rep.note(std::string("service per op, ") + streams + ", " + policies[i].name, service_per_op[i]);
+      rep.note(std::string("service per op, ") + streams + ", " + names[i], service_per_op[i]);
     }
+    const stats per_rep = summarize(balanced_over_raw);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "median %.3f, min %.3f, max %.3f over %zu", per_rep.median, per_rep.min,
+                  per_rep.p99, per_rep.n);
+    rep.note("balanced / raw launch + record per repetition, " + streams, buf);
     rep.add({"raw closed loop (64 in flight), cuEventQuery, " + streams, "ops/s", closed_query, raw_s,
              "raw launch + record", false, "(ceiling with events)"});
     rep.add({"raw closed loop (64 in flight), host word, " + streams, "ops/s", closed_word, raw_s,

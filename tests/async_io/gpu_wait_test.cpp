@@ -264,3 +264,89 @@ TEST_CASE("a new stream that reuses a destroyed stream's handle never completes 
   CHECK(old_done);
   CHECK(new_done);
 }
+
+TEST_CASE("a stream's only outstanding wait gets a host word, later ones on the busy stream do not; all complete",
+          "[async_io][gpu]") {
+  cuda_completion_source& src = cuda_completion_source::instance();
+  src.use_host_words(true);
+  asio::io_context io;
+  stream s = stream::create(test::ctx());
+  test::gate g;
+  g.close(s);
+  int done = 0;
+  auto count = [&](std::error_code ec) {
+    CHECK_FALSE(ec);
+    ++done;
+  };
+  const std::uint64_t words = src.host_word_waits();
+  async_wait(io.get_executor(), s, count);
+  CHECK(src.host_word_waits() == words + 1);
+  async_wait(io.get_executor(), s, count);  // the first one's query of the newest answers for it: no word
+  async_wait(io.get_executor(), s, count);
+  CHECK(src.host_word_waits() == words + 1);
+  io.run_for(50ms);
+  CHECK(done == 0);  // a pending word falls back to the event, which is pending too
+  g.open();
+  io.restart();
+  io.run();
+  CHECK(done == 3);
+  async_wait(io.get_executor(), s, count);  // all released: the stream's next wait is alone again
+  CHECK(src.host_word_waits() == words + 2);
+  io.restart();
+  io.run();
+  CHECK(done == 4);
+}
+
+TEST_CASE("what a stream copied to pinned memory is visible once its host word says done", "[async_io][gpu]") {
+  cuda_completion_source& src = cuda_completion_source::instance();
+  src.use_host_words(true);
+  constexpr int streams = 8, rounds = 200;
+  asio::io_context io;
+  std::vector<stream> ss;
+  for (int i = 0; i < streams; ++i) ss.push_back(stream::create(test::ctx()));
+  device_buffer dev = device_buffer::allocate(test::ctx(), streams * sizeof(int));
+  pinned_buffer host = pinned_buffer::allocate(test::ctx(), streams * sizeof(int));
+  std::span<int> out = host.as_span<int>();
+  kernel_ref write_to = test::kernels().kernel("write_to");
+  const std::uint64_t words = src.host_word_waits();
+  int correct = 0;
+  for (int c = 0; c < streams; ++c)
+    asio::co_spawn(
+        io,
+        [&, c]() -> asio::awaitable<void> {
+          for (int r = 0; r < rounds; ++r) {
+            const int value = c * 100'000 + r;
+            launch(ss[c], write_to, one, dev.data<int>() + c, value);
+            co_await async_copy(ss[c], std::as_writable_bytes(out.subspan(c, 1)),
+                                dev.subspan(c * sizeof(int), sizeof(int)));
+            if (out[c] == value) ++correct;  // no host-side synchronisation beyond the word
+          }
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  io.run();
+  CHECK(correct == streams * rounds);
+  CHECK(src.host_word_waits() == words + streams * rounds);  // each copy was its stream's only wait
+}
+
+TEST_CASE("with host words off, waits complete by their events alone", "[async_io][gpu]") {
+  cuda_completion_source& src = cuda_completion_source::instance();
+  src.use_host_words(false);
+  asio::io_context io;
+  stream s = stream::create(test::ctx());
+  const std::uint64_t words = src.host_word_waits();
+  int done = 0;
+  for (int i = 0; i < 20; ++i)
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          co_await async_launch(s, test::kernels().kernel("empty_kernel"), one);
+          ++done;
+        },
+        asio::detached);
+  io.run();
+  src.use_host_words(true);
+  CHECK(done == 20);
+  CHECK(src.host_word_waits() == words);
+}
