@@ -4,6 +4,7 @@
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -44,6 +45,7 @@ constexpr std::size_t words_per_slab = 512;
 struct record_shard {
   std::mutex mutex;
   std::unordered_map<std::uint64_t, std::uint32_t> outstanding;
+  std::size_t sweep_at = 256;
 };
 
 constexpr std::uintptr_t user_event_bit = 1;
@@ -242,7 +244,11 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
     record_shard& shard = shard_of(st.shards, slot->stream_key);
     std::lock_guard lock(shard.mutex);
     auto it = shard.outstanding.find(slot->stream_key);
-    if (it != shard.outstanding.end() && --it->second == 0) shard.outstanding.erase(it);
+    // Idle streams keep their (zero) count, so a stream's next wait allocates nothing; a crowd of them is dropped.
+    if (it != shard.outstanding.end() && --it->second == 0 && shard.outstanding.size() > shard.sweep_at) {
+      std::erase_if(shard.outstanding, [](const auto& kv) { return kv.second == 0; });
+      shard.sweep_at = std::max<std::size_t>(256, 2 * shard.outstanding.size());  // amortised: O(1) a release
+    }
     slot->stream_key = 0;
   }
   std::lock_guard lock(st.mutex);

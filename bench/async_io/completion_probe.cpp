@@ -1,5 +1,5 @@
 // A probe, not a benchmark of cuasync: what the driver charges for each way of learning that stream work finished,
-// so the completion source is chosen on figures. Raw driver calls only.
+// so the completion source is chosen on figures.
 //   1. host cost per call: event record, stream write-value to mapped pinned memory, stream id, event and stream
 //      queries on finished and pending work;
 //   2. open-loop rates over 1, 8 and 64 streams: launch alone, launch + record, launch + write-value;
@@ -7,17 +7,30 @@
 //      completion seen by cuEventQuery, against completion seen by reading a host word written by the stream;
 //   4. the same closed loops with the completion check on a second thread (a poller), so the launching thread only
 //      launches: does the driver let the two threads run in parallel?
-// Usage: cuasync_completion_probe
+//   5. host cost of a launch, a record and a write-value onto idle streams (their work all done: what a closed loop
+//      with one operation per stream does) against busy ones (work queued behind a gate);
+//   6. where an awaited operation's time goes: closed loops (64 in flight) over the raw driver, over the CUDA
+//      completion source alone, over the service with callbacks, and with coroutines (as bench/async_io).
+// Usage: cuasync_completion_probe [parts, e.g. 56]
+#include <cuasync/async_io.hpp>
+
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "raw_closed_loop.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 using namespace cuasync;
+namespace asio = boost::asio;
 using cuasync::bench::measure_us;
 using cuasync::bench::stats;
 using cuasync::bench::us_since;
@@ -39,7 +52,9 @@ double rate(int ops, F&& body) {
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // argv[1]: the parts to run, e.g. "56" (default: all).
+  const auto want = [&](int part) { return argc < 2 || std::strchr(argv[1], '0' + part) != nullptr; };
   std::string reason;
   if (!test::gpu_available(&reason)) {
     std::fprintf(stderr, "cuasync_completion_probe needs a GPU: %s\n", reason.c_str());
@@ -53,176 +68,312 @@ int main() {
   const CUdeviceptr dev = words.device_pointer();
   for (int i = 0; i < 64 * 64; ++i) host[i] = 0;
 
+  std::uint64_t v = 0;  // the last value written to a host word
+
   // 1. Per-call costs.
-  std::printf("== host cost per call (us) ==\n");
-  stream s = stream::create(ctx);
-  event e = event::create(ctx);
-  print("cuEventRecord (timing disabled), idle stream",
-        measure_us(200, 50, [&] { e.record(s); }, [&] { s.synchronize(); }));
-  std::uint64_t v = 0;
-  print("cuStreamWriteValue64 (host word), idle stream",
-        measure_us(200, 50, [&] { d().cuStreamWriteValue64(s.get(), dev, ++v, 0); }, [&] { s.synchronize(); }));
-  print("cuStreamWriteValue64 NO_MEMORY_BARRIER",
-        measure_us(200, 50, [&] { d().cuStreamWriteValue64(s.get(), dev, ++v, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER); },
-                   [&] { s.synchronize(); }));
-  print("cuStreamWriteValue32 (host word)",
-        measure_us(200, 50, [&] { d().cuStreamWriteValue32(s.get(), dev, static_cast<cuuint32_t>(++v), 0); },
-                   [&] { s.synchronize(); }));
-  print("cuStreamGetId", measure_us(200, 100, [&] { (void)s.id(); }));
-  {
-    // First query of a finished event vs a repeated one.
-    std::vector<event> evs;
-    for (int i = 0; i < 100; ++i) evs.push_back(event::create(ctx));
-    std::vector<double> first, again, pending, squery_done, squery_pending;
-    for (int rep = 0; rep < 50; ++rep) {
-      for (auto& x : evs) {
-        launch(s, empty, one);
-        x.record(s);
+  if (want(1)) {
+    std::printf("== host cost per call (us) ==\n");
+    stream s = stream::create(ctx);
+    event e = event::create(ctx);
+    print("cuEventRecord (timing disabled), idle stream", measure_us(
+                                                              200, 50, [&] { e.record(s); }, [&] { s.synchronize(); }));
+    print("cuStreamWriteValue64 (host word), idle stream",
+          measure_us(
+              200, 50, [&] { d().cuStreamWriteValue64(s.get(), dev, ++v, 0); }, [&] { s.synchronize(); }));
+    print("cuStreamWriteValue64 NO_MEMORY_BARRIER",
+          measure_us(
+              200, 50, [&] { d().cuStreamWriteValue64(s.get(), dev, ++v, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER); },
+              [&] { s.synchronize(); }));
+    print("cuStreamWriteValue32 (host word)",
+          measure_us(
+              200, 50, [&] { d().cuStreamWriteValue32(s.get(), dev, static_cast<cuuint32_t>(++v), 0); },
+              [&] { s.synchronize(); }));
+    print("cuStreamGetId", measure_us(200, 100, [&] { (void)s.id(); }));
+    {
+      // First query of a finished event vs a repeated one.
+      std::vector<event> evs;
+      for (int i = 0; i < 100; ++i) evs.push_back(event::create(ctx));
+      std::vector<double> first, again, pending, squery_done, squery_pending;
+      for (int rep = 0; rep < 50; ++rep) {
+        for (auto& x : evs) {
+          launch(s, empty, one);
+          x.record(s);
+        }
+        s.synchronize();
+        auto t0 = bench_clock::now();
+        for (auto& x : evs) (void)x.query_result();
+        first.push_back(us_since(t0) / evs.size());
+        t0 = bench_clock::now();
+        for (auto& x : evs) (void)x.query_result();
+        again.push_back(us_since(t0) / evs.size());
+        t0 = bench_clock::now();
+        for (int i = 0; i < 100; ++i) (void)d().cuStreamQuery(s.get());
+        squery_done.push_back(us_since(t0) / 100);
       }
+      test::gate g;
+      g.close(s);
+      for (auto& x : evs) x.record(s);
+      for (int rep = 0; rep < 50; ++rep) {
+        auto t0 = bench_clock::now();
+        for (auto& x : evs) (void)x.query_result();
+        pending.push_back(us_since(t0) / evs.size());
+        t0 = bench_clock::now();
+        for (int i = 0; i < 100; ++i) (void)d().cuStreamQuery(s.get());
+        squery_pending.push_back(us_since(t0) / 100);
+      }
+      g.open();
       s.synchronize();
-      auto t0 = bench_clock::now();
-      for (auto& x : evs) (void)x.query_result();
-      first.push_back(us_since(t0) / evs.size());
-      t0 = bench_clock::now();
-      for (auto& x : evs) (void)x.query_result();
-      again.push_back(us_since(t0) / evs.size());
-      t0 = bench_clock::now();
-      for (int i = 0; i < 100; ++i) (void)d().cuStreamQuery(s.get());
-      squery_done.push_back(us_since(t0) / 100);
+      print("cuEventQuery, finished event, first query", bench::summarize(first));
+      print("cuEventQuery, finished event, again", bench::summarize(again));
+      print("cuEventQuery, pending event", bench::summarize(pending));
+      print("cuStreamQuery, finished stream", bench::summarize(squery_done));
+      print("cuStreamQuery, pending stream", bench::summarize(squery_pending));
     }
-    test::gate g;
-    g.close(s);
-    for (auto& x : evs) x.record(s);
-    for (int rep = 0; rep < 50; ++rep) {
-      auto t0 = bench_clock::now();
-      for (auto& x : evs) (void)x.query_result();
-      pending.push_back(us_since(t0) / evs.size());
-      t0 = bench_clock::now();
-      for (int i = 0; i < 100; ++i) (void)d().cuStreamQuery(s.get());
-      squery_pending.push_back(us_since(t0) / 100);
-    }
-    g.open();
-    s.synchronize();
-    print("cuEventQuery, finished event, first query", bench::summarize(first));
-    print("cuEventQuery, finished event, again", bench::summarize(again));
-    print("cuEventQuery, pending event", bench::summarize(pending));
-    print("cuStreamQuery, finished stream", bench::summarize(squery_done));
-    print("cuStreamQuery, pending stream", bench::summarize(squery_pending));
-  }
+
+  }  // part 1
 
   // 2. Open-loop rates.
   constexpr int ops = 64'000, reps = 5;
-  for (int n : {1, 8, 64}) {
+  if (want(2))
+    for (int n : {1, 8, 64}) {
+      std::vector<stream> ss;
+      std::vector<event> es;
+      for (int i = 0; i < n; ++i) {
+        ss.push_back(stream::create(ctx));
+        es.push_back(event::create(ctx));
+      }
+      auto sync = [&] {
+        for (auto& x : ss) x.synchronize();
+      };
+      std::vector<double> l, lr, lw, lrq;
+      for (int rep = 0; rep < reps; ++rep) {
+        l.push_back(rate(ops, [&] {
+          for (int i = 0; i < ops; ++i) launch(ss[i % n], empty, one);
+        }));
+        sync();
+        lr.push_back(rate(ops, [&] {
+          for (int i = 0; i < ops; ++i) {
+            launch(ss[i % n], empty, one);
+            es[i % n].record(ss[i % n]);
+          }
+        }));
+        sync();
+        lw.push_back(rate(ops, [&] {
+          for (int i = 0; i < ops; ++i) {
+            launch(ss[i % n], empty, one);
+            d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * (i % n), ++v, 0);
+          }
+        }));
+        sync();
+        const auto t0 = bench_clock::now();
+        for (int i = 0; i < ops; ++i) {
+          launch(ss[i % n], empty, one);
+          es[i % n].record(ss[i % n]);
+        }
+        sync();
+        lrq.push_back(ops / (us_since(t0) * 1e-6));
+      }
+      std::printf("== open loop, %d streams (ops/s) ==\n", n);
+      print("launch", bench::summarize(l));
+      print("launch + record", bench::summarize(lr));
+      print("launch + write-value", bench::summarize(lw));
+      print("launch + record, until the GPU finished (GPU-bound?)", bench::summarize(lrq));
+    }
+
+  // 3. Closed loop: 64 in flight, one thread.
+  const bench::closed_loop loop{.ops = ops, .slots = 64, .kernel = empty};
+  if (want(3))
+    for (int n : {1, 8, 64}) {
+      std::vector<stream> ss;
+      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      std::vector<double> by_query, by_word;
+      for (int rep = 0; rep < reps; ++rep) {
+        by_query.push_back(loop.by_event_query(ss));
+        by_word.push_back(loop.by_host_word(ss));
+      }
+      std::printf("== closed loop, 64 in flight, %d streams (ops/s) ==\n", n);
+      print("launch + record, completion by cuEventQuery", bench::summarize(by_query));
+      print("launch + write-value, completion by host word", bench::summarize(by_word));
+    }
+
+  // 4. Closed loop, two threads: the launcher relaunches what the checker
+  // marked done; the checker checks the rest.
+  if (want(4))
+    for (int n : {1, 8, 64}) {
+      std::vector<stream> ss;
+      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      constexpr int slots = 64;
+      std::vector<event> es;
+      for (int i = 0; i < slots; ++i) es.push_back(event::create(ctx));
+      std::vector<double> by_query, by_word, checker_cores;
+      for (int mode = 0; mode < 2; ++mode)
+        for (int rep = 0; rep < reps; ++rep) {
+          std::vector<std::atomic<int>> done_flag(slots);  // 1: the checker saw it finish; 0: in flight
+          std::vector<std::uint64_t> want(slots, 0);
+          std::atomic<bool> stop{false};
+          auto submit = [&](int i) {
+            launch(ss[i % n], empty, one);
+            if (mode == 0) {
+              es[i].record(ss[i % n]);
+            } else {
+              want[i] = ++v;
+              d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * i, want[i], 0);
+            }
+            done_flag[i].store(0, std::memory_order_release);
+          };
+          for (int i = 0; i < slots; ++i) submit(i);
+          std::thread checker([&] {
+            scoped_context cur(ctx);
+            while (!stop.load(std::memory_order_relaxed))
+              for (int i = 0; i < slots; ++i) {
+                if (done_flag[i].load(std::memory_order_acquire) != 0) continue;
+                const bool finished = mode == 0 ? es[i].query_result() == CUDA_SUCCESS : host[i] >= want[i];
+                if (finished) done_flag[i].store(1, std::memory_order_release);
+              }
+          });
+          long long done = 0;
+          const double r = rate(ops, [&] {
+            while (done < ops)
+              for (int i = 0; i < slots && done < ops; ++i)
+                if (done_flag[i].load(std::memory_order_acquire) == 1) {
+                  ++done;
+                  submit(i);
+                }
+          });
+          stop = true;
+          checker.join();
+          (mode == 0 ? by_query : by_word).push_back(r);
+          for (auto& x : ss) x.synchronize();
+        }
+      std::printf(
+          "== closed loop, 64 in flight, %d streams, checks on a "
+          "second thread (ops/s) ==\n",
+          n);
+      print("launch + record, checker: cuEventQuery", bench::summarize(by_query));
+      print("launch + write-value, checker: host word", bench::summarize(by_word));
+    }
+  // 5. Idle against busy streams: 64 streams, one call on each, timed per call.
+  if (want(5)) {
+    constexpr int n = 64;
     std::vector<stream> ss;
     std::vector<event> es;
     for (int i = 0; i < n; ++i) {
       ss.push_back(stream::create(ctx));
       es.push_back(event::create(ctx));
     }
-    auto sync = [&] {
+    auto sync_all = [&] {
       for (auto& x : ss) x.synchronize();
     };
-    std::vector<double> l, lr, lw, lrq;
-    for (int rep = 0; rep < reps; ++rep) {
-      l.push_back(rate(ops, [&] {
-        for (int i = 0; i < ops; ++i) launch(ss[i % n], empty, one);
-      }));
-      sync();
-      lr.push_back(rate(ops, [&] {
-        for (int i = 0; i < ops; ++i) {
-          launch(ss[i % n], empty, one);
-          es[i % n].record(ss[i % n]);
-        }
-      }));
-      sync();
-      lw.push_back(rate(ops, [&] {
-        for (int i = 0; i < ops; ++i) {
-          launch(ss[i % n], empty, one);
-          d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * (i % n), ++v, 0);
-        }
-      }));
-      sync();
-      const auto t0 = bench_clock::now();
-      for (int i = 0; i < ops; ++i) {
-        launch(ss[i % n], empty, one);
-        es[i % n].record(ss[i % n]);
+    auto per_call = [&](auto&& call, bool busy) {
+      std::vector<double> v;
+      for (int rep = 0; rep < 50; ++rep) {
+        test::gate g;
+        if (busy)
+          for (auto& x : ss) g.close(x);
+        else
+          sync_all();
+        const auto t0 = bench_clock::now();
+        for (int i = 0; i < n; ++i) call(i);
+        v.push_back(us_since(t0) / n);
+        g.open();
+        sync_all();
       }
-      sync();
-      lrq.push_back(ops / (us_since(t0) * 1e-6));
-    }
-    std::printf("== open loop, %d streams (ops/s) ==\n", n);
-    print("launch", bench::summarize(l));
-    print("launch + record", bench::summarize(lr));
-    print("launch + write-value", bench::summarize(lw));
-    print("launch + record, until the GPU finished (GPU-bound?)", bench::summarize(lrq));
+      return bench::summarize(std::move(v));
+    };
+    auto do_launch = [&](int i) { launch(ss[i], empty, one); };
+    auto do_record = [&](int i) { es[i].record(ss[i]); };
+    auto do_word = [&](int i) { d().cuStreamWriteValue64(ss[i].get(), dev + 8 * i, ++v, 0); };
+    auto do_all = [&](int i) {
+      launch(ss[i], empty, one);
+      d().cuStreamWriteValue64(ss[i].get(), dev + 8 * i, ++v, 0);
+      es[i].record(ss[i]);
+    };
+    std::printf("== host cost per call onto 64 idle vs 64 busy streams (us) ==\n");
+    print("launch, idle streams", per_call(do_launch, false));
+    print("launch, busy streams", per_call(do_launch, true));
+    print("record, idle streams", per_call(do_record, false));
+    print("record, busy streams", per_call(do_record, true));
+    print("write-value, idle streams", per_call(do_word, false));
+    print("write-value, busy streams", per_call(do_word, true));
+    print("launch + write-value + record, idle streams", per_call(do_all, false));
+    print("launch + write-value + record, busy streams", per_call(do_all, true));
   }
-
-  // 3. Closed loop: 64 in flight, one thread.
-  const bench::closed_loop loop{.ops = ops, .slots = 64, .kernel = empty};
-  for (int n : {1, 8, 64}) {
-    std::vector<stream> ss;
-    for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
-    std::vector<double> by_query, by_word;
-    for (int rep = 0; rep < reps; ++rep) {
-      by_query.push_back(loop.by_event_query(ss));
-      by_word.push_back(loop.by_host_word(ss));
-    }
-    std::printf("== closed loop, 64 in flight, %d streams (ops/s) ==\n", n);
-    print("launch + record, completion by cuEventQuery", bench::summarize(by_query));
-    print("launch + write-value, completion by host word", bench::summarize(by_word));
-  }
-
-  // 4. Closed loop, two threads: the launcher relaunches what the checker marked done; the checker checks the rest.
-  for (int n : {1, 8, 64}) {
-    std::vector<stream> ss;
-    for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
-    constexpr int slots = 64;
-    std::vector<event> es;
-    for (int i = 0; i < slots; ++i) es.push_back(event::create(ctx));
-    std::vector<double> by_query, by_word, checker_cores;
-    for (int mode = 0; mode < 2; ++mode)
+  // 6. Breakdown of an awaited operation, 64 in flight.
+  if (want(6))
+    for (int n : {8, 64}) {
+      std::vector<stream> ss;
+      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      constexpr int slots = 64;
+      cuda_completion_source& src = cuda_completion_source::instance();
+      std::vector<double> raw_word, raw_event, source_only, callbacks, coroutines;
       for (int rep = 0; rep < reps; ++rep) {
-        std::vector<std::atomic<int>> done_flag(slots);  // 1: the checker saw it finish; 0: in flight
-        std::vector<std::uint64_t> want(slots, 0);
-        std::atomic<bool> stop{false};
-        auto submit = [&](int i) {
-          launch(ss[i % n], empty, one);
-          if (mode == 0) {
-            es[i].record(ss[i % n]);
-          } else {
-            want[i] = ++v;
-            d().cuStreamWriteValue64(ss[i % n].get(), dev + 8 * i, want[i], 0);
-          }
-          done_flag[i].store(0, std::memory_order_release);
-        };
-        for (int i = 0; i < slots; ++i) submit(i);
-        std::thread checker([&] {
-          scoped_context cur(ctx);
-          while (!stop.load(std::memory_order_relaxed))
-            for (int i = 0; i < slots; ++i) {
-              if (done_flag[i].load(std::memory_order_acquire) != 0) continue;
-              const bool finished =
-                  mode == 0 ? es[i].query_result() == CUDA_SUCCESS : host[i] >= want[i];
-              if (finished) done_flag[i].store(1, std::memory_order_release);
-            }
-        });
-        long long done = 0;
-        const double r = rate(ops, [&] {
-          while (done < ops)
+        raw_word.push_back(loop.by_host_word(ss));
+        raw_event.push_back(loop.by_event_query(ss));
+        // The source alone: launch + record (word and event as the service
+        // would), query, release.
+        source_only.push_back(rate(ops, [&] {
+          std::vector<std::uintptr_t> tokens(slots);
+          auto submit = [&](int i) {
+            launch(ss[i % n], empty, one);
+            tokens[i] = cuda_completion_source::target(src.record(ss[i % n]), nullptr).token;
+          };
+          for (int i = 0; i < slots; ++i) submit(i);
+          for (long long done = 0; done < ops;)
             for (int i = 0; i < slots && done < ops; ++i)
-              if (done_flag[i].load(std::memory_order_acquire) == 1) {
+              if (src.query(tokens[i]).status == poll_status::ready) {
+                src.release(tokens[i]);
                 ++done;
                 submit(i);
               }
-        });
-        stop = true;
-        checker.join();
-        (mode == 0 ? by_query : by_word).push_back(r);
-        for (auto& x : ss) x.synchronize();
+          for (int i = 0; i < slots; ++i) {
+            while (src.query(tokens[i]).status == poll_status::pending) {
+            }
+            src.release(tokens[i]);
+          }
+        }));
+        // The service with plain callbacks (no coroutine frames).
+        {
+          asio::io_context io;
+          asio::use_service<completion_service>(io).set_policy(poll_policy::balanced());
+          struct relauncher {
+            asio::io_context& io;
+            stream_ref s;
+            kernel_ref k;
+            int left;
+            void start() {
+              launch(s, k, one);
+              async_wait(io.get_executor(), s, [this](std::error_code) {
+                if (--left > 0) start();
+              });
+            }
+          };
+          std::vector<relauncher> rs;
+          for (int i = 0; i < slots; ++i) rs.push_back({io, ss[i % n], empty, ops / slots});
+          callbacks.push_back(rate(ops, [&] {
+            for (auto& r : rs) r.start();
+            io.run();
+          }));
+        }
+        // Coroutines, as bench/async_io.
+        {
+          asio::io_context io;
+          asio::use_service<completion_service>(io).set_policy(poll_policy::balanced());
+          for (int c = 0; c < slots; ++c)
+            asio::co_spawn(
+                io,
+                [&, c]() -> asio::awaitable<void> {
+                  for (int i = 0; i < ops / slots; ++i) co_await async_launch(ss[c % n], empty, one);
+                },
+                asio::detached);
+          coroutines.push_back(rate(ops, [&] { io.run(); }));
+        }
       }
-    std::printf("== closed loop, 64 in flight, %d streams, checks on a second thread (ops/s) ==\n", n);
-    print("launch + record, checker: cuEventQuery", bench::summarize(by_query));
-    print("launch + write-value, checker: host word", bench::summarize(by_word));
-  }
+      std::printf("== breakdown, closed loop, 64 in flight, %d streams (ops/s) ==\n", n);
+      print("raw: launch + write-value, host word", bench::summarize(raw_word));
+      print("raw: launch + record, cuEventQuery", bench::summarize(raw_event));
+      print("launch + cuda_completion_source record/query/release", bench::summarize(source_only));
+      print("service, callbacks (async_wait(stream))", bench::summarize(callbacks));
+      print("service, coroutines (co_await async_launch)", bench::summarize(coroutines));
+    }
   return 0;
 }

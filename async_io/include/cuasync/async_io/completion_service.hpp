@@ -3,12 +3,15 @@
 //! queue (a stream), and a poll pass queries only each FIFO's head and stops at the first pending one, so a pass
 //! costs O(active queues), not O(pending operations). When the source vouches for a queue's completion order
 //! (`wait_target::order`), a pass first queries the FIFO's newest entry: done, it completes the whole FIFO with that
-//! one query (a completed CUDA event costs ~1.4 µs per query). Passes run on one poller thread per process, or on the I/O
-//! executor itself (`poll_mode::in_executor`); see `poll_policy` for the adaptive waiting.
+//! one query. Pending, the pass gallops back from it (pending queries are cheap: ~0.1 µs for a CUDA event, against
+//! ~1.3 µs for a finished one) to the first finished entry and completes everything up to it: one query of finished
+//! work per FIFO and pass (the head is checked first while it was pending at the last pass, so a FIFO of long waits
+//! costs two queries). Passes run on one poller thread per process, or on the I/O executor itself
+//! (`poll_mode::in_executor`); see `poll_policy` for the adaptive waiting.
 //!
-//! Completion: the poller posts each pass's finished operations to their I/O executor, one post per executor, which `dispatch`es the handler on the
-//! handler's associated executor (one post, no dispatch, when that is the I/O executor); no user code runs on the poller thread and no handler runs inside the initiating
-//! function. Each pending operation holds outstanding work on both executors, so `io_context::run()` does not
+//! Completion: the poller posts each pass's finished operations to their I/O executor, one post per executor, which
+//! `dispatch`es the handler on the handler's associated executor (one post, no dispatch, when that is the I/O
+//! executor); no user code runs on the poller thread and no handler runs inside the initiating function. Each pending operation holds outstanding work on both executors, so `io_context::run()` does not
 //! return while GPU work is awaited.
 //!
 //! `shutdown()` (when the execution context is destroyed) destroys pending handlers without calling them; the
