@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's run: every test executable (all [gpu] tests included), the examples, then every benchmark, then
 # a short table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
-#   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" narrow what runs (default: all that are built).
+#   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" / CUASYNC_GPU_PROBES="" narrow what runs (default:
+#   all that are built).
 # Everything lands in OUT_DIR/results.tgz (logs, bench JSON and markdown) and OUT_DIR/summary.txt: two files, as the
 # device tool returns at most eight.
 set -uo pipefail
@@ -37,6 +38,15 @@ for bnch in ${CUASYNC_GPU_BENCHES:-driver jit runtime async_io}; do
   timeout 300 "$bin" "$work" > "$work/bench-$bnch.log" 2>&1
   rc=$?
   summary+=("bench $bnch: rc=$rc $(( $(date +%s) - start ))s")
+done
+
+# Probes: raw-driver figures behind design choices (not cuasync benchmarks). CUASYNC_GPU_PROBES="" skips them.
+for probe in ${CUASYNC_GPU_PROBES-completion_probe}; do
+  bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
+  [ -n "$bin" ] && [ -x "$bin" ] || continue
+  start=$(date +%s)
+  timeout 300 "$bin" > "$work/probe-$probe.txt" 2>&1
+  summary+=("probe $probe: rc=$? $(( $(date +%s) - start ))s")
 done
 
 {
