@@ -146,12 +146,13 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
       // The same with streaming (non-temporal) stores, side by side, to choose the default from data.
       staged_copy_options o = rt.staging().options();
       o.h2d_streaming_stores = !o.h2d_streaming_stores;
-      o.d2h_streaming_stores = !o.d2h_streaming_stores;
+      const bool d2h_streaming_default = size >= o.d2h_streaming_from_bytes;
+      o.d2h_streaming_from_bytes = d2h_streaming_default ? SIZE_MAX : 0;
       staged_copier other(ctx, o);
       const b::stats oh = bw([&] { other.copy_to_device(s, d.span(), std::span<const std::byte>(host)); });
       const b::stats od = bw([&] { other.copy_to_host(s, std::span<std::byte>(host), d.span()); });
       const std::string h2d_kind = o.h2d_streaming_stores ? "streaming stores" : "regular stores";
-      const std::string d2h_kind = o.d2h_streaming_stores ? "streaming stores" : "regular stores";
+      const std::string d2h_kind = d2h_streaming_default ? "regular stores" : "streaming stores";
       rep.add({.name = "H2D pageable " + mib + ": staged with " + h2d_kind + " (the alternative)", .unit = "GB/s",
                .ours = oh, .baseline = sh, .baseline_name = "staged default", .lower_is_better = false});
       rep.add({.name = "D2H pageable " + mib + ": staged with " + d2h_kind + " (the alternative)", .unit = "GB/s",

@@ -62,12 +62,13 @@ void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_
     slot_done_[i % k].record(s);
     slot_busy_[i % k] = true;
   };
+  const bool streaming = n >= options_.d2h_streaming_from_bytes;
   // Keep every slot's DMA in flight while the host drains the oldest one.
   for (std::size_t i = 0; i < std::min(k, total); ++i) enqueue(i);
   for (std::size_t i = 0; i < total; ++i) {
     const std::size_t off = i * cb, len = std::min(cb, n - off);
     wait_slot(i);
-    team_.copy(dst.data() + off, chunk(i), len, options_.d2h_streaming_stores);
+    team_.copy(dst.data() + off, chunk(i), len, streaming);
     if (i + k < total) enqueue(i + k);
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 //! @file Staged pageable copies. The driver copies ordinary (pageable) host memory at 8 GB/s H2D and 14–15 GB/s D2H
 //! on the H200 against 55 GB/s pinned. `staged_copier` moves pageable data through a ring of pinned chunks: a team
-//! of threads copies chunk i+1 on the host while the DMA of chunk i runs (measured: ~40 GB/s H2D, ~32 GB/s D2H).
+//! of threads copies chunk i+1 on the host while the DMA of chunk i runs (measured: ~40 GB/s H2D, ~35-50 GB/s D2H).
 
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/event.hpp>
@@ -24,8 +24,10 @@ struct staged_copy_options {
   //! Non-temporal stores into the pinned ring: on the H200 machine 43 GB/s against 25 GB/s with regular stores at
   //! 64 MiB (bench/runtime measures both side by side).
   bool h2d_streaming_stores = true;
-  //! Non-temporal stores into the pageable destination: slower there (28 against 46 GB/s at 64 MiB).
-  bool d2h_streaming_stores = false;
+  //! Non-temporal stores into the pageable destination for copies of at least this many bytes (0: always; SIZE_MAX:
+  //! never). On the H200 machine they were slower at 64 MiB (0.89-0.91x of regular stores) and faster at 1 GiB
+  //! (1.28-1.45x: a destination that large is not in the cache anyway, and they skip its read-for-ownership).
+  std::size_t d2h_streaming_from_bytes = std::size_t{256} << 20;
 };
 
 //! Copies between pageable host memory and the device through pinned staging. Thread-safe (one copy at a time per
