@@ -27,6 +27,7 @@ struct event_slot {
   std::uint64_t written = 0;   // the last value enqueued to the word (they only grow)
   std::uint64_t expected = 0;  // the value the current wait's word write stores; 0: this wait has only the event
   std::uint64_t stream_key = 0;  // the stream whose outstanding count this wait holds (0: none)
+  std::uint64_t first_seq = 0;   // the stream's record count when this wait was its only one (0: it was not)
 };
 
 struct context_pool {
@@ -39,12 +40,18 @@ struct context_pool {
 
 constexpr std::size_t words_per_slab = 512;
 
-// Recording and numbering under one lock per stream (sharded by handle), so that the numbers of one stream's
-// events follow their order on the stream even when threads record concurrently. Each shard also counts, per stream,
-// the waits recorded and not yet released: the first of a stream gets a host word.
+// What the source knows of a stream: whether a wait recorded alone gets a host word, learnt from the last one.
+struct stream_state {
+  std::uint32_t outstanding = 0;  // waits recorded and not yet released
+  std::uint64_t recorded = 0;     // waits recorded so far
+  bool words = true;              // the last wait recorded alone stayed alone until released: a word pays off
+};
+
+// Recording and numbering under one lock per stream (sharded by id), so that the numbers of one stream's events
+// follow their order on the stream even when threads record concurrently; and the streams' states.
 struct record_shard {
   std::mutex mutex;
-  std::unordered_map<std::uint64_t, std::uint32_t> outstanding;
+  std::unordered_map<std::uint64_t, stream_state> streams;
   std::size_t sweep_at = 256;
 };
 
@@ -121,7 +128,7 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
   std::uint64_t order = 0;
   std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
   slot->expected = 0;
-  slot->stream_key = 0;
+  slot->stream_key = slot->first_seq = 0;
   try {
     if (is_special_stream(s.get())) {
       ev.record(s, where);
@@ -131,12 +138,14 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
       queue_key = static_cast<std::uintptr_t>(id) | (std::uintptr_t{1} << 63);
       record_shard& shard = shard_of(st.shards, id);
       std::lock_guard lock(shard.mutex);
-      std::uint32_t& outstanding = shard.outstanding[id];
-      // The stream's only wait gets a host word too: seeing it done is a memory read, where a query of a finished
-      // event costs ~1.3 µs (the word's write costs ~0.6 µs more to enqueue than the event alone). Later waits on a
-      // busy stream need none: one query of the newest completes them all.
+      stream_state& stream = shard.streams[id];
+      // A wait alone on its stream gets a host word too: seeing it done is then a memory read, where a query of a
+      // finished event costs ~1.3 µs (the word's write costs ~0.7 µs more to enqueue than the event alone). Waits
+      // that others join before they complete need none (one query of the newest completes them all), so the word
+      // is given only while the stream's last lone wait stayed alone (one stream, many in flight: no words).
+      const bool first = stream.outstanding == 0;
       try {
-        if (outstanding == 0 && slot->word && st.host_words.load(std::memory_order_relaxed)) {
+        if (first && stream.words && slot->word && st.host_words.load(std::memory_order_relaxed)) {
           const std::uint64_t value = slot->written + 1;
           if (CUresult r = detail::driver().cuStreamWriteValue64(s.get(), slot->word_device, value, 0);
               r != CUDA_SUCCESS)
@@ -146,11 +155,13 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
         }
         ev.record(s, where);
       } catch (...) {
-        if (outstanding == 0) shard.outstanding.erase(id);
+        slot->expected = 0;
         throw;
       }
-      ++outstanding;
+      ++stream.outstanding;
+      ++stream.recorded;
       slot->stream_key = id;
+      slot->first_seq = first ? stream.recorded : 0;
       order = st.next_order.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (...) {
@@ -243,13 +254,17 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
   if (slot->stream_key != 0) {
     record_shard& shard = shard_of(st.shards, slot->stream_key);
     std::lock_guard lock(shard.mutex);
-    auto it = shard.outstanding.find(slot->stream_key);
-    // Idle streams keep their (zero) count, so a stream's next wait allocates nothing; a crowd of them is dropped.
-    if (it != shard.outstanding.end() && --it->second == 0 && shard.outstanding.size() > shard.sweep_at) {
-      std::erase_if(shard.outstanding, [](const auto& kv) { return kv.second == 0; });
-      shard.sweep_at = std::max<std::size_t>(256, 2 * shard.outstanding.size());  // amortised: O(1) a release
+    auto it = shard.streams.find(slot->stream_key);
+    if (it != shard.streams.end()) {
+      stream_state& stream = it->second;
+      if (slot->first_seq != 0) stream.words = stream.recorded == slot->first_seq;  // nobody joined it
+      // Idle streams keep their state, so a stream's next wait allocates nothing; a crowd of them is dropped.
+      if (--stream.outstanding == 0 && shard.streams.size() > shard.sweep_at) {
+        std::erase_if(shard.streams, [](const auto& kv) { return kv.second.outstanding == 0; });
+        shard.sweep_at = std::max<std::size_t>(256, 2 * shard.streams.size());  // amortised: O(1) a release
+      }
     }
-    slot->stream_key = 0;
+    slot->stream_key = slot->first_seq = 0;
   }
   std::lock_guard lock(st.mutex);
   st.by_context[slot->ctx].idle.push_back(slot);

@@ -265,7 +265,7 @@ TEST_CASE("a new stream that reuses a destroyed stream's handle never completes 
   CHECK(new_done);
 }
 
-TEST_CASE("a stream's only outstanding wait gets a host word, later ones on the busy stream do not; all complete",
+TEST_CASE("a wait alone on its stream gets a host word while lone waits stay alone; joined ones do not; all complete",
           "[async_io][gpu]") {
   cuda_completion_source& src = cuda_completion_source::instance();
   src.use_host_words(true);
@@ -290,11 +290,18 @@ TEST_CASE("a stream's only outstanding wait gets a host word, later ones on the 
   io.restart();
   io.run();
   CHECK(done == 3);
-  async_wait(io.get_executor(), s, count);  // all released: the stream's next wait is alone again
-  CHECK(src.host_word_waits() == words + 2);
+  // The lone wait was joined before it completed: the word did not pay, so the next lone wait gets none...
+  async_wait(io.get_executor(), s, count);
+  CHECK(src.host_word_waits() == words + 1);
   io.restart();
   io.run();
   CHECK(done == 4);
+  // ...and as that one stayed alone until done, the next gets a word again.
+  async_wait(io.get_executor(), s, count);
+  CHECK(src.host_word_waits() == words + 2);
+  io.restart();
+  io.run();
+  CHECK(done == 5);
 }
 
 TEST_CASE("what a stream copied to pinned memory is visible once its host word says done", "[async_io][gpu]") {
