@@ -8,8 +8,8 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>

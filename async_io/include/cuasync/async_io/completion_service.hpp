@@ -11,8 +11,9 @@
 //!
 //! Completion: the poller posts each pass's finished operations to their I/O executor, one post per executor, which
 //! `dispatch`es the handler on the handler's associated executor (one post, no dispatch, when that is the I/O
-//! executor); no user code runs on the poller thread and no handler runs inside the initiating function. Each pending operation holds outstanding work on both executors, so `io_context::run()` does not
-//! return while GPU work is awaited.
+//! executor); no user code runs on the poller thread and no handler runs inside the initiating function. Each pending
+//! operation holds outstanding work on both executors, so `io_context::run()` does not return while GPU work is
+//! awaited.
 //!
 //! `shutdown()` (when the execution context is destroyed) destroys pending handlers without calling them; the
 //! tokens (events) and anything tied to the operations stay alive until the source says they are done, then they

@@ -48,7 +48,9 @@ class staged_copier {
   const staged_copy_options& options() const noexcept { return options_; }
 
  private:
-  std::byte* chunk(std::size_t i) const noexcept { return ring_.data<std::byte>() + (i % options_.chunks) * options_.chunk_bytes; }
+  std::byte* chunk(std::size_t i) const noexcept {
+    return ring_.data<std::byte>() + (i % options_.chunks) * options_.chunk_bytes;
+  }
   void wait_slot(std::size_t i);
 
   context_ref ctx_;
