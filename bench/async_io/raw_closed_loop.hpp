@@ -16,10 +16,10 @@ struct closed_loop {
   int ops = 64'000, slots = 64;
   kernel_ref kernel;  // launched with one thread and no arguments
 
-  double by_event_query(const std::vector<stream>& ss) const {
+  double by_event_query(const std::vector<stream>& ss, event_options options = {}) const {
     const int n = static_cast<int>(ss.size());
     std::vector<event> es;
-    for (int i = 0; i < slots; ++i) es.push_back(event::create(ss.front().context()));
+    for (int i = 0; i < slots; ++i) es.push_back(event::create(ss.front().context(), options));
     auto submit = [&](int i) {
       launch(ss[i % n], kernel, {.grid = 1, .block = 1});
       es[i].record(ss[i % n]);
@@ -28,7 +28,7 @@ struct closed_loop {
     for (int i = 0; i < slots; ++i) submit(i);
     for (long long done = 0; done < ops;)
       for (int i = 0; i < slots && done < ops; ++i)
-        if (es[i].query_result() == CUDA_SUCCESS) {
+        if (es[i].query()) {  // throws on an error (a loop that ignored it would spin forever)
           ++done;
           submit(i);
         }
