@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's run: every test executable (all [gpu] tests included), the examples, then every benchmark, then
 # a short table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
-#   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" / CUASYNC_GPU_PROBES="" narrow what runs (default:
-#   all that are built).
+#   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" / CUASYNC_GPU_PROBES="completion_probe" narrow what
+#   runs; set to "" they skip it (unset: all that are built). CUASYNC_EXAMPLES=0 skips the examples.
 # Everything lands in OUT_DIR/results.tgz (logs, bench JSON and markdown) and OUT_DIR/summary.txt: two files, as the
 # device tool returns at most eight.
 set -uo pipefail
@@ -14,7 +14,7 @@ summary=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$work/gpu.txt" 2>&1 || true
 [ -x "$build/tools/cuasync" ] && "$build/tools/cuasync" info > "$work/info.txt" 2>&1
 
-for t in ${CUASYNC_GPU_TESTS:-driver jit runtime async_io plugins}; do
+for t in ${CUASYNC_GPU_TESTS-driver jit runtime async_io plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
   [ -x "$bin" ] || continue
   start=$(date +%s)
@@ -25,13 +25,14 @@ for t in ${CUASYNC_GPU_TESTS:-driver jit runtime async_io plugins}; do
 done
 
 for ex in "$build"/examples/*/example_*; do
+  [ "${CUASYNC_EXAMPLES:-1}" = 0 ] && break
   [ -x "$ex" ] || continue
   name=$(basename "$ex")
   timeout 120 "$ex" > "$work/$name.log" 2>&1
   summary+=("$name: rc=$? $(tail -1 "$work/$name.log")")
 done
 
-for bnch in ${CUASYNC_GPU_BENCHES:-driver jit runtime async_io}; do
+for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io}; do
   bin="$build/bench/$bnch/cuasync_${bnch}_bench"
   [ -x "$bin" ] || continue
   start=$(date +%s)
