@@ -46,6 +46,20 @@ void print(const char* what, const stats& s) {
   std::printf("%-58s p50 %8.3f  p99 %8.3f  min %8.3f\n", what, s.median, s.p99, s.min);
 }
 
+std::vector<stream> make_streams(context_ref ctx, int n) {
+  std::vector<stream> ss;
+  for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+  return ss;
+}
+std::vector<event> make_events(context_ref ctx, int n, event_options options = {}) {
+  std::vector<event> es;
+  for (int i = 0; i < n; ++i) es.push_back(event::create(ctx, options));
+  return es;
+}
+void synchronize(const std::vector<stream>& ss) {
+  for (const auto& s : ss) s.synchronize();
+}
+
 template <class F>
 double rate(int ops, F&& body) {
   const auto t0 = bench_clock::now();
@@ -94,8 +108,7 @@ int main(int argc, char** argv) {
     print("cuStreamGetId", measure_us(200, 100, [&] { (void)s.id(); }));
     {
       // First query of a finished event vs a repeated one.
-      std::vector<event> evs;
-      for (int i = 0; i < 100; ++i) evs.push_back(event::create(ctx));
+      std::vector<event> evs = make_events(ctx, 100);
       std::vector<double> first, again, pending, squery_done, squery_pending;
       for (int rep = 0; rep < 50; ++rep) {
         for (auto& x : evs) {
@@ -139,15 +152,9 @@ int main(int argc, char** argv) {
   constexpr int ops = 64'000, reps = 5;
   if (want(2))
     for (int n : {1, 8, 64}) {
-      std::vector<stream> ss;
-      std::vector<event> es;
-      for (int i = 0; i < n; ++i) {
-        ss.push_back(stream::create(ctx));
-        es.push_back(event::create(ctx));
-      }
-      auto sync = [&] {
-        for (auto& x : ss) x.synchronize();
-      };
+      std::vector<stream> ss = make_streams(ctx, n);
+      std::vector<event> es = make_events(ctx, n);
+      auto sync = [&] { synchronize(ss); };
       std::vector<double> l, lr, lw, lrq;
       for (int rep = 0; rep < reps; ++rep) {
         l.push_back(rate(ops, [&] {
@@ -187,8 +194,7 @@ int main(int argc, char** argv) {
   const bench::closed_loop loop{.ops = ops, .slots = 64, .kernel = empty};
   if (want(3))
     for (int n : {1, 8, 64}) {
-      std::vector<stream> ss;
-      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      std::vector<stream> ss = make_streams(ctx, n);
       std::vector<double> by_query, by_word;
       for (int rep = 0; rep < reps; ++rep) {
         by_query.push_back(loop.by_event_query(ss));
@@ -203,11 +209,9 @@ int main(int argc, char** argv) {
   // marked done; the checker checks the rest.
   if (want(4))
     for (int n : {1, 8, 64}) {
-      std::vector<stream> ss;
-      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      std::vector<stream> ss = make_streams(ctx, n);
       constexpr int slots = 64;
-      std::vector<event> es;
-      for (int i = 0; i < slots; ++i) es.push_back(event::create(ctx));
+      std::vector<event> es = make_events(ctx, slots);
       std::vector<double> by_query, by_word, checker_cores;
       for (int mode = 0; mode < 2; ++mode)
         for (int rep = 0; rep < reps; ++rep) {
@@ -246,7 +250,7 @@ int main(int argc, char** argv) {
           stop = true;
           checker.join();
           (mode == 0 ? by_query : by_word).push_back(r);
-          for (auto& x : ss) x.synchronize();
+          synchronize(ss);
         }
       std::printf(
           "== closed loop, 64 in flight, %d streams, checks on a "
@@ -258,15 +262,9 @@ int main(int argc, char** argv) {
   // 5. Idle against busy streams: 64 streams, one call on each, timed per call.
   if (want(5)) {
     constexpr int n = 64;
-    std::vector<stream> ss;
-    std::vector<event> es;
-    for (int i = 0; i < n; ++i) {
-      ss.push_back(stream::create(ctx));
-      es.push_back(event::create(ctx));
-    }
-    auto sync_all = [&] {
-      for (auto& x : ss) x.synchronize();
-    };
+    std::vector<stream> ss = make_streams(ctx, n);
+    std::vector<event> es = make_events(ctx, n);
+    auto sync_all = [&] { synchronize(ss); };
     auto per_call = [&](auto&& call, bool busy) {
       std::vector<double> v;
       for (int rep = 0; rep < 50; ++rep) {
@@ -304,8 +302,7 @@ int main(int argc, char** argv) {
   // 6. Breakdown of an awaited operation, 64 in flight.
   if (want(6))
     for (int n : {8, 64}) {
-      std::vector<stream> ss;
-      for (int i = 0; i < n; ++i) ss.push_back(stream::create(ctx));
+      std::vector<stream> ss = make_streams(ctx, n);
       constexpr int slots = 64;
       cuda_completion_source& src = cuda_completion_source::instance();
       std::vector<double> raw_word, raw_event, source_only, callbacks, coroutines;
@@ -389,12 +386,9 @@ int main(int argc, char** argv) {
     // did not finish within 40 s once it reached the blocking-sync variant; not investigated yet.
     const variant variants[] = {{"timing disabled", {}}, {"timing enabled", {.timing = true}}};
     stream s = stream::create(ctx);
-    std::vector<stream> ss64, ss1;
-    for (int i = 0; i < 64; ++i) ss64.push_back(stream::create(ctx));
-    ss1.push_back(stream::create(ctx));
+    const std::vector<stream> ss64 = make_streams(ctx, 64), ss1 = make_streams(ctx, 1);
     auto measure = [&](const variant& var) {
-      std::vector<event> evs;
-      for (int i = 0; i < 100; ++i) evs.push_back(event::create(ctx, var.options));
+      std::vector<event> evs = make_events(ctx, 100, var.options);
       std::vector<double> record, finished, again, other_thread, pending;
       for (int rep = 0; rep < 30; ++rep) {
         s.synchronize();
