@@ -188,10 +188,9 @@ void run_model(const char* name, const poll_policy& policy, int queues, int ops,
   const double n = double(per) * coroutines;
   const auto st = svc.stats();
   std::printf("%-26s %7.1fk/s  raw %7.1fk/s  ratio %.3f  io-thread queries/op %.3f  all queries/op %.3f  "
-              "executor passes/op %.3f  batches/op %.3f  offloads %llu  cpu %.2f cores\n",
+              "executor passes/op %.3f  batches/op %.3f  cpu %.2f cores\n",
               name, n / wall / 1e3, raw_rate / 1e3, n / wall / raw_rate, src.io_queries.load() / n,
-              src.queries.load() / n, st.executor_passes / n, st.batches / n,
-              static_cast<unsigned long long>(st.offloads), cpu / wall);
+              src.queries.load() / n, st.executor_passes / n, st.batches / n, cpu / wall);
 }
 
 }  // namespace

@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
           std::vector<std::uintptr_t> tokens(slots);
           auto submit = [&](int i) {
             launch(ss[i % n], empty, one);
-            tokens[i] = cuda_completion_source::target(src.record(ss[i % n]), nullptr).token;
+            tokens[i] = src.record(ss[i % n]).into_target().token;
           };
           for (int i = 0; i < slots; ++i) submit(i);
           for (long long done = 0; done < ops;)

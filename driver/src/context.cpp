@@ -36,7 +36,19 @@ void throw_deferred(CUcontext ctx, const char* api, std::source_location where) 
   }
   throw_cu(r, api, "a failure deferred by an earlier destructor in context " + handle_string(ctx), where);
 }
+void forget_context(CUcontext ctx) noexcept {
+  std::lock_guard lock(deferred_mutex);
+  deferred().erase(ctx);
+}
 }  // namespace detail
+
+unsigned long long context_ref::id() const {
+  unsigned long long id = 0;
+  if (CUresult r = driver().cuCtxGetId(ctx_, &id); r != CUDA_SUCCESS)
+    detail::throw_cu(r, "cuCtxGetId", "context " + detail::handle_string(ctx_) + " of device " + std::to_string(device_),
+                     std::source_location::current());
+  return id;
+}
 
 std::error_code context_ref::take_deferred_error() const noexcept {
   std::lock_guard lock(deferred_mutex);

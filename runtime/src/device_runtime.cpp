@@ -4,9 +4,11 @@
 
 namespace cuasync::runtime {
 
-device_runtime::device_runtime(int ordinal, device_runtime_options options)
-    : options_(options), ctx_(primary_context::retain(ordinal)) {
-  events_ = std::make_shared<event_pool>(ctx_);
+device_runtime::device_runtime(primary_context owned, context_ref ctx, device_runtime_options options)
+    : options_(options), owned_(std::move(owned)), ctx_(ctx) {
+  event_pool::sweep();  // state of contexts that are gone (a new runtime is a good moment to let it go)
+  events_ = event_pool::for_context(ctx_);
+  if (options_.admission) events_->set_admission_limits(*options_.admission);
   streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority);
   pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes);
   if (ctx_.device().properties().memory_pools_supported) {
@@ -15,8 +17,26 @@ device_runtime::device_runtime(int ordinal, device_runtime_options options)
   }
 }
 
+device_runtime::~device_runtime() {
+  // Members first (streams, pools), then the context: release owned_ last, then forget pools of dead contexts.
+  kernels_.reset();
+  staging_.reset();
+  pinned_.reset();
+  streams_.reset();
+  events_.reset();
+  owned_ = primary_context();
+  event_pool::sweep();
+}
+
 std::shared_ptr<device_runtime> device_runtime::create(int ordinal, device_runtime_options options) {
-  return std::shared_ptr<device_runtime>(new device_runtime(ordinal, options));
+  primary_context p = primary_context::retain(ordinal);
+  const context_ref ctx = p;
+  return std::shared_ptr<device_runtime>(new device_runtime(std::move(p), ctx, options));
+}
+
+std::shared_ptr<device_runtime> device_runtime::adopt(context_ref ctx, device_runtime_options options) {
+  if (!ctx) detail::throw_invalid("cuasync::runtime::device_runtime::adopt", "empty context");
+  return std::shared_ptr<device_runtime>(new device_runtime(primary_context(), ctx, options));
 }
 
 std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal) {

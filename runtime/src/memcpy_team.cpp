@@ -44,10 +44,26 @@ void copy_streaming(std::byte* dst, const std::byte* src, std::size_t n) {
 }
 }  // namespace
 
+// A copy split into parts of whole 4 KiB pages where possible, so two threads never share a page.
+struct memcpy_team::job {
+  std::byte* dst;
+  const std::byte* src;
+  std::size_t n;
+  bool streaming;
+  std::size_t parts, per;
+  std::size_t next = 0;                 // the next part to claim (under mutex_)
+  std::atomic<std::size_t> remaining;   // parts not yet copied
+  std::function<void()> done;           // submit: called by whoever copies the last part
+  // copy: the caller waits for this
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  bool finished = false;
+};
+
 memcpy_team::memcpy_team(unsigned threads) {
   // Host memcpy bandwidth grows with threads up to ~12 on the H200 machine's 16 cores; leave some cores to the rest.
   if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency() * 3 / 4, 1u, 12u);
-  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
 memcpy_team::~memcpy_team() {
@@ -59,30 +75,79 @@ memcpy_team::~memcpy_team() {
   for (auto& t : workers_) t.join();
 }
 
-void memcpy_team::copy_part(unsigned part) {
-  // Parts are whole 4 KiB pages where possible, so two threads never share a page.
-  const std::size_t parts = size();
-  const std::size_t per = ((n_ / parts) + 4095) & ~std::size_t{4095};
-  const std::size_t begin = std::min(n_, per * part);
-  const std::size_t end = part + 1 == parts ? n_ : std::min(n_, begin + per);
+void memcpy_team::copy_part(const job& j, std::size_t part) noexcept {
+  const std::size_t begin = std::min(j.n, j.per * part);
+  const std::size_t end = part + 1 == j.parts ? j.n : std::min(j.n, begin + j.per);
   if (end <= begin) return;
-  if (streaming_)
-    copy_streaming(dst_ + begin, src_ + begin, end - begin);
+  if (j.streaming)
+    copy_streaming(j.dst + begin, j.src + begin, end - begin);
   else
-    std::memcpy(dst_ + begin, src_ + begin, end - begin);
+    std::memcpy(j.dst + begin, j.src + begin, end - begin);
 }
 
-void memcpy_team::work(unsigned index) {
-  std::uint64_t seen = 0;
+std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* src, std::size_t n, bool streaming,
+                                                       std::function<void()> done) {
+  auto j = std::make_shared<job>();
+  j->dst = static_cast<std::byte*>(dst);
+  j->src = static_cast<const std::byte*>(src);
+  j->n = n;
+  j->streaming = streaming;
+  // One part per thread (the caller of copy() included), of at least 256 KiB: a hand-off costs more than it saves.
+  const std::size_t threads = workers_.size() + 1;
+  j->parts = std::clamp<std::size_t>(n / (std::size_t{256} << 10), 1, threads);
+  j->per = ((n / j->parts) + 4095) & ~std::size_t{4095};
+  j->remaining.store(j->parts, std::memory_order_relaxed);
+  j->done = std::move(done);
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(j);
+  }
+  if (j->parts > 1)
+    wake_.notify_all();
+  else
+    wake_.notify_one();
+  return j;
+}
+
+bool memcpy_team::claim_locked(std::shared_ptr<job>& j, std::size_t& part) {
+  while (!jobs_.empty()) {
+    job& front = *jobs_.front();
+    if (front.next < front.parts) {
+      j = jobs_.front();
+      part = front.next++;
+      if (front.next == front.parts) jobs_.pop_front();  // every part claimed
+      return true;
+    }
+    jobs_.pop_front();
+  }
+  return false;
+}
+
+void memcpy_team::finish_part(const std::shared_ptr<job>& j) {
+  if (j->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (j->done) {
+    j->done();
+    return;
+  }
+  std::lock_guard lock(j->mutex);
+  j->finished = true;
+  j->finished_cv.notify_all();
+}
+
+void memcpy_team::work() {
   for (;;) {
+    std::shared_ptr<job> j;
+    std::size_t part = 0;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (!claim_locked(j, part)) {
+        if (stopping_) return;
+        continue;
+      }
     }
-    copy_part(index);
-    remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    copy_part(*j, part);
+    finish_part(j);
   }
 }
 
@@ -91,18 +156,25 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming
     std::memcpy(dst, src, n);
     return;
   }
-  {
-    std::lock_guard lock(mutex_);
-    dst_ = static_cast<std::byte*>(dst);
-    src_ = static_cast<const std::byte*>(src);
-    n_ = n;
-    streaming_ = streaming;
-    remaining_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
-    ++generation_;
+  std::shared_ptr<job> j = enqueue(dst, src, n, streaming, nullptr);
+  // The caller copies parts of its own job too.
+  for (;;) {
+    std::size_t part;
+    {
+      std::lock_guard lock(mutex_);
+      if (j->next >= j->parts) break;
+      part = j->next++;
+      if (j->next == j->parts && !jobs_.empty() && jobs_.front() == j) jobs_.pop_front();
+    }
+    copy_part(*j, part);
+    finish_part(j);
   }
-  wake_.notify_all();
-  copy_part(0);
-  while (remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  std::unique_lock lock(j->mutex);
+  j->finished_cv.wait(lock, [&] { return j->finished; });
+}
+
+void memcpy_team::submit(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done) {
+  enqueue(dst, src, n, streaming, std::move(done));
 }
 
 }  // namespace cuasync::runtime

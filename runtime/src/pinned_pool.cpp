@@ -24,10 +24,10 @@ pinned_block::~pinned_block() {
 }
 
 void pinned_block::record_use(stream_ref s) {
-  uses_.push_back(record_pooled(pool_->events_, s));
+  uses_.push_back(pool_->events_->record(s));
   if (uses_.size() > 8) {
     // Drop uses whose work has completed, so a long-lived block does not grow its list.
-    std::erase_if(uses_, [](const std::shared_ptr<pooled_event>& u) { return u->get().query_result() == CUDA_SUCCESS; });
+    std::erase_if(uses_, [](const pooled_event& u) { return u.poll().status == poll_status::ready; });
   }
 }
 
@@ -47,8 +47,7 @@ void pinned_pool::collect_completed_locked() {
     auto& p = pending_[i];
     bool done = true;
     for (auto& u : p.uses) {
-      const CUresult r = u->get().query_result();
-      if (r == CUDA_ERROR_NOT_READY) {
+      if (u.poll().status == poll_status::pending) {
         done = false;
         break;
       }
@@ -116,7 +115,7 @@ pinned_block pinned_pool::allocate(std::size_t bytes) {
   }
 }
 
-void pinned_pool::give_back(pinned_buffer b, std::vector<std::shared_ptr<pooled_event>> uses) noexcept {
+void pinned_pool::give_back(pinned_buffer b, std::vector<pooled_event> uses) noexcept {
   try {
     std::lock_guard lock(mutex_);
     const std::size_t cls = b.size();
@@ -130,7 +129,7 @@ void pinned_pool::give_back(pinned_buffer b, std::vector<std::shared_ptr<pooled_
     }
   } catch (...) {
     // No memory for the lists: the buffer is freed by its destructor. That is only safe once its work is done.
-    for (auto& u : uses) detail::driver().cuEventSynchronize(u->get().get());
+    for (auto& u : uses) detail::driver().cuEventSynchronize(u.event().get());
   }
 }
 

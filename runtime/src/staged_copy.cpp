@@ -2,75 +2,285 @@
 
 #include <cuasync/driver/copy.hpp>
 
+#include <algorithm>
+
 namespace cuasync::runtime {
+
+namespace {
+constexpr const char* to_device_api = "cuasync::runtime::staged_copier::copy_to_device";
+constexpr const char* to_host_api = "cuasync::runtime::staged_copier::copy_to_host";
+
+void check_sizes(const char* api, std::size_t n, std::size_t room, stream_ref s) {
+  if (!s) detail::throw_invalid(api, "empty stream");
+  if (n == 0) detail::throw_invalid(api, "zero-size copy on " + s.describe());
+  if (n > room)
+    detail::throw_invalid(api, "copy of " + std::to_string(n) + " bytes into a destination of " +
+                                   std::to_string(room) + " bytes on " + s.describe());
+}
+}  // namespace
+
+// One copy: its chunks go through the ring in turn.
+struct staged_copier::job {
+  bool to_device;
+  stream_ref s;
+  std::byte* host;
+  CUdeviceptr dev;
+  std::size_t n;
+  staged_copy_callback* cb;
+  std::size_t total;          // chunks
+  std::size_t started = 0;    // chunks given a slot (H2D: fill submitted; D2H: DMA enqueued)
+  std::size_t dmas = 0;       // chunk DMAs enqueued
+  std::size_t finished = 0;   // chunks whose slot is free again
+  std::size_t in_flight = 0;  // chunks holding a slot
+  std::error_code error;      // the first error; no chunk is started after it
+  bool streaming;             // non-temporal stores for this copy's host copies
+  bool reported_enqueued = false;
+  bool reported_done = false;
+  bool stopped() const noexcept { return error || started == total; }
+  std::size_t offset(std::size_t chunk, std::size_t cb_bytes) const noexcept { return chunk * cb_bytes; }
+};
+
+// A ring slot, and the engine wait on its DMA's event.
+struct staged_copier::slot final : completion_callback {
+  staged_copier* owner = nullptr;
+  std::byte* mem = nullptr;
+  job* j = nullptr;  // null: free
+  std::size_t chunk = 0, len = 0;
+  void complete(std::error_code ec) noexcept override { owner->on_dma_done(*this, ec); }
+};
+
+// Callbacks decided under the lock, made after it.
+struct staged_copier::outcalls {
+  std::vector<staged_copy_callback*> enqueued;
+  std::vector<std::pair<staged_copy_callback*, std::error_code>> done;
+  std::vector<std::unique_ptr<job>> finished_jobs;
+};
 
 staged_copier::staged_copier(context_ref ctx, staged_copy_options options)
     : ctx_(ctx), options_(options), team_(options.threads) {
   if (options_.chunk_bytes < 4096 || options_.chunks < 2)
     detail::throw_invalid("cuasync::runtime::staged_copier", "needs at least 2 chunks of at least 4 KiB");
   options_.threads = team_.size();
+  events_ = event_pool::for_context(ctx);
   ring_ = pinned_buffer::allocate(ctx, options_.chunk_bytes * options_.chunks);
-  for (std::size_t i = 0; i < options_.chunks; ++i) slot_done_.push_back(event::create(ctx));
-  slot_busy_.assign(options_.chunks, false);
+  for (std::size_t i = 0; i < options_.chunks; ++i) {
+    auto sl = std::make_unique<slot>();
+    sl->owner = this;
+    sl->mem = ring_.data<std::byte>() + i * options_.chunk_bytes;
+    slots_.push_back(std::move(sl));
+  }
 }
 
-void staged_copier::wait_slot(std::size_t i) {
-  const std::size_t slot = i % options_.chunks;
-  if (!slot_busy_[slot]) return;
-  // Spin on the query: the wait is short (one chunk's DMA) and a blocking sync would add a wake-up each chunk.
-  for (;;) {
-    const CUresult r = slot_done_[slot].query_result();
-    if (r == CUDA_SUCCESS) break;
-    if (r != CUDA_ERROR_NOT_READY)
-      detail::throw_cu(r, "cuEventQuery", "staged copy chunk on device " + std::to_string(ctx_.device_ordinal()),
-                       std::source_location::current());
-  }
-  slot_busy_[slot] = false;
+staged_copier::~staged_copier() {
+  std::unique_lock lock(mutex_);
+  idle_cv_.wait(lock, [&] { return jobs_.empty(); });
 }
+
+void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
+                                    staged_copy_callback* cb) {
+  check_sizes(to_device_api, src.size(), dst.size, s);
+  const std::size_t total = (src.size() + options_.chunk_bytes - 1) / options_.chunk_bytes;
+  start(std::unique_ptr<job>(new job{true, s, const_cast<std::byte*>(src.data()), dst.ptr, src.size(), cb, total, 0,
+                                     0, 0, 0, {}, options_.h2d_streaming_stores}));
+}
+
+void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb) {
+  check_sizes(to_host_api, src.size, dst.size(), s);
+  const std::size_t total = (src.size + options_.chunk_bytes - 1) / options_.chunk_bytes;
+  start(std::unique_ptr<job>(new job{false, s, dst.data(), src.ptr, src.size, cb, total, 0, 0, 0, 0, {},
+                                     src.size >= options_.d2h_streaming_from_bytes}));
+}
+
+void staged_copier::start(std::unique_ptr<job> j) {
+  outcalls out;
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(j));
+    pump_locked(out);
+    reap_locked(out);
+  }
+  run(out);
+}
+
+void staged_copier::pump_locked(outcalls& out) {
+  for (auto& jp : jobs_) {
+    job& j = *jp;
+    if (j.stopped()) continue;
+    for (auto& sl : slots_) {
+      if (j.stopped()) break;
+      if (!sl->j) start_chunk_locked(j, *sl, out);
+    }
+    if (!j.stopped()) return;  // the ring is full: later jobs wait for this one's chunks
+  }
+}
+
+void staged_copier::start_chunk_locked(job& j, slot& sl, outcalls& out) {
+  sl.j = &j;
+  sl.chunk = j.started++;
+  sl.len = std::min(options_.chunk_bytes, j.n - sl.chunk * options_.chunk_bytes);
+  ++j.in_flight;
+  if (!j.to_device) return enqueue_dma_locked(j, sl, out);
+  try {
+    team_.submit(sl.mem, j.host + sl.chunk * options_.chunk_bytes, sl.len, j.streaming, [this, &sl] { on_filled(sl); });
+  } catch (...) {
+    chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
+  }
+}
+
+void staged_copier::enqueue_dma_locked(job& j, slot& sl, outcalls& out) {
+  const std::size_t off = sl.chunk * options_.chunk_bytes;
+  try {
+    if (j.to_device)
+      cuasync::copy_async(j.s, device_span{j.dev + off, sl.len}, std::span<const std::byte>(sl.mem, sl.len));
+    else
+      cuasync::copy_async(j.s, std::span<std::byte>(sl.mem, sl.len), device_span{j.dev + off, sl.len});
+    pooled_event ev = events_->record(j.s);
+    ++j.dmas;
+    if (j.dmas == j.total && !j.reported_enqueued) {
+      j.reported_enqueued = true;
+      out.enqueued.push_back(j.cb);
+    }
+    completion_callbacks::instance().wait(std::move(ev).into_target(), &sl);
+  } catch (const std::system_error& e) {
+    chunk_finished_locked(j, sl, e.code(), out);
+  } catch (...) {
+    chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
+  }
+}
+
+void staged_copier::on_filled(slot& sl) {
+  outcalls out;
+  {
+    std::lock_guard lock(mutex_);
+    job& j = *sl.j;
+    if (j.error)
+      chunk_finished_locked(j, sl, {}, out);  // a chunk failed meanwhile: this one is not sent
+    else
+      enqueue_dma_locked(j, sl, out);
+    reap_locked(out);
+  }
+  run(out);
+}
+
+void staged_copier::on_dma_done(slot& sl, std::error_code ec) {
+  outcalls out;
+  {
+    std::lock_guard lock(mutex_);
+    job& j = *sl.j;
+    if (j.to_device || ec || j.error) {
+      chunk_finished_locked(j, sl, ec, out);
+    } else {
+      try {
+        const std::size_t off = sl.chunk * options_.chunk_bytes;
+        team_.submit(j.host + off, sl.mem, sl.len, j.streaming, [this, &sl] { on_drained(sl); });
+      } catch (...) {
+        chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
+      }
+    }
+    reap_locked(out);
+  }
+  run(out);
+}
+
+void staged_copier::on_drained(slot& sl) {
+  outcalls out;
+  {
+    std::lock_guard lock(mutex_);
+    chunk_finished_locked(*sl.j, sl, {}, out);
+    reap_locked(out);
+  }
+  run(out);
+}
+
+void staged_copier::chunk_finished_locked(job& j, slot& sl, std::error_code ec, outcalls& out) {
+  if (ec && !j.error) j.error = ec;
+  sl.j = nullptr;
+  --j.in_flight;
+  ++j.finished;
+  if (j.in_flight == 0 && (j.error || j.finished == j.total) && !j.reported_done) {
+    j.reported_done = true;
+    out.done.emplace_back(j.cb, j.error);
+  }
+  pump_locked(out);
+}
+
+void staged_copier::reap_locked(outcalls& out) {
+  // Outside any iteration over jobs_ (pump_locked's), so erasing is safe.
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if ((*it)->reported_done) {
+      out.finished_jobs.push_back(std::move(*it));
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void staged_copier::run(outcalls& out) noexcept {
+  for (staged_copy_callback* cb : out.enqueued) cb->enqueued();
+  for (auto& [cb, ec] : out.done) cb->done(ec);
+  if (!out.finished_jobs.empty()) {
+    std::lock_guard lock(mutex_);
+    if (jobs_.empty()) idle_cv_.notify_all();
+  }
+}
+
+namespace {
+// The synchronous forms: wait for `enqueued` (H2D) or `done` (D2H). Shared with the copy, which may outlive the wait
+// (an H2D copy returns once enqueued).
+struct sync_wait final : staged_copy_callback {
+  struct state {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool enqueued = false, done = false;
+    std::error_code error;
+  };
+  std::shared_ptr<state> st = std::make_shared<state>();
+  void enqueued() noexcept override {
+    std::lock_guard lock(st->mutex);
+    st->enqueued = true;
+    st->cv.notify_all();
+  }
+  void done(std::error_code ec) noexcept override {
+    std::shared_ptr<state> keep = st;
+    delete this;
+    std::lock_guard lock(keep->mutex);
+    keep->done = true;
+    keep->error = ec;
+    keep->cv.notify_all();
+  }
+};
+
+void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, const char* api, stream_ref s) {
+  std::unique_lock lock(st->mutex);
+  st->cv.wait(lock, [&] { return st->done || (!until_done && st->enqueued); });
+  if (st->done && st->error)
+    throw cuda_error(st->error, api, "staged copy on " + s.describe());
+}
+}  // namespace
 
 void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src) {
-  if (src.empty()) detail::throw_invalid("cuasync::runtime::staged_copier::copy_to_device", "zero-size copy on " + s.describe());
-  if (src.size() > dst.size)
-    detail::throw_invalid("cuasync::runtime::staged_copier::copy_to_device",
-                          "copy of " + std::to_string(src.size()) + " bytes into a destination of " +
-                              std::to_string(dst.size) + " bytes on " + s.describe());
-  std::lock_guard lock(mutex_);
-  const std::size_t n = src.size(), cb = options_.chunk_bytes;
-  for (std::size_t i = 0, off = 0; off < n; ++i, off += cb) {
-    const std::size_t len = std::min(cb, n - off);
-    wait_slot(i);
-    team_.copy(chunk(i), src.data() + off, len, options_.h2d_streaming_stores);
-    copy_async(s, dst.subspan(off, len), std::span<const std::byte>(chunk(i), len));
-    slot_done_[i % options_.chunks].record(s);
-    slot_busy_[i % options_.chunks] = true;
+  auto* w = new sync_wait;
+  std::shared_ptr<sync_wait::state> st = w->st;
+  try {
+    start_to_device(s, dst, src, w);
+  } catch (...) {
+    delete w;
+    throw;
   }
+  wait_for(st, false, to_device_api, s);
 }
 
 void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src) {
-  if (src.size == 0) detail::throw_invalid("cuasync::runtime::staged_copier::copy_to_host", "zero-size copy on " + s.describe());
-  if (src.size > dst.size())
-    detail::throw_invalid("cuasync::runtime::staged_copier::copy_to_host",
-                          "copy of " + std::to_string(src.size) + " bytes into a destination of " +
-                              std::to_string(dst.size()) + " bytes on " + s.describe());
-  std::lock_guard lock(mutex_);
-  const std::size_t n = src.size, cb = options_.chunk_bytes, k = options_.chunks;
-  const std::size_t total = (n + cb - 1) / cb;
-  auto enqueue = [&](std::size_t i) {
-    const std::size_t off = i * cb, len = std::min(cb, n - off);
-    wait_slot(i);  // the slot's previous user (from an earlier copy_to_device) must be done
-    copy_async(s, std::span<std::byte>(chunk(i), len), src.subspan(off, len));
-    slot_done_[i % k].record(s);
-    slot_busy_[i % k] = true;
-  };
-  const bool streaming = n >= options_.d2h_streaming_from_bytes;
-  // Keep every slot's DMA in flight while the host drains the oldest one.
-  for (std::size_t i = 0; i < std::min(k, total); ++i) enqueue(i);
-  for (std::size_t i = 0; i < total; ++i) {
-    const std::size_t off = i * cb, len = std::min(cb, n - off);
-    wait_slot(i);
-    team_.copy(dst.data() + off, chunk(i), len, streaming);
-    if (i + k < total) enqueue(i + k);
+  auto* w = new sync_wait;
+  std::shared_ptr<sync_wait::state> st = w->st;
+  try {
+    start_to_host(s, dst, src, w);
+  } catch (...) {
+    delete w;
+    throw;
   }
+  wait_for(st, true, to_host_api, s);
 }
 
 }  // namespace cuasync::runtime

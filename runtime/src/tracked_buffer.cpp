@@ -35,8 +35,8 @@ tracked_buffer::~tracked_buffer() { free_nothrow(); }
 
 void tracked_buffer::wait_for(stream_ref s, stream_use& u) {
   if (u.stream == s) return;  // same stream: stream order already covers it
-  if (!u.after) u.after = record_pooled(events_, u.stream);
-  s.wait(u.after->get());
+  if (!u.after) u.after = events_->record(u.stream);
+  u.after.make_wait(s);
 }
 
 void tracked_buffer::use(stream_ref s, access a) {
@@ -46,20 +46,20 @@ void tracked_buffer::use(stream_ref s, access a) {
   if (a != access::read) {
     for (auto& r : reads_) wait_for(s, r);
     reads_.clear();
-    last_write_ = stream_use{s, nullptr};
+    last_write_ = stream_use{s, {}};
   } else {
     auto it = std::find_if(reads_.begin(), reads_.end(), [&](const stream_use& r) { return r.stream == s; });
     if (it == reads_.end())
-      reads_.push_back({s, nullptr});
+      reads_.push_back({s, {}});
     else
-      it->after.reset();  // a newer use on that stream: an event, if needed, must be recorded after it
+      it->after = {};  // a newer use on that stream: an event, if needed, must be recorded after it
   }
   if (!(s == home_)) {
     auto it = std::find_if(others_.begin(), others_.end(), [&](const stream_use& r) { return r.stream == s; });
     if (it == others_.end())
-      others_.push_back({s, nullptr});
+      others_.push_back({s, {}});
     else
-      it->after.reset();
+      it->after = {};
   }
 }
 

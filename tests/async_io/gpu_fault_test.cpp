@@ -1,6 +1,7 @@
 // A faulting kernel: every waiter (on its stream and on other streams of the context) completes with
 // CUDA_ERROR_ILLEGAL_ADDRESS and nothing hangs. Runs in a child process: the context is unusable afterwards.
 #include <cuasync/async_io/async_launch.hpp>
+#include <cuasync/async_io/async_wait.hpp>
 
 #include "child_process.hpp"
 #include "gpu.hpp"

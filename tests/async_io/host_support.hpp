@@ -1,7 +1,7 @@
 #pragma once
 // Helpers for the async_io tests that run without a GPU: a host completion source and an io_context.
 #include <cuasync/async_io/async_wait.hpp>
-#include <cuasync/async_io/host_completion_source.hpp>
+#include <cuasync/engine/host_completion_source.hpp>
 
 #include <boost/asio/io_context.hpp>
 

@@ -85,15 +85,20 @@ TEST_CASE("the stream pool hands out non-blocking streams by priority", "[runtim
   CHECK(again.get().get() == borrowed);  // returned and reused
 }
 
-TEST_CASE("the event pool recycles events", "[runtime][events][gpu]") {
-  auto pool = std::make_shared<event_pool>(test::ctx());
+TEST_CASE("the context's one event pool recycles events", "[runtime][events][gpu]") {
+  auto r = device_runtime::create(0);
+  auto pool = event_pool::for_context(r->context());
+  CHECK(pool == r->events());  // one pool per context, shared by every user of it
+  stream s = stream::create(r->context());
   CUevent first = nullptr;
+  const std::size_t created = pool->created();
   {
-    event e = pool->acquire();
-    first = e.get();
-    pool->release(std::move(e));
+    pooled_event e = pool->record(s);
+    first = e.event().get();
+    s.synchronize();
+    CHECK(e.query());
   }
-  event e2 = pool->acquire();
-  CHECK(e2.get() == first);
-  CHECK(pool->created() == 1);
+  pooled_event e2 = pool->record(s);
+  CHECK(e2.event().get() == first);  // the same event again: recycled, not created
+  CHECK(pool->created() == std::max<std::size_t>(created, 1));
 }

@@ -6,7 +6,7 @@
 #include <cuasync/async_io/async_run_blocking.hpp>
 #include <cuasync/async_io/async_wait.hpp>
 #include <cuasync/async_io/completion_service.hpp>
-#include <cuasync/async_io/completion_source.hpp>
-#include <cuasync/async_io/cuda_completion_source.hpp>
-#include <cuasync/async_io/host_completion_source.hpp>
-#include <cuasync/async_io/poll_policy.hpp>
+#include <cuasync/async_io/error_tokens.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/engine/host_completion_source.hpp>
+#include <cuasync/engine/poll_policy.hpp>

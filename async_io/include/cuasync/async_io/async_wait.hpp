@@ -5,10 +5,9 @@
 //! - Completion signature `void(std::error_code)`: empty when the work completed; the `CUresult` (`cu_category()`)
 //!   when the GPU reported an error (e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`; a sticky context error fails every pending
 //!   wait on that context); `std::errc::operation_canceled` (ECANCELED, Asio's `operation_aborted`) when cancelled.
-//! - Every completion token works. `use_awaitable` gives an `awaitable<void>` that throws `cuda_error` on failure,
-//!   `use_future` a `std::future<void>` whose `get()` throws `cuda_error`; `redirect_error(token, ec)` stores the
-//!   code in a `boost::system::error_code` (`std::error_code(ec)` gives back the CUresult code); `as_tuple`,
-//!   `deferred`, `detached` and callbacks receive the `std::error_code`.
+//! - Every completion token works, plain or wrapped (error_tokens.hpp): `use_awaitable` throws `cuda_error` on
+//!   failure, `use_future`'s `get()` too; `redirect_error(token, ec)` stores the code; `as_tuple`, `deferred`,
+//!   `detached` and callbacks receive the `std::error_code`.
 //! - The handler runs on its associated executor, never inside this call and never on the poller thread. The I/O
 //!   executor is the handler's associated executor, or `ex` for the overloads that take one (default: the system
 //!   executor); its execution context owns the `completion_service` used. Outstanding work is tracked on both
@@ -20,8 +19,7 @@
 //! @throws cuda_error only when the driver cannot be loaded; a failed `cuEventRecord` completes the wait with its
 //!   error instead.
 
-#include <cuasync/async_io/cuda_completion_source.hpp>
-#include <cuasync/async_io/detail/initiate_wait.hpp>
+#include <cuasync/async_io/detail/initiate.hpp>
 
 #include <boost/asio/system_executor.hpp>
 
@@ -45,22 +43,25 @@ auto async_wait(event_ref e, Token&& token) {
   return async_wait(boost::asio::system_executor(), e, nullptr, std::forward<Token>(token));
 }
 
-//! Waits for everything enqueued on `s` before the wait starts (a pooled event is recorded on `s`).
+//! Waits for everything enqueued on `s` before the wait starts (a pooled event is recorded on `s`). Errors name the
+//! caller's line (`located_stream`).
 template <asio_executor Executor, class Token>
-auto async_wait(const Executor& ex, stream_ref s, std::shared_ptr<void> keep_alive, Token&& token) {
-  return detail::initiate(boost::asio::any_io_executor(ex), detail::stream_starter{s, std::move(keep_alive)},
+auto async_wait(const Executor& ex, located_stream s, std::shared_ptr<void> keep_alive, Token&& token) {
+  return detail::initiate(boost::asio::any_io_executor(ex),
+                          detail::stream_starter{s.stream, std::move(keep_alive), s.where},
                           std::forward<Token>(token), "cuasync::async_wait(stream)");
 }
 template <asio_executor Executor, class Token>
-auto async_wait(const Executor& ex, stream_ref s, Token&& token) {
-  return async_wait(ex, s, nullptr, std::forward<Token>(token));
+auto async_wait(const Executor& ex, located_stream s, Token&& token) {
+  return async_wait(ex, std::move(s), nullptr, std::forward<Token>(token));
 }
 template <class Token>
-auto async_wait(stream_ref s, Token&& token) {
-  return async_wait(boost::asio::system_executor(), s, nullptr, std::forward<Token>(token));
+auto async_wait(located_stream s, Token&& token) {
+  return async_wait(boost::asio::system_executor(), std::move(s), nullptr, std::forward<Token>(token));
 }
 
-//! Waits for a pooled event already recorded (by `record_pooled`), and returns it to its pool once done.
+//! Waits for a pooled event already recorded (`event_pool::record`, `cuda_completion_source::record`), and returns it
+//! to its pool once done.
 template <asio_executor Executor, class Token>
 auto async_wait(const Executor& ex, pooled_event e, std::shared_ptr<void> keep_alive, Token&& token) {
   return detail::initiate(boost::asio::any_io_executor(ex), detail::pooled_starter{std::move(e), std::move(keep_alive)},

@@ -26,6 +26,9 @@ class context_ref {
 
   CUcontext get() const noexcept { return ctx_; }
   int device_ordinal() const noexcept { return device_; }
+  //! The driver's unique id of this context (`cuCtxGetId`): unlike the handle, never reused by a later context.
+  //! @throws cuda_error (e.g. CUDA_ERROR_CONTEXT_IS_DESTROYED)
+  unsigned long long id() const;
   cuasync::device device() const { return cuasync::device::get(device_); }
   explicit operator bool() const noexcept { return ctx_ != nullptr; }
 
@@ -114,6 +117,8 @@ namespace detail {
 void defer_error(CUcontext ctx, CUresult r) noexcept;
 //! Throws a deferred failure of `ctx`, if any.
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where);
+//! Drops what cuasync keeps for a context that is gone (its deferred failure). Never throws.
+void forget_context(CUcontext ctx) noexcept;
 }  // namespace detail
 
 }  // namespace cuasync

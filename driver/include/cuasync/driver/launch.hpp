@@ -31,14 +31,6 @@ struct launch_config {
   std::optional<int> priority;       //!< per-launch priority, overriding the stream's
 };
 
-//! A stream and the caller's source location: lets `launch` (a variadic template) report its caller's call site.
-struct located_stream {
-  stream_ref stream;
-  std::source_location where;
-  located_stream(stream_ref s, std::source_location w = std::source_location::current()) noexcept
-      : stream(s), where(w) {}
-};
-
 namespace detail {
 [[noreturn]] void throw_argument_count(const kernel_info& k, std::size_t given, stream_ref s, std::source_location w);
 [[noreturn]] void throw_argument_size(const kernel_info& k, std::size_t index, std::size_t given, stream_ref s,
@@ -88,6 +80,27 @@ inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_con
 }
 }  // namespace detail
 
+namespace detail {
+//! Checks the argument count and sizes of a launch of `k` with arguments of types `Args` (compares only).
+template <class... Args>
+void check_arguments(const kernel_info& k, stream_ref s, std::source_location where) {
+  if (k.params.size() != sizeof...(Args)) [[unlikely]]
+    throw_argument_count(k, sizeof...(Args), s, where);
+  if constexpr (sizeof...(Args) > 0) {
+    constexpr std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (k.params[i].size != sizes[i]) [[unlikely]] throw_argument_size(k, i, sizes[i], s, where);
+  }
+}
+//! Everything `launch` checks before enqueuing, without enqueuing: for launches enqueued later (async_io's
+//! admission), so that bad input still throws from the call. @throws cuda_error
+template <class... Args>
+void check_launch(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location where) {
+  check_arguments<Args...>(k, s, where);
+  if (!config_fits(k, c) || !(k.ctx == s.context()) || !s) [[unlikely]] check_config_slow(k, c, s, where);
+}
+}  // namespace detail
+
 //! What `launch` passes to a kernel: a trivially copyable value. Types that declare `using is_tracked_access = void`
 //! (runtime/'s `reads(b)`, `writes(b)`) are left to `runtime::launch`, so the two overloads never compete.
 template <class T>
@@ -103,12 +116,8 @@ void launch(located_stream ls, kernel_ref kernel, const launch_config& config, c
   const stream_ref s = ls.stream;
   const std::source_location where = ls.where;
   const detail::kernel_info& k = kernel.info();
-  if (k.params.size() != sizeof...(Args)) [[unlikely]]
-    detail::throw_argument_count(k, sizeof...(Args), s, where);
+  detail::check_arguments<Args...>(k, s, where);
   if constexpr (sizeof...(Args) > 0) {
-    constexpr std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-      if (k.params[i].size != sizes[i]) [[unlikely]] detail::throw_argument_size(k, i, sizes[i], s, where);
     void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
     detail::launch_prepared(s, k, config, params, where);
   } else {

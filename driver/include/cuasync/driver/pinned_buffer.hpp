@@ -35,6 +35,11 @@ class pinned_buffer {
   T* data() const noexcept { return static_cast<T*>(ptr_); }
   //! The device address of this memory (equal to the host address with unified addressing).
   CUdeviceptr device_pointer() const;
+  //! Gives up ownership (the caller frees it with `cuMemFreeHost`, or knows its context took it along).
+  void* release() noexcept {
+    size_ = 0;
+    return std::exchange(ptr_, nullptr);
+  }
 
  private:
   pinned_buffer(void* p, std::size_t n, context_ref ctx) noexcept : ptr_(p), size_(n), ctx_(ctx) {}

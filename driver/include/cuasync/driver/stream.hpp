@@ -4,6 +4,7 @@
 
 #include <cuasync/driver/context.hpp>
 
+#include <source_location>
 #include <string>
 #include <utility>
 
@@ -83,6 +84,16 @@ class stream : public stream_ref {
  private:
   stream(CUstream s, context_ref ctx) noexcept : stream_ref(s, ctx) {}
   void destroy_nothrow() noexcept;
+};
+
+//! A stream and the caller's source location. Functions whose last parameters are variadic (kernel arguments, a
+//! completion token) take their stream as this, so that errors name the caller's line: the conversion from a stream
+//! happens at the call, where `std::source_location::current()` is the caller's.
+struct located_stream {
+  stream_ref stream;
+  std::source_location where;
+  located_stream(stream_ref s, std::source_location w = std::source_location::current()) noexcept
+      : stream(s), where(w) {}
 };
 
 }  // namespace cuasync

@@ -1,11 +1,11 @@
 #pragma once
-//! @file `device_runtime`: one object per device that makes the seed's advice the default — the primary context,
-//! non-blocking streams by priority, pooled events, a pinned host caching allocator, the device's stream-ordered
-//! memory pool, and staged copies for pageable memory.
+//! @file `device_runtime`: one object per device that makes the seed's advice the default — the primary context (or
+//! a framework's context, adopted), non-blocking streams by priority, the context's pooled events, a pinned host
+//! caching allocator, the device's stream-ordered memory pool, and staged copies for pageable memory.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/memory_pool.hpp>
-#include <cuasync/runtime/event_pool.hpp>
+#include <cuasync/engine/event_pool.hpp>
 #include <cuasync/runtime/kernel_cache.hpp>
 #include <cuasync/runtime/pinned_pool.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace cuasync::runtime {
 
@@ -25,6 +26,9 @@ struct device_runtime_options {
   //! Pageable copies at least this large go through staging; smaller ones go to the driver directly (measured on
   //! the H200: at 4 MiB the driver's own path is still as fast, from 64 MiB staging is ~5x faster).
   std::size_t staging_threshold_bytes = std::size_t{8} << 20;
+  //! Admission bounds for the context's awaited operations (engine/admission.hpp); unset: leave them as they are
+  //! (the defaults, or what another user of the context set).
+  std::optional<admission_limits> admission;
 };
 
 //! Counters of a `device_runtime`.
@@ -38,12 +42,18 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
  public:
   //! A new runtime for device `ordinal`. @throws cuda_error
   static std::shared_ptr<device_runtime> create(int ordinal, device_runtime_options options = {});
-  //! The process-wide runtime of device `ordinal`, created with default options on first use. @throws cuda_error
+  //! A new runtime on a context created elsewhere (a framework's), which must outlive it; nothing of the context is
+  //! owned. @throws cuda_error
+  static std::shared_ptr<device_runtime> adopt(context_ref ctx, device_runtime_options options = {});
+  //! The process-wide runtime of device `ordinal` (on its primary context), created with default options on first
+  //! use and kept for the life of the process. @throws cuda_error
   static std::shared_ptr<device_runtime> for_device(int ordinal);
+  ~device_runtime();
 
   context_ref context() const noexcept { return ctx_; }
   const device_properties& properties() const { return ctx_.device().properties(); }
   stream_pool& streams() noexcept { return *streams_; }
+  //! The context's event pool (the one every user of the context shares).
   const std::shared_ptr<event_pool>& events() noexcept { return events_; }
   const std::shared_ptr<pinned_pool>& pinned() noexcept { return pinned_; }
   memory_pool_ref device_pool() const noexcept { return device_pool_; }
@@ -66,10 +76,11 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   device_runtime& operator=(const device_runtime&) = delete;
 
  private:
-  device_runtime(int ordinal, device_runtime_options options);
+  device_runtime(primary_context owned, context_ref ctx, device_runtime_options options);
 
   device_runtime_options options_;
-  primary_context ctx_;
+  primary_context owned_;  // empty for an adopted context
+  context_ref ctx_;
   std::shared_ptr<event_pool> events_;
   std::unique_ptr<stream_pool> streams_;
   std::shared_ptr<pinned_pool> pinned_;

@@ -1,10 +1,15 @@
 #pragma once
-//! @file `memcpy_team`: a few persistent threads that split one host `memcpy` between them. One thread copies
-//! ~10 GB/s on the H200 machine; eight reach ~31 GB/s — what staged pageable copies need.
+//! @file `memcpy_team`: persistent threads that split host `memcpy`s between them. One thread copies ~10 GB/s on the
+//! H200 machine; eight reach ~31 GB/s — what staged pageable copies need. Copies are jobs in a FIFO: `copy` waits for
+//! its job (the caller copies parts too), `submit` returns at once and calls back when the job is done, so the thread
+//! that submits (an io thread) never does the copying.
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -13,33 +18,35 @@ namespace cuasync::runtime {
 
 class memcpy_team {
  public:
-  //! `threads` copying threads in all, the caller included (so `threads - 1` are started); 0 picks
-  //! 3/4 of the hardware threads, at most 12.
+  //! `threads` copying threads (0 picks 3/4 of the hardware threads, at most 12).
   explicit memcpy_team(unsigned threads = 0);
   memcpy_team(const memcpy_team&) = delete;
   memcpy_team& operator=(const memcpy_team&) = delete;
+  //! Waits for the jobs already submitted, then stops the threads.
   ~memcpy_team();
 
-  //! Copies `n` bytes, split across the team; returns when all of it is copied. One copy at a time per team.
+  //! Copies `n` bytes, split across the team and the caller; returns when all of it is copied.
   //! `streaming`: non-temporal stores (no read-for-ownership of the destination, which also stays out of the cache).
   void copy(void* dst, const void* src, std::size_t n, bool streaming = false);
-  unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()) + 1; }
+  //! Queues a copy and returns at once; `done()` runs on a team thread once every byte is copied (it must not block:
+  //! the team's threads wait for it). Memory must stay valid until then. @throws std::bad_alloc
+  void submit(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done);
+  unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
 
  private:
-  void work(unsigned index);
-  void copy_part(unsigned part);
+  struct job;
+  void work();
+  static void copy_part(const job& j, std::size_t part) noexcept;
+  std::shared_ptr<job> enqueue(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done);
+  // Claims the next part of the front job (under mutex_); returns false when none is left.
+  bool claim_locked(std::shared_ptr<job>& j, std::size_t& part);
+  void finish_part(const std::shared_ptr<job>& j);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::uint64_t generation_ = 0;  // a new job; guarded by mutex_
+  std::deque<std::shared_ptr<job>> jobs_;  // jobs with parts left to claim, oldest first
   bool stopping_ = false;
-  std::atomic<unsigned> remaining_{0};
-  // The current job (written before generation_ is bumped).
-  std::byte* dst_ = nullptr;
-  const std::byte* src_ = nullptr;
-  std::size_t n_ = 0;
-  bool streaming_ = false;
 };
 
 }  // namespace cuasync::runtime

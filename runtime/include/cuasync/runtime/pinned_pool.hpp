@@ -4,7 +4,7 @@
 //! — but a block the user freed is reused only after the GPU work that used it has completed (seed §12.1).
 
 #include <cuasync/driver/pinned_buffer.hpp>
-#include <cuasync/runtime/event_pool.hpp>
+#include <cuasync/engine/event_pool.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -58,7 +58,7 @@ class pinned_block {
   std::shared_ptr<pinned_pool> pool_;
   pinned_buffer buffer_;
   std::size_t size_ = 0;
-  std::vector<std::shared_ptr<pooled_event>> uses_;
+  std::vector<pooled_event> uses_;
 };
 
 //! The caching allocator. Thread-safe. Size classes are powers of two from 4 KiB.
@@ -81,9 +81,9 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   friend class pinned_block;
   struct pending_block {
     pinned_buffer buffer;
-    std::vector<std::shared_ptr<pooled_event>> uses;
+    std::vector<pooled_event> uses;
   };
-  void give_back(pinned_buffer b, std::vector<std::shared_ptr<pooled_event>> uses) noexcept;
+  void give_back(pinned_buffer b, std::vector<pooled_event> uses) noexcept;
   void collect_completed_locked();  // moves pending blocks whose work is done to idle
   std::vector<pinned_buffer>& idle_for(std::size_t cls);
   void make_room_locked(std::size_t bytes);

@@ -1,16 +1,27 @@
 #pragma once
 //! @file Staged pageable copies. The driver copies ordinary (pageable) host memory at 8 GB/s H2D and 14–15 GB/s D2H
-//! on the H200 against 55 GB/s pinned. `staged_copier` moves pageable data through a ring of pinned chunks: a team
-//! of threads copies chunk i+1 on the host while the DMA of chunk i runs (measured: ~40 GB/s H2D, ~35-50 GB/s D2H).
+//! on the H200 against 55 GB/s pinned, and its pageable copy waits on the host for the work ahead of it on the
+//! stream. `staged_copier` moves pageable data through a ring of pinned chunks instead: the memcpy team copies chunk
+//! i+1 on the host while the DMA of chunk i runs (measured: ~40 GB/s H2D, ~35–50 GB/s D2H).
+//!
+//! Copies are asynchronous state machines: each chunk's DMA is followed by a pooled event, and the completion engine
+//! (engine/completion_callbacks.hpp) reports when a chunk's ring slot is free again; the memcpy team's threads do the
+//! host copying. No thread waits for the GPU, and the thread that starts a copy does no copying. The synchronous
+//! forms wait (sleeping, not spinning) for the asynchronous one.
 
 #include <cuasync/driver/device_span.hpp>
-#include <cuasync/driver/event.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/event_pool.hpp>
 #include <cuasync/runtime/memcpy_team.hpp>
 
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <span>
+#include <system_error>
 #include <vector>
 
 namespace cuasync::runtime {
@@ -19,8 +30,8 @@ struct staged_copy_options {
   //! Pinned chunk size. On the H200 machine 8 MiB chunks moved 1 GiB D2H at 52 GB/s against 39 GB/s with 4 MiB
   //! (bench/runtime measures the alternative side by side).
   std::size_t chunk_bytes = std::size_t{8} << 20;
-  std::size_t chunks = 4;                          //!< chunks in the ring
-  unsigned threads = 0;                            //!< host copy threads, caller included; 0 = 3/4 of cores, ≤ 12
+  std::size_t chunks = 4;  //!< chunks in the ring
+  unsigned threads = 0;    //!< host copy threads; 0 = 3/4 of cores, ≤ 12
   //! Non-temporal stores into the pinned ring: on the H200 machine 43 GB/s against 25 GB/s with regular stores at
   //! 64 MiB (bench/runtime measures both side by side).
   bool h2d_streaming_stores = true;
@@ -30,36 +41,77 @@ struct staged_copy_options {
   std::size_t d2h_streaming_from_bytes = std::size_t{256} << 20;
 };
 
-//! Copies between pageable host memory and the device through pinned staging. Thread-safe (one copy at a time per
-//! copier; copies from several threads queue on a lock).
+//! What an asynchronous staged copy reports. Both are called on a cuasync thread (the poller or a copy thread),
+//! outside the copier's locks; they must not block.
+class staged_copy_callback {
+ public:
+  //! Every chunk's DMA is enqueued on the stream: work enqueued on it from now on is ordered after the copy.
+  //! Called before `done` (not at all when the copy failed before).
+  virtual void enqueued() noexcept {}
+  //! The copy completed (D2H: the host destination holds the data; H2D: the data is on the device) or failed with
+  //! `ec` (the first error). The last call: the callback may be destroyed in it.
+  virtual void done(std::error_code ec) noexcept = 0;
+
+ protected:
+  ~staged_copy_callback() = default;
+};
+
+//! Copies between pageable host memory and the device through pinned staging. Thread-safe: copies from several
+//! threads queue in arrival order and share the ring (a copy starts filling it once the one before has started all of
+//! its chunks).
 class staged_copier {
  public:
   //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
   staged_copier(context_ref ctx, staged_copy_options options = {});
+  //! Waits (blocking) for the copies in flight.
+  ~staged_copier();
+  staged_copier(const staged_copier&) = delete;
+  staged_copier& operator=(const staged_copier&) = delete;
 
-  //! Host to device, in stream order on `s`. Host-blocking until all of `src` has been copied into pinned staging:
-  //! when it returns, `src` may be reused; the device copy completes in stream order (wait on `s`).
-  //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`)
+  //! Host to device on `s`, asynchronously: returns at once (the first chunks are being copied into the ring);
+  //! reports to `cb`. `src` must stay valid, and `cb` alive, until `cb->done`. Chunks are enqueued on `s` as ring
+  //! slots free up: work enqueued on `s` before `cb->enqueued` may run before some of them.
+  //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`), std::bad_alloc (nothing started then)
+  void start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src, staged_copy_callback* cb);
+  //! Device to host on `s`, asynchronously (as above): the first chunks' DMAs are enqueued in the call, in stream
+  //! order; the rest as ring slots free up. @throws cuda_error, std::bad_alloc
+  void start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb);
+
+  //! Host to device, in stream order on `s`. Blocks (sleeping) until every chunk's DMA is enqueued: when it returns,
+  //! `src` may be reused and later work on `s` is ordered after the copy. @throws cuda_error
   void copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src);
-  //! Device to host, in stream order on `s`. Host-blocking until `dst` holds the data (like the driver's pageable
-  //! copy): the work before it on `s` is waited for. @throws cuda_error (including device errors)
+  //! Device to host, in stream order on `s`. Blocks (sleeping) until `dst` holds the data (the work before it on `s`
+  //! is waited for, like the driver's pageable copy). @throws cuda_error (including device errors)
   void copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src);
 
   const staged_copy_options& options() const noexcept { return options_; }
+  context_ref context() const noexcept { return ctx_; }
 
  private:
-  std::byte* chunk(std::size_t i) const noexcept {
-    return ring_.data<std::byte>() + (i % options_.chunks) * options_.chunk_bytes;
-  }
-  void wait_slot(std::size_t i);
+  struct job;
+  struct slot;
+  void start(std::unique_ptr<job> j);
+  // Starts what the free slots allow (under mutex_); collects the callbacks to make outside the lock.
+  struct outcalls;
+  void pump_locked(outcalls& out);
+  void start_chunk_locked(job& j, slot& sl, outcalls& out);
+  void enqueue_dma_locked(job& j, slot& sl, outcalls& out);  // a filled (H2D) or free (D2H) slot's DMA
+  void on_filled(slot& sl);                                  // team thread: H2D chunk in the ring
+  void on_dma_done(slot& sl, std::error_code ec);            // poller thread: the slot's DMA completed
+  void on_drained(slot& sl);                                 // team thread: D2H chunk out of the ring
+  void chunk_finished_locked(job& j, slot& sl, std::error_code ec, outcalls& out);
+  void reap_locked(outcalls& out);  // takes finished jobs out of jobs_
+  void run(outcalls& out) noexcept;
 
   context_ref ctx_;
   staged_copy_options options_;
+  std::shared_ptr<event_pool> events_;
   pinned_buffer ring_;
-  std::vector<event> slot_done_;   // the last DMA that used each slot
-  std::vector<bool> slot_busy_;
+  std::vector<std::unique_ptr<slot>> slots_;
   memcpy_team team_;
   std::mutex mutex_;
+  std::condition_variable idle_cv_;
+  std::deque<std::unique_ptr<job>> jobs_;  // in arrival order; a job leaves when done
 };
 
 }  // namespace cuasync::runtime

@@ -7,7 +7,7 @@
 
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/memory_pool.hpp>
-#include <cuasync/runtime/event_pool.hpp>
+#include <cuasync/engine/event_pool.hpp>
 
 #include <atomic>
 #include <memory>
@@ -57,7 +57,7 @@ class tracked_buffer {
  private:
   struct stream_use {
     stream_ref stream;
-    std::shared_ptr<pooled_event> after;  // recorded lazily: only when another stream must wait
+    pooled_event after;  // recorded lazily: only when another stream must wait
   };
   void wait_for(stream_ref s, stream_use& u);
   void free_nothrow() noexcept;

@@ -18,7 +18,8 @@ namespace cuasync::detail {
   X(cuDeviceGetDefaultMemPool, 11020) X(cuDeviceCanAccessPeer, 4000) X(cuCtxEnablePeerAccess, 4000)           \
   X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) X(cuCtxGetCurrent, 4000)              \
   X(cuCtxSetCurrent, 4000) X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000) X(cuCtxGetDevice, 2000)         \
-  X(cuCtxSynchronize, 2000) X(cuCtxGetStreamPriorityRange, 5050)                                             \
+  X(cuCtxSynchronize, 2000) X(cuCtxGetStreamPriorityRange, 5050) X(cuCtxGetId, 12000)                  \
+  X(cuCtxCreate, 3020) X(cuCtxDestroy, 4000)                                             \
   X(cuStreamCreateWithPriority, 5050) X(cuStreamDestroy, 4000) X(cuStreamWaitEvent, 3020)                     \
   X(cuStreamQuery, 2000) X(cuStreamSynchronize, 2000) X(cuLaunchHostFunc, 10000) X(cuStreamGetPriority, 5050) \
   X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020) X(cuStreamGetId, 12000)                                  \

@@ -1,5 +1,5 @@
 #pragma once
-//! @file How the completion service waits for GPU work: who polls (a shared poller thread, or the I/O executor
+//! @file How the completion engine waits for GPU work: who polls (a shared poller thread, or the I/O executor
 //! itself) and how often. Adaptive: right after activity (a new wait or a completion) it polls back to back for a
 //! short spin window; then it sleeps between passes, each sleep a fraction of the time already waited (so the
 //! wake-up overhead stays a bounded fraction of the wait), clamped to [min_sleep, max_sleep]; when nothing is pending
@@ -8,7 +8,7 @@
 //! `balanced` mixes both: the io executor polls back to back for a short window after activity (the latency floor for
 //! short work), then hands the remaining waits to the poller thread and its backoff (little CPU for long waits).
 //!
-//! Measured on an H200 (DESIGN.md, baselines/h200-await-feasibility.txt): a poller that hands a completion to an
+//! Measured on an H200 (docs/architecture.md, "Seeing completion"): a poller that hands a completion to an
 //! io thread blocked in `run()` adds ~5–6 µs over a raw busy `cuEventQuery`; an io thread polling itself matches the
 //! raw floor. Waiting on a 1 s kernel costs 33% of a core with 10 µs sleeps and 1.8% with 1 ms sleeps.
 
@@ -44,21 +44,12 @@ struct poll_policy {
   //! How often a slow pass queries every pending operation, not only each queue's head, so that an operation whose
   //! event completed out of queue order (e.g. two threads recording on one stream) never waits forever.
   std::chrono::nanoseconds watchdog{500'000'000};
-  //! poller_thread mode only: for this long after the last activity the I/O executor polls itself, back to back (as
-  //! in_executor mode; a thread that hands a completion over adds ~5 µs of wake-up). Then it hands the waits to the
-  //! poller thread, whose first sleep is already window / backoff_divisor. The thread also takes over when the
-  //! executor runs no pass for a window (a busy or stopped io thread). 0: the thread polls from the start.
+  //! poller_thread mode only: for this long after the last activity the host's own thread (an Asio I/O executor)
+  //! polls itself, back to back (as in_executor mode; a thread that hands a completion over adds ~5 µs of wake-up).
+  //! Then it hands the waits to the poller thread, whose first sleep is already window / backoff_divisor. The thread
+  //! also takes over when the executor runs no pass for a window (a busy or stopped io thread). 0: the thread polls
+  //! from the start. Front-ends without an executor of their own (the engine's callbacks) ignore it.
   std::chrono::nanoseconds executor_window{0};
-  //! poller_thread mode with an executor window: the io executor's queries may take at most this share (percent) of
-  //! a busy io thread's time (its other work: handlers, launches). When a busy io thread's passes cost more (many
-  //! queues, each completion a query of a finished event), the poller thread runs the passes for `executor_offload`,
-  //! in parallel with the io thread's work, and hands each pass's completions over in one post per executor. An idle
-  //! io thread (nothing to do but poll) never hands over for this reason. 0: no limit (the default: on the H200 the
-  //! hand-over lowered awaited launches per second at 1, 8 and 64 streams — 0.859/0.806/0.565 of the raw rate with a
-  //! 10% share against 0.877/0.828/0.652 without, likely because cuEventQuery on the poller thread contends with
-  //! launches on the io thread inside the driver; a host with costlier handlers may gain from e.g. 10).
-  unsigned executor_share_percent = 0;
-  std::chrono::nanoseconds executor_offload{10'000'000};
 
   //! In-executor polling, spin 2 ms, then 10–200 µs sleeps (divisor 20). Round trip at the raw busy-query floor;
   //! the io thread spins while waits are pending.
@@ -82,6 +73,8 @@ struct poll_policy {
   //! "latency", "balanced" or "efficient" (e.g. from an environment variable); nullptr-safe. Unknown names give
   //! `balanced()` and set `*known` to false when `known` is given.
   static poll_policy from_name(std::string_view name, bool* known = nullptr) noexcept;
+  //! The policy named by `$CUASYNC_POLL_POLICY`, else `balanced()`: what every engine front-end starts with.
+  static poll_policy from_environment() noexcept;
 
   //! How long to wait before the next pass, `since_activity` after the last activity: 0 within the spin window,
   //! otherwise a sleep in [min_sleep, max_sleep].

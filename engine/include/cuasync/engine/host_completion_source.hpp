@@ -2,7 +2,7 @@
 //! @file `host_completion_source`: a completion source whose tokens host code completes. It drives the completion
 //! service without a GPU (the CI tests of the scheduling logic) and bridges host-side work into the same waits.
 
-#include <cuasync/async_io/completion_source.hpp>
+#include <cuasync/engine/completion_source.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,7 @@
-#include <cuasync/async_io/poll_policy.hpp>
+#include <cuasync/engine/poll_policy.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace cuasync {
 
@@ -10,6 +11,11 @@ poll_policy poll_policy::from_name(std::string_view name, bool* known) noexcept 
   if (name == "efficient") return efficient();
   if (name != "balanced" && known) *known = false;
   return balanced();
+}
+
+poll_policy poll_policy::from_environment() noexcept {
+  const char* name = std::getenv("CUASYNC_POLL_POLICY");
+  return name ? from_name(name) : balanced();
 }
 
 std::chrono::nanoseconds poll_policy::next_delay(std::chrono::nanoseconds since_activity) const noexcept {

@@ -1,4 +1,4 @@
-#include <cuasync/async_io/host_completion_source.hpp>
+#include <cuasync/engine/host_completion_source.hpp>
 
 namespace cuasync {
 

@@ -1,0 +1,73 @@
+#pragma once
+// Internal: one asynchronous operation of the Asio front-end, from initiation to the handler's call, and how its
+// completion is handed to the handler's executor. Only async_io's sources include this.
+#include <cuasync/async_io/completion_service.hpp>
+#include <cuasync/engine/admission.hpp>
+
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <functional>
+#include <source_location>
+#include <vector>
+
+namespace cuasync::detail {
+
+class service_queues;
+
+// The operation: its handler and work guards, and, for operations that enqueue GPU work, what to enqueue once
+// admitted. Allocated with the handler's associated allocator (or, for handlers without one, from a per-thread cache),
+// freed before the handler runs. Linked to its FIFO entry through `queued_wait` while waiting for the GPU, and to its
+// stream's admission queue through `admission_waiter` while waiting for room.
+struct wait_op final : queued_wait, admission_waiter {
+  wait_handler handler;
+  boost::asio::any_io_executor io_work;               // outstanding_work.tracked
+  boost::asio::any_completion_executor handler_work;  // outstanding_work.tracked; empty: the handler runs on io
+  boost::asio::cancellation_slot slot;
+  service_queues* owner = nullptr;
+  bool cached = false;            // memory from the per-thread cache
+  bool on_poll_executor = false;  // io executor == the service's poll executor: an executor pass may call it inline
+  // Operations that enqueue work (async_launch, async_copy): what to enqueue, stored while the operation waits for
+  // admission; tasks (staged copies): what to start, and the link through which the task reports.
+  stream_ref stream;
+  std::function<void(stream_ref)> enqueue;
+  std::function<task_ref::start_fn> task;
+  std::shared_ptr<task_done> link;
+  std::shared_ptr<void> keep_alive;
+  std::source_location where;
+
+  wait_op(wait_handler h, boost::asio::any_io_executor io, boost::asio::any_completion_executor hw, bool c)
+      : handler(std::move(h)), io_work(std::move(io)), handler_work(std::move(hw)), cached(c) {}
+  void admitted(admission_ticket ticket) noexcept override;
+};
+
+//! Allocates an operation for `h` (on `io_ex`); throws what the allocation or the executors throw.
+wait_op* make_op(const boost::asio::any_io_executor& io_ex, wait_handler h, wait_hints hints);
+
+// Owns an operation in flight between executors: destroyed without being invoked (shutdown), it frees the operation
+// and destroys the handler without calling it.
+class op_ptr {
+ public:
+  explicit op_ptr(wait_op* p) noexcept : p_(p) {}
+  op_ptr(op_ptr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  op_ptr& operator=(op_ptr&&) = delete;
+  ~op_ptr();
+  wait_op* get() const noexcept { return p_; }
+  wait_op* release() noexcept { return std::exchange(p_, nullptr); }
+
+ private:
+  wait_op* p_;
+};
+
+// On the I/O executor: to the handler's executor (nothing more to do when that is the I/O executor).
+void dispatch_to_handler(op_ptr o, std::error_code ec);
+// From a thread that is not the I/O executor's (the poller, a cancelling thread, an initiating function): post to
+// the I/O executor, which dispatches to the handler's executor. Never inline.
+void post_to_io(op_ptr o, std::error_code ec);
+// From a pass run by the service's poll executor.
+void complete_on_poll_executor(op_ptr o, std::error_code ec);
+// Hands completions found off the io executor over: one post per I/O executor, in pass order. Returns the posts.
+std::size_t post_batches(std::vector<completed_wait>& done);
+
+}  // namespace cuasync::detail

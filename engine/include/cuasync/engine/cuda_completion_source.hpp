@@ -1,0 +1,80 @@
+#pragma once
+//! @file The CUDA completion source: waits on GPU work are pooled events (event_pool.hpp) recorded on streams, and
+//! a query is a host-word read or a `cuEventQuery` (a query of a finished event costs ~1.3 µs on the H200, of a
+//! pending one ~0.1 µs: the engine's search makes one finished query per stream and pass).
+//!
+//! Records on one stream are numbered in the order they reach the stream, so one query of a stream's newest wait
+//! answers for all before it (not on CU_STREAM_LEGACY / CU_STREAM_PER_THREAD: one handle, many streams).
+//!
+//! Host completion words: a wait recorded alone on its stream also gets a word written by the stream
+//! (`cuStreamWriteValue64`, with a fence) after the work before it, so seeing it done is a memory read, for ~0.7 µs
+//! more at record. Only while it pays: when later waits joined the stream's last lone wait before it completed (one
+//! query of their newest answers for all), the next lone wait gets none, until one stays alone again. A pending word
+//! falls back to the event, which reports device errors (a faulted context never writes the word).
+//!
+//! Admission (admission.hpp) is kept here too, beside the per-stream counts it needs.
+
+#include <cuasync/engine/admission.hpp>
+#include <cuasync/engine/completion_queues.hpp>
+#include <cuasync/engine/event_pool.hpp>
+
+#include <cuasync/driver/stream.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <source_location>
+
+namespace cuasync {
+
+//! The process's CUDA completion source. Thread-safe.
+class cuda_completion_source final : public completion_source {
+ public:
+  static cuda_completion_source& instance();
+
+  //! Records a wait on `s`: an event from the pool of `s`'s context (and a host word, see above). Host cost: one
+  //! `cuEventRecord` (~0.15 µs), plus one `cuStreamWriteValue64` (~0.7 µs) for a word. @throws cuda_error
+  pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
+  //! The same for an admitted operation: the wait takes over `ticket`'s place, given back when its event completes.
+  pooled_event record(stream_ref s, admission_ticket ticket,
+                      std::source_location where = std::source_location::current());
+
+  //! A place for an operation on `s` if there is room now and nobody waits before it on `s`; otherwise an empty
+  //! ticket (then `wait_admission`). `hold`: the operation holds `s` until `end_hold` (or the ticket's end).
+  //! @throws cuda_error (the stream's context or id cannot be read)
+  admission_ticket try_admit(stream_ref s, bool hold = false);
+  //! Queues `w` for a place on `s`. `w->admitted` is called once room is made — possibly before this returns, on
+  //! this thread, when room appeared meanwhile. @throws cuda_error, std::bad_alloc (then `w` is not queued)
+  void wait_admission(stream_ref s, admission_waiter* w, bool hold = false);
+  //! Takes `w` out of its queue: true when it was still waiting (it will not be admitted), false when it already
+  //! was (or is being) admitted.
+  bool cancel_admission(admission_waiter* w) noexcept;
+
+  //! Host completion words on (the default) or off, for waits recorded from now on.
+  void use_host_words(bool on) noexcept;
+  //! How many waits so far were given a host word.
+  std::uint64_t host_word_waits() const noexcept;
+  //! Events created by the pool of `ctx` so far, and how many of them are idle in the pool now.
+  std::size_t created_events(context_ref ctx) const;
+  std::size_t idle_events(context_ref ctx) const;
+
+  //! The wait target for a caller's event (queue: the event itself; no order; the event is not pooled).
+  static wait_target target(event_ref e, std::shared_ptr<void> keep_alive);
+
+  poll_result query(std::uintptr_t token) noexcept override;
+  void release(std::uintptr_t token) noexcept override;
+
+  //! True for the `CUresult`s after which the context is unusable, so every wait on it fails (failure_scope::group).
+  static bool is_sticky(CUresult r) noexcept;
+
+ private:
+  friend class admission_ticket;
+  friend class event_pool;
+  cuda_completion_source() = default;
+  void give_place(event_pool& pool, std::uint64_t stream_key, bool hold) noexcept;
+  void end_hold(event_pool& pool, std::uint64_t stream_key) noexcept;
+  void admit_waiters(const std::shared_ptr<event_pool>& pool) noexcept;
+  struct state;
+  state& st() const;
+};
+
+}  // namespace cuasync

@@ -1,0 +1,154 @@
+#pragma once
+//! @file The one event pool of a context and the one pooled event type. Every part of cuasync that records an event
+//! for its own use (a wait, a cross-stream dependency of a tracked buffer, the last use of a pinned block, a staged
+//! copy's chunk) takes a timing-disabled event from its context's pool (seed §6.3: no `cuEventCreate` on hot paths)
+//! and gives it back when done.
+//!
+//! A pool belongs to its context and lives while anything uses it: `event_pool::for_context` finds it (one per
+//! context, shared by runtimes, async_io and the C ABI), and every event on loan keeps it alive. When the context is
+//! gone (destroyed, or a primary context released by everyone) the pool is dropped: `for_context` recognises a
+//! context by its unique id (`cuCtxGetId`), not only by its handle, which a later context can reuse.
+//!
+//! Host completion words: a slot may also own a word in mapped pinned memory that the stream writes
+//! (`cuStreamWriteValue64`) after the work before it, so the host sees completion by a memory read instead of a
+//! ~1.3 µs query of a finished event (docs/architecture.md, "Seeing completion").
+
+#include <cuasync/driver/event.hpp>
+#include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/engine/admission.hpp>
+#include <cuasync/engine/completion_source.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <source_location>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cuasync {
+
+class event_pool;
+struct wait_target;
+
+namespace detail {
+//! One pooled event and (where the device supports it) its host completion word. A token of the CUDA completion
+//! source is a slot's address.
+struct event_slot {
+  CUevent event = nullptr;
+  event_pool* pool = nullptr;
+  std::shared_ptr<event_pool> lent;  // keeps the pool alive while the slot is on loan
+  std::uint64_t* word = nullptr;     // in mapped pinned memory; null without 64-bit stream memory operations
+  CUdeviceptr word_device = 0;
+  std::uint64_t written = 0;     // the last value enqueued to the word (they only grow)
+  std::uint64_t expected = 0;    // the value this loan's word write stores; 0: only the event tells
+  std::uint64_t stream_key = 0;  // the stream whose wait count this loan holds (0: none)
+  std::uint64_t first_seq = 0;   // the stream's record count when this wait was its only one (0: it was not)
+  std::uint64_t admit_key = 0;   // the stream whose admission place this loan holds (admission.hpp); 0: none
+};
+}  // namespace detail
+
+//! A pooled event recorded on a stream. Move-only; returns to its pool when destroyed (or, handed to a wait, when the
+//! wait is done).
+class pooled_event {
+ public:
+  pooled_event() = default;
+  pooled_event(pooled_event&& o) noexcept
+      : slot_(std::exchange(o.slot_, nullptr)), stream_(o.stream_), order_(o.order_), queue_key_(o.queue_key_) {}
+  pooled_event& operator=(pooled_event&& o) noexcept;
+  pooled_event(const pooled_event&) = delete;
+  pooled_event& operator=(const pooled_event&) = delete;
+  ~pooled_event();
+
+  event_ref event() const noexcept;
+  stream_ref stream() const noexcept { return stream_; }
+  explicit operator bool() const noexcept { return slot_ != nullptr; }
+  //! What the recorded work's state is, without blocking: the host word first (a memory read), then the event.
+  poll_result poll() const noexcept;
+  //! True when the recorded work has completed, false while pending. @throws cuda_error with the device error.
+  bool query() const;
+  //! Makes `s` wait (on the device) for the recorded work. @throws cuda_error
+  void make_wait(stream_ref s, std::source_location where = std::source_location::current()) const;
+
+  //! Hands the slot over to a wait of the CUDA completion source (queue: the stream; group: the context; order: the
+  //! recording order). The event goes back to its pool once the wait is done.
+  wait_target into_target(std::shared_ptr<void> keep_alive = nullptr) &&;
+  //! Gives up the slot (the caller releases it through `cuda_completion_source::release`).
+  detail::event_slot* release() noexcept { return std::exchange(slot_, nullptr); }
+
+ private:
+  friend class event_pool;
+  friend class cuda_completion_source;
+  pooled_event(detail::event_slot* slot, stream_ref s, std::uint64_t order, std::uintptr_t queue_key) noexcept
+      : slot_(slot), stream_(s), order_(order), queue_key_(queue_key) {}
+  detail::event_slot* slot_ = nullptr;
+  stream_ref stream_;
+  std::uint64_t order_ = 0;  // recording order on stream_ (wait_target::order); 0: none promised
+  // The FIFO a wait joins: the stream's id (cuStreamGetId), which no later stream reuses (handles are reused, and a
+  // new stream's newest event must never complete an older stream's waits); the handle for the special streams.
+  std::uintptr_t queue_key_ = 0;
+};
+
+//! The events of one context. Thread-safe.
+class event_pool : public std::enable_shared_from_this<event_pool> {
+ public:
+  //! The pool of `ctx` (created on first use). @throws cuda_error
+  static std::shared_ptr<event_pool> for_context(context_ref ctx);
+  //! Pools whose context is gone are dropped now (their events are released as their loans end). Runs by itself when
+  //! a new context is seen; runtimes call it when they are created and destroyed.
+  static void sweep() noexcept;
+  //! Pools alive in the process (for tests of teardown).
+  static std::size_t live_pools() noexcept;
+
+  ~event_pool();
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+
+  //! Records a plain pooled event on `s`: for another stream to wait on (`make_wait`) or the host to `poll`. Not a
+  //! wait of the completion source: no order, no host word. @throws cuda_error
+  pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
+
+  context_ref context() const noexcept { return ctx_; }
+  //! Events created by this pool so far, and how many are idle in it now.
+  std::size_t created() const;
+  std::size_t idle() const;
+
+  //! The context's admission bounds (admission.hpp); changes apply to operations admitted from now on.
+  void set_admission_limits(admission_limits limits);
+  admission_limits get_admission_limits() const;
+  //! Awaited operations holding a place now, and those waiting for one.
+  std::uint32_t admitted() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  std::uint32_t waiting_for_admission() const noexcept { return waiting_.load(std::memory_order_relaxed); }
+
+  //! Takes a slot (creating one when none is idle). @throws cuda_error
+  detail::event_slot* acquire();
+  //! Returns a slot (on loan from this pool). Never throws.
+  void give_back(detail::event_slot* slot) noexcept;
+
+ private:
+  event_pool(context_ref ctx, unsigned long long id);
+  detail::event_slot* create_slot();  // under mutex_
+  context_ref ctx_;
+  unsigned long long id_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<detail::event_slot>> slots_;  // every slot this pool made
+  std::vector<detail::event_slot*> idle_;
+  int words_supported_ = -1;  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, read once; -1: not yet
+  std::vector<pinned_buffer> slabs_;  // the words, 512 to a slab
+  std::size_t words_used_ = 0;
+
+  // Admission, driven by cuda_completion_source (the per-stream counts live with its stream states).
+  friend class cuda_completion_source;
+  std::atomic<std::uint32_t> limit_stream_{admission_limits{}.per_stream};
+  std::atomic<std::uint32_t> limit_context_{admission_limits{}.per_context};
+  std::atomic<std::uint32_t> in_flight_{0};
+  std::atomic<std::uint32_t> waiting_{0};
+  std::mutex admission_mutex_;  // before any stream state's lock
+  std::unordered_map<std::uint64_t, std::deque<admission_waiter*>> waiters_;  // by stream id, in arrival order
+  std::deque<std::uint64_t> waiting_streams_;  // streams with waiters, each once, served in turn
+};
+
+}  // namespace cuasync

@@ -1,0 +1,223 @@
+#include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/engine/event_pool.hpp>
+
+#include <cuasync/driver/device.hpp>
+#include <cuasync/driver/error.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <unordered_map>
+
+namespace cuasync {
+namespace {
+
+constexpr std::size_t words_per_slab = 512;
+
+// The pools, by context handle, with the context's id: a handle can be reused by a later context.
+struct registry {
+  std::mutex mutex;
+  struct entry {
+    unsigned long long id = 0;
+    std::shared_ptr<event_pool> pool;
+  };
+  std::unordered_map<CUcontext, entry> pools;
+};
+registry& the_registry() {
+  static registry* r = new registry;  // never destroyed: loans may end during static destruction
+  return *r;
+}
+std::atomic<std::size_t> live_count{0};
+
+bool context_alive(CUcontext ctx, unsigned long long id) noexcept {
+  const auto* d = detail::driver_if_loaded();
+  unsigned long long now = 0;
+  return d && d->cuCtxGetId(ctx, &now) == CUDA_SUCCESS && now == id;
+}
+
+}  // namespace
+
+// ---- pooled_event
+
+pooled_event& pooled_event::operator=(pooled_event&& o) noexcept {
+  if (this != &o) {
+    if (slot_) cuda_completion_source::instance().release(reinterpret_cast<std::uintptr_t>(slot_));
+    slot_ = std::exchange(o.slot_, nullptr);
+    stream_ = o.stream_;
+    order_ = o.order_;
+    queue_key_ = o.queue_key_;
+  }
+  return *this;
+}
+
+pooled_event::~pooled_event() {
+  if (slot_) cuda_completion_source::instance().release(reinterpret_cast<std::uintptr_t>(slot_));
+}
+
+event_ref pooled_event::event() const noexcept {
+  return slot_ ? event_ref(slot_->event, slot_->pool->context()) : event_ref();
+}
+
+poll_result pooled_event::poll() const noexcept {
+  if (!slot_) return {poll_status::ready, {}, {}};
+  return cuda_completion_source::instance().query(reinterpret_cast<std::uintptr_t>(slot_));
+}
+
+bool pooled_event::query() const {
+  const poll_result r = poll();
+  if (r.status == poll_status::failed)
+    throw cuda_error(r.error, "cuEventQuery", event().describe() + " recorded on " + stream_.describe());
+  return r.status == poll_status::ready;
+}
+
+void pooled_event::make_wait(stream_ref s, std::source_location where) const {
+  if (!slot_) return;
+  if (CUresult r = detail::driver().cuStreamWaitEvent(s.get(), slot_->event, 0); r != CUDA_SUCCESS)
+    detail::throw_cu(r, "cuStreamWaitEvent", s.describe() + " waiting for " + event().describe(), where);
+}
+
+wait_target pooled_event::into_target(std::shared_ptr<void> keep_alive) && {
+  const auto ctx = reinterpret_cast<std::uintptr_t>(stream_.context().get());
+  const std::uintptr_t queue = queue_key_ ? queue_key_ : reinterpret_cast<std::uintptr_t>(slot_);
+  const std::uint64_t order = order_;
+  return {&cuda_completion_source::instance(), queue, ctx, reinterpret_cast<std::uintptr_t>(release()),
+          std::move(keep_alive), order};
+}
+
+// ---- event_pool
+
+event_pool::event_pool(context_ref ctx, unsigned long long id) : ctx_(ctx), id_(id) {
+  live_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+event_pool::~event_pool() {
+  live_count.fetch_sub(1, std::memory_order_relaxed);
+  // Every slot is idle (a loan keeps the pool alive). A context that is gone took its events and pinned memory
+  // with it: nothing to destroy then.
+  const bool alive = context_alive(ctx_.get(), id_);
+  for (auto& slot : slots_)
+    if (alive) {
+      if (const auto* d = detail::driver_if_loaded()) d->cuEventDestroy(slot->event);
+    }
+  if (!alive)
+    for (auto& slab : slabs_) (void)slab.release();
+}
+
+std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx) {
+  if (!ctx) detail::throw_invalid("cuasync::event_pool::for_context", "empty context");
+  registry& r = the_registry();
+  {
+    std::lock_guard lock(r.mutex);
+    if (auto it = r.pools.find(ctx.get()); it != r.pools.end()) return it->second.pool;
+  }
+  unsigned long long id = 0;
+  if (CUresult res = detail::driver().cuCtxGetId(ctx.get(), &id); res != CUDA_SUCCESS)
+    detail::throw_cu(res, "cuCtxGetId", "context " + detail::handle_string(ctx.get()) + " of device " +
+                                            std::to_string(ctx.device_ordinal()),
+                     std::source_location::current());
+  sweep();  // a new context: a good moment to let go of those that are gone
+  std::lock_guard lock(r.mutex);
+  registry::entry& e = r.pools[ctx.get()];
+  if (!e.pool || e.id != id) e = {id, std::shared_ptr<event_pool>(new event_pool(ctx, id))};
+  return e.pool;
+}
+
+void event_pool::sweep() noexcept {
+  std::vector<std::shared_ptr<event_pool>> dropped;  // destroyed outside the lock
+  registry& r = the_registry();
+  try {
+    std::lock_guard lock(r.mutex);
+    for (auto it = r.pools.begin(); it != r.pools.end();) {
+      if (context_alive(it->first, it->second.id)) {
+        ++it;
+        continue;
+      }
+      detail::forget_context(it->first);
+      dropped.push_back(std::move(it->second.pool));
+      it = r.pools.erase(it);
+    }
+  } catch (...) {
+  }
+}
+
+std::size_t event_pool::live_pools() noexcept { return live_count.load(std::memory_order_relaxed); }
+
+detail::event_slot* event_pool::create_slot() {
+  if (words_supported_ < 0)
+    words_supported_ = ctx_.device().attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
+  slots_.reserve(slots_.size() + 1);
+  idle_.reserve(slots_.size() + 1);  // give_back never allocates
+  event e = event::create(ctx_);  // timing disabled
+  auto slot = std::make_unique<detail::event_slot>();
+  slot->pool = this;
+  if (words_supported_) {
+    if (words_used_ == slabs_.size() * words_per_slab) {
+      pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t));
+      std::memset(slab.get(), 0, slab.size());
+      slabs_.push_back(std::move(slab));
+    }
+    const std::size_t i = words_used_++;
+    const pinned_buffer& slab = slabs_[i / words_per_slab];
+    slot->word = slab.data<std::uint64_t>() + i % words_per_slab;
+    slot->word_device = slab.device_pointer() + (i % words_per_slab) * sizeof(std::uint64_t);
+  }
+  slot->event = e.release();
+  slots_.push_back(std::move(slot));
+  return slots_.back().get();
+}
+
+detail::event_slot* event_pool::acquire() {
+  detail::event_slot* slot;
+  {
+    std::lock_guard lock(mutex_);
+    if (!idle_.empty()) {
+      slot = idle_.back();
+      idle_.pop_back();
+    } else {
+      slot = create_slot();
+    }
+  }
+  slot->lent = shared_from_this();
+  slot->expected = 0;
+  slot->stream_key = slot->first_seq = 0;
+  slot->admit_key = 0;
+  return slot;
+}
+
+void event_pool::give_back(detail::event_slot* slot) noexcept {
+  std::shared_ptr<event_pool> self = std::move(slot->lent);  // the last loan may end the pool: after the lock
+  std::lock_guard lock(mutex_);
+  idle_.push_back(slot);  // capacity reserved at creation (slots_.size() >= idle_.size())
+}
+
+pooled_event event_pool::record(stream_ref s, std::source_location where) {
+  if (!s) detail::throw_invalid("cuasync::event_pool::record", "empty stream", where);
+  detail::event_slot* slot = acquire();
+  if (CUresult r = detail::driver().cuEventRecord(slot->event, s.get()); r != CUDA_SUCCESS) {
+    give_back(slot);
+    detail::throw_cu(r, "cuEventRecord", "pooled event on " + s.describe(), where);
+  }
+  return pooled_event(slot, s, 0, 0);
+}
+
+void event_pool::set_admission_limits(admission_limits limits) {
+  limit_stream_.store(limits.per_stream, std::memory_order_relaxed);
+  limit_context_.store(limits.per_context, std::memory_order_relaxed);
+  // Wider bounds may admit operations that wait now.
+  if (waiting_.load(std::memory_order_acquire) != 0) cuda_completion_source::instance().admit_waiters(shared_from_this());
+}
+
+admission_limits event_pool::get_admission_limits() const {
+  return {limit_stream_.load(std::memory_order_relaxed), limit_context_.load(std::memory_order_relaxed)};
+}
+
+std::size_t event_pool::created() const {
+  std::lock_guard lock(mutex_);
+  return slots_.size();
+}
+
+std::size_t event_pool::idle() const {
+  std::lock_guard lock(mutex_);
+  return idle_.size();
+}
+
+}  // namespace cuasync
