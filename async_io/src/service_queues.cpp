@@ -150,11 +150,40 @@ void service_queues::start_task(asio::any_io_executor io_ex, stream_ref s, const
   queue_for_admission(op, true);
 }
 
+namespace {
+// The posted enqueue of an admitted operation. Destroyed without running (the context shuts down), it destroys the
+// operation without enqueueing anything.
+struct admitted_run {
+  wait_op* op;
+  admission_ticket ticket;
+  admitted_run(wait_op* o, admission_ticket t) noexcept : op(o), ticket(std::move(t)) {}
+  admitted_run(admitted_run&& o) noexcept : op(std::exchange(o.op, nullptr)), ticket(std::move(o.ticket)) {}
+  admitted_run& operator=(admitted_run&&) = delete;
+  ~admitted_run() {
+    if (op) op->owner->abandon(op);
+  }
+  void operator()() {
+    wait_op* p = std::exchange(op, nullptr);
+    if (p->task)
+      p->owner->run_task(p, true, nullptr, std::move(ticket));
+    else
+      p->owner->run_admitted(p, true, nullptr, std::move(ticket));
+  }
+};
+}  // namespace
+
 void wait_op::admitted(admission_ticket ticket) noexcept {
-  if (task)
-    owner->run_task(this, true, nullptr, std::move(ticket));
-  else
-    owner->run_admitted(this, true, nullptr, std::move(ticket));
+  try {
+    asio::any_io_executor io = io_work;
+    asio::post(io, admitted_run(this, std::move(ticket)));
+  } catch (...) {
+    // Out of memory for the post: the operation was abandoned by admitted_run's destructor.
+  }
+}
+
+void service_queues::abandon(wait_op* op) noexcept {
+  leave_admitting(op);
+  op_ptr destroy(op);
 }
 
 void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept {
@@ -278,10 +307,12 @@ std::size_t service_queues::pass(bool full, bool from_io_thread) {
     // Each handler run shows the executor alive: the poller thread takes over only when one handler outlasts the
     // executor window (a busy io thread launching the next batch is not a stopped one; polling from another thread
     // then contends with its launches inside the driver).
-    for (const completed_wait& d : done) {
-      complete_on_poll_executor(op_ptr(static_cast<wait_op*>(d.wait)), d.error);
+    const std::size_t inline_n = std::min(n, inline_completions);
+    for (std::size_t i = 0; i < inline_n; ++i) {
+      complete_on_poll_executor(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
       last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
     }
+    if (n > inline_n) queues_.count_batches(post_batches(done, inline_n));  // to the back of the queue
   } else if (n) {
     queues_.count_batches(post_batches(done));
   }

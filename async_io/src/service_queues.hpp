@@ -34,6 +34,8 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   // The admitted operation's work: enqueue, record, attach (or fail). Never throws. `stored`: it waited for
   // admission (its work is in op->enqueue); otherwise `ref` is the caller's.
   void run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept;
+  // An admitted operation whose enqueue will never run (its post was dropped): destroyed without a call.
+  void abandon(wait_op* op) noexcept;
   // The admitted task: start it (or fail). Never throws.
   void run_task(wait_op* op, bool stored, const task_ref* ref, admission_ticket ticket) noexcept;
 

@@ -58,7 +58,10 @@ class completion_batch {
   const asio::any_io_executor& executor() const noexcept { return op(0)->io_work; }
 
   void operator()() {
-    while (next_ < items_.size()) {
+    // A bounded run, then the rest goes to the back of the executor's queue: other handlers (a framework's timers)
+    // never wait behind more than `inline_completions` of these.
+    for (std::size_t run = 0; next_ < items_.size(); ++run) {
+      if (run == inline_completions) return post_rest();
       const completed_wait it = items_[next_++];
       try {
         dispatch_to_handler(op_ptr(static_cast<wait_op*>(it.wait)), it.error);
@@ -134,12 +137,12 @@ void complete_on_poll_executor(op_ptr o, std::error_code ec) {
   asio::dispatch(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
 }
 
-std::size_t post_batches(std::vector<completed_wait>& done) {
+std::size_t post_batches(std::vector<completed_wait>& done, std::size_t first) {
   // Usually one I/O executor; the groups keep each executor's completions in pass order.
   std::vector<completion_batch> batches;
   std::size_t taken = 0;
   try {
-    for (; taken < done.size(); ++taken) {
+    for (taken = first; taken < done.size(); ++taken) {
       const auto* op = static_cast<wait_op*>(done[taken].wait);
       auto it = std::find_if(batches.begin(), batches.end(),
                              [&](const completion_batch& b) { return b.executor() == op->io_work; });

@@ -39,6 +39,8 @@ struct wait_op final : queued_wait, admission_waiter {
 
   wait_op(wait_handler h, boost::asio::any_io_executor io, boost::asio::any_completion_executor hw, bool c)
       : handler(std::move(h)), io_work(std::move(io)), handler_work(std::move(hw)), cached(c) {}
+  // Admitted (on the thread that made room): the work is enqueued by a handler posted to the I/O executor, so that
+  // a burst of admissions interleaves with the executor's other handlers.
   void admitted(admission_ticket ticket) noexcept override;
 };
 
@@ -67,7 +69,9 @@ void dispatch_to_handler(op_ptr o, std::error_code ec);
 void post_to_io(op_ptr o, std::error_code ec);
 // From a pass run by the service's poll executor.
 void complete_on_poll_executor(op_ptr o, std::error_code ec);
-// Hands completions found off the io executor over: one post per I/O executor, in pass order. Returns the posts.
-std::size_t post_batches(std::vector<completed_wait>& done);
+// Hands completions (from `first` on) over: one post per I/O executor, in pass order. Returns the posts.
+std::size_t post_batches(std::vector<completed_wait>& done, std::size_t first = 0);
+// At most this many completions run back to back on an io thread before its other handlers get a turn.
+inline constexpr std::size_t inline_completions = 64;
 
 }  // namespace cuasync::detail

@@ -13,6 +13,9 @@ tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std
   b.home_ = home;
   b.ptr_ = rt.device_pool().allocate_async(home, bytes);
   b.size_ = bytes;
+  // The allocation is stream-ordered on `home`: another stream may use the memory only after it (its first use
+  // waits on home, as for a write).
+  b.last_write_ = stream_use{home, {}};
   return b;
 }
 

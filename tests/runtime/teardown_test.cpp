@@ -1,0 +1,107 @@
+// State that lives as long as what it describes: runtimes and contexts created and torn down again and again leave
+// no event pools behind and keep host memory flat.
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/runtime/device_runtime.hpp>
+#include <cuasync/runtime/tracked_buffer.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "gpu.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+
+using namespace cuasync;
+using namespace cuasync::runtime;
+
+namespace {
+long rounds() {
+  const char* v = std::getenv("CUASYNC_TEARDOWN_ROUNDS");
+  return v ? std::atol(v) : 1000;
+}
+
+std::size_t resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<std::size_t>(resident) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+struct callback_wait final : completion_callback {
+  std::promise<std::error_code> result;
+  void complete(std::error_code ec) noexcept override { result.set_value(ec); }
+};
+
+// Some of everything a runtime keeps per context: streams, a pooled allocation, a wait (an event from the context's
+// pool, maybe a host word) seen complete by the engine, a staged-size copy is left out (its ring is per runtime).
+void use(device_runtime& rt) {
+  stream_ref s = rt.streams().next();
+  auto buffer = tracked_buffer::allocate(rt, s, 4096);
+  pinned_block block = rt.pinned()->allocate(4096);
+  callback_wait w;
+  completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &w);
+  REQUIRE_FALSE(w.result.get_future().get());
+  s.synchronize();
+}
+}  // namespace
+
+TEST_CASE("1,000 runtimes on created contexts come and go: no event pools left, host memory flat",
+          "[runtime][gpu][teardown]") {
+  const auto& d = detail::driver();
+  CUdevice dev = 0;
+  detail::check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  const std::size_t pools = event_pool::live_pools();
+  auto round = [&] {
+    CUcontext raw = nullptr;
+    detail::check(d.cuCtxCreate(&raw, 0, dev), "cuCtxCreate");
+    CUcontext popped = nullptr;
+    d.cuCtxPopCurrent(&popped);  // cuasync makes it current where it needs it
+    {
+      auto rt = device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
+      use(*rt);
+    }
+    detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy");
+  };
+  const long n = rounds();
+  for (int i = 0; i < 20; ++i) round();  // warm-up: the allocator's arenas, the driver's own caches
+  const std::size_t before = resident_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; ++i) round();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::size_t after = resident_bytes();
+  event_pool::sweep();
+  std::printf("teardown: %ld contexts with a runtime each in %.1f s; resident %.1f -> %.1f MiB; pools %zu -> %zu\n",
+              n, s, before / 1048576.0, after / 1048576.0, pools, event_pool::live_pools());
+  CHECK(event_pool::live_pools() == pools);
+  // Flat: a leak of even 4 KiB a round would show as 4 MiB.
+  CHECK(after < before + (std::size_t{2} << 20));
+}
+
+TEST_CASE("1,000 runtimes on the primary context come and go: one event pool, host memory flat",
+          "[runtime][gpu][teardown]") {
+  {
+    auto warm = device_runtime::create(0);
+    use(*warm);
+  }
+  const std::size_t pools = event_pool::live_pools();
+  auto round = [] {
+    auto rt = device_runtime::create(0);
+    use(*rt);
+  };
+  for (int i = 0; i < 20; ++i) round();
+  const std::size_t before = resident_bytes();
+  const long n = rounds();
+  for (long i = 0; i < n; ++i) round();
+  const std::size_t after = resident_bytes();
+  std::printf("teardown: %ld primary-context runtimes; resident %.1f -> %.1f MiB; pools %zu -> %zu\n", n,
+              before / 1048576.0, after / 1048576.0, pools, event_pool::live_pools());
+  CHECK(event_pool::live_pools() == pools);
+  CHECK(after < before + (std::size_t{2} << 20));
+}
