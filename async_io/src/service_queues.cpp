@@ -307,14 +307,22 @@ std::size_t service_queues::pass(bool full, bool from_io_thread) {
     // Each handler run shows the executor alive: the poller thread takes over only when one handler outlasts the
     // executor window (a busy io thread launching the next batch is not a stopped one; polling from another thread
     // then contends with its launches inside the driver).
-    const std::size_t inline_n = std::min(n, inline_completions);
-    for (std::size_t i = 0; i < inline_n; ++i) {
-      complete_on_poll_executor(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
-      last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
+    // Inline only while nothing of this executor waits in the FIFO (a completion never overtakes an earlier one),
+    // and for a bounded run; the rest queue behind the executor's other handlers.
+    std::size_t i = 0;
+    std::optional<asio::any_io_executor> poll_ex;
+    if (n) {
+      std::lock_guard lock(mutex_);
+      poll_ex = poll_executor_;
     }
-    if (n > inline_n) queues_.count_batches(post_batches(done, inline_n));  // to the back of the queue
+    if (poll_ex && fifo_->idle(*poll_ex))
+      for (; i < n && i < completion_fifo::run_length; ++i) {
+        complete_on_poll_executor(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
+        last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
+      }
+    if (i < n) queues_.count_batches(fifo_->push(done, i));
   } else if (n) {
-    queues_.count_batches(post_batches(done));
+    queues_.count_batches(fifo_->push(done, 0));
   }
   return n;
 }
@@ -410,6 +418,7 @@ void service_queues::shutdown() {
   pending = !queues_.empty();
   // Destroy the handlers without calling them (outside the locks: their destructors may do anything).
   for (queued_wait* w : waits) op_ptr destroy(static_cast<wait_op*>(w));
+  fifo_->clear();
   // Tokens still running on the GPU stay polled by the process's poller until done, keeping what they hold alive.
   if (registered_.load())
     poller::instance().remove(this, pending);

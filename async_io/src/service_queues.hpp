@@ -2,6 +2,7 @@
 // Internal: the state behind one completion_service. It attaches Asio operations to the engine's FIFOs
 // (completion_queues), decides who polls (the io executor during its window, or the poller thread), and hands
 // completions to the operations' executors. Only async_io's sources include this.
+#include "completion_fifo.hpp"
 #include "wait_op.hpp"
 
 #include <cuasync/engine/completion_queues.hpp>
@@ -77,6 +78,7 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   std::optional<boost::asio::steady_timer> timer_;
   std::atomic<bool> registered_{false};
   std::unordered_set<wait_op*> admitting_;  // operations waiting for admission (destroyed at shutdown)
+  std::shared_ptr<completion_fifo> fifo_ = std::make_shared<completion_fifo>();  // completions on their way
 };
 
 }  // namespace cuasync::detail

@@ -9,7 +9,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
-#include <algorithm>
 
 namespace asio = boost::asio;
 
@@ -40,54 +39,6 @@ void invoke(op_ptr o, std::error_code ec) {
   wait_handler h = free_op(op);
   std::move(h)(ec);
 }
-
-// Completions of one pass for one I/O executor, handed over with one post and run in order. Destroyed without
-// being run (shutdown), it destroys the handlers it still holds without calling them; a handler that throws leaves
-// the rest posted again (never lost, never run twice).
-class completion_batch {
- public:
-  completion_batch() = default;
-  completion_batch(completion_batch&& o) noexcept : items_(std::move(o.items_)), next_(std::exchange(o.next_, 0)) {
-    o.items_.clear();
-  }
-  completion_batch& operator=(completion_batch&&) = delete;
-  ~completion_batch() {
-    for (std::size_t i = next_; i < items_.size(); ++i) op_ptr destroy(static_cast<wait_op*>(items_[i].wait));
-  }
-  void add(const completed_wait& d) { items_.push_back(d); }
-  const asio::any_io_executor& executor() const noexcept { return op(0)->io_work; }
-
-  void operator()() {
-    // A bounded run, then the rest goes to the back of the executor's queue: other handlers (a framework's timers)
-    // never wait behind more than `inline_completions` of these.
-    for (std::size_t run = 0; next_ < items_.size(); ++run) {
-      if (run == inline_completions) return post_rest();
-      const completed_wait it = items_[next_++];
-      try {
-        dispatch_to_handler(op_ptr(static_cast<wait_op*>(it.wait)), it.error);
-      } catch (...) {
-        post_rest();
-        throw;
-      }
-    }
-  }
-
- private:
-  wait_op* op(std::size_t i) const noexcept { return static_cast<wait_op*>(items_[i].wait); }
-  void post_rest() noexcept {
-    if (next_ >= items_.size()) return;
-    try {
-      completion_batch rest;
-      rest.items_.assign(items_.begin() + static_cast<std::ptrdiff_t>(next_), items_.end());
-      next_ = items_.size();  // the rest belongs to `rest` now (destroyed unrun if the post fails)
-      asio::any_io_executor io = rest.executor();
-      asio::post(io, std::move(rest));
-    } catch (...) {
-    }
-  }
-  std::vector<completed_wait> items_;
-  std::size_t next_ = 0;
-};
 
 }  // namespace
 
@@ -135,33 +86,6 @@ void complete_on_poll_executor(op_ptr o, std::error_code ec) {
   // Another executor of the same context (e.g. a strand): let it decide whether this thread may run the handler.
   asio::any_io_executor io = op->io_work;
   asio::dispatch(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
-}
-
-std::size_t post_batches(std::vector<completed_wait>& done, std::size_t first) {
-  // Usually one I/O executor; the groups keep each executor's completions in pass order.
-  std::vector<completion_batch> batches;
-  std::size_t taken = 0;
-  try {
-    for (taken = first; taken < done.size(); ++taken) {
-      const auto* op = static_cast<wait_op*>(done[taken].wait);
-      auto it = std::find_if(batches.begin(), batches.end(),
-                             [&](const completion_batch& b) { return b.executor() == op->io_work; });
-      if (it == batches.end()) {
-        batches.emplace_back();
-        it = batches.end() - 1;
-      }
-      it->add(done[taken]);
-    }
-  } catch (...) {
-    // Out of memory while grouping: the rest go one by one.
-    for (std::size_t i = taken; i < done.size(); ++i)
-      post_to_io(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
-  }
-  for (completion_batch& b : batches) {
-    asio::any_io_executor io = b.executor();
-    asio::post(io, std::move(b));
-  }
-  return batches.size();
 }
 
 }  // namespace cuasync::detail

@@ -69,9 +69,6 @@ void dispatch_to_handler(op_ptr o, std::error_code ec);
 void post_to_io(op_ptr o, std::error_code ec);
 // From a pass run by the service's poll executor.
 void complete_on_poll_executor(op_ptr o, std::error_code ec);
-// Hands completions (from `first` on) over: one post per I/O executor, in pass order. Returns the posts.
-std::size_t post_batches(std::vector<completed_wait>& done, std::size_t first = 0);
-// At most this many completions run back to back on an io thread before its other handlers get a turn.
-inline constexpr std::size_t inline_completions = 64;
+
 
 }  // namespace cuasync::detail

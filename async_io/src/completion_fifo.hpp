@@ -1,0 +1,40 @@
+#pragma once
+// Internal: completions on their way to their I/O executors. One FIFO per executor keeps their order across passes
+// (a pass's completions never overtake an earlier pass's), and a drain handler runs at most `run_length` of them
+// back to back before it re-posts itself, so an io thread's other handlers (a framework's timers) never wait behind
+// a burst of completions.
+#include "wait_op.hpp"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace cuasync::detail {
+
+class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
+ public:
+  //! Completions run back to back by one drain handler.
+  static constexpr std::size_t run_length = 64;
+
+  //! True when nothing of `ex` is queued: a completion on it may run now without overtaking one.
+  bool idle(const boost::asio::any_io_executor& ex) const;
+  //! Queues `done[first..]` behind what each one's executor already has; posts a drain handler where none is
+  //! pending. Returns the posts made. Never throws (out of memory: a completion is posted on its own).
+  std::size_t push(std::vector<completed_wait>& done, std::size_t first) noexcept;
+  //! Destroys every queued operation without calling it (the execution context shuts down).
+  void clear() noexcept;
+
+ private:
+  struct lane {
+    boost::asio::any_io_executor ex;
+    std::deque<completed_wait> items;
+    bool drain_posted = false;
+  };
+  void drain(lane* l);
+  lane& lane_for_locked(const boost::asio::any_io_executor& ex);
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<lane>> lanes_;  // usually one
+};
+
+}  // namespace cuasync::detail
