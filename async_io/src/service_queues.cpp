@@ -4,7 +4,9 @@
 #include <cuasync/engine/detail/pass_scratch.hpp>
 
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/execution.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 
 #include <cerrno>
 
@@ -70,8 +72,11 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
   bool wake_thread = false;
   {
     std::lock_guard lock(mutex_);
-    if (!poll_executor_) poll_executor_ = io_ex;
-    op->on_poll_executor = io_ex == *poll_executor_;
+    // The service's own executor holds no outstanding work (each operation holds its own): run() returns once the
+    // operations are done. An operation's io_work is tracked: compare untracked forms.
+    const asio::any_io_executor key = asio::prefer(io_ex, asio::execution::outstanding_work.untracked);
+    if (!poll_executor_) poll_executor_ = key;
+    op->on_poll_executor = key == *poll_executor_;
     if (policy_.mode == poll_mode::in_executor || executor_window_locked()) {
       if (!task_scheduled_) {
         try {
@@ -357,7 +362,7 @@ bool service_queues::finished() const {
 void service_queues::schedule_executor_poll_locked(const asio::any_io_executor& ex) {
   task_scheduled_ = true;
   last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
-  if (!poll_executor_) poll_executor_ = ex;
+  if (!poll_executor_) poll_executor_ = asio::prefer(ex, asio::execution::outstanding_work.untracked);
   asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
 }
 

@@ -10,6 +10,7 @@
 #include <cuasync/async_io/async_run_blocking.hpp>
 
 #include <cuasync/jit/compiler.hpp>
+#include <cuasync/runtime/device_runtime.hpp>
 
 namespace cuasync {
 
@@ -30,6 +31,19 @@ auto async_compile(jit::program p, int compute_capability, jit::compile_options 
       [p = std::move(p), compute_capability, o = std::move(o)] {
         return jit::default_compiler().compile(p, compute_capability, o);
       },
+      std::forward<Token>(token));
+}
+
+//! Kernel `name` of `p` for `rt`'s device, compiled (or found in the caches) and loaded into its context on
+//! `blocking_pool()` (`device_runtime::kernel` blocks for 10 ms – seconds on a miss). Completion signature
+//! `void(std::exception_ptr, kernel_ref)`; `co_await` returns the kernel or rethrows `jit::compile_error`, ...
+//! `rt` must outlive the operation.
+template <class Token>
+auto async_kernel(runtime::device_runtime& rt, jit::program p, std::string name, jit::compile_options o,
+                  Token&& token) {
+  return async_run_blocking(
+      blocking_pool(),
+      [&rt, p = std::move(p), name = std::move(name), o = std::move(o)] { return rt.kernel(p, name, o); },
       std::forward<Token>(token));
 }
 

@@ -29,7 +29,7 @@ class event_pool;
 //! Bounds, per context. 0 means no bound.
 struct admission_limits {
   //! Awaited operations in flight on one stream: leaves room on its connection for other streams' work.
-  std::uint32_t per_stream = 256;
+  std::uint32_t per_stream = 64;
   //! Awaited operations in flight on the context. Each enqueues at most two items (its work and a host word), so 500
   //! keep any one connection below its 1,021 whatever the stream-to-connection mapping.
   std::uint32_t per_context = 500;
