@@ -15,7 +15,7 @@ namespace cuasync::detail {
 class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
  public:
   //! Completions run back to back by one drain handler.
-  static constexpr std::size_t run_length = 64;
+  static constexpr std::size_t run_length = 16;
 
   //! True when nothing of `ex` is queued: a completion on it may run now without overtaking one.
   bool idle(const boost::asio::any_io_executor& ex) const;

@@ -326,10 +326,17 @@ void completion_queues::pass(bool full, std::vector<completed_wait>& done) {
       std::erase_if(queues_, [](const auto& kv) { return !kv.second->listed; });
     if (!ps.released.empty()) note_activity();
   }
-  // Outside the locks: give tokens back, drop keep-alives (their destructors may do anything).
-  for (wait_entry* e : ps.released) {
-    e->source->release(e->token);
-    detail::delete_entry(e);
+  // Outside the locks: give tokens back (runs of one source at once), drop keep-alives (their destructors may do
+  // anything).
+  std::vector<std::uintptr_t> tokens;
+  tokens.reserve(ps.released.size());
+  for (std::size_t i = 0; i < ps.released.size();) {
+    completion_source* source = ps.released[i]->source;
+    tokens.clear();
+    std::size_t j = i;
+    for (; j < ps.released.size() && ps.released[j]->source == source; ++j) tokens.push_back(ps.released[j]->token);
+    source->release_many(tokens);
+    for (; i < j; ++i) detail::delete_entry(ps.released[i]);
   }
 }
 

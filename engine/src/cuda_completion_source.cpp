@@ -40,6 +40,9 @@ struct record_shard {
 
 constexpr std::uintptr_t user_event_bit = 1;
 
+// While release_many runs on this thread: the pools whose waiters get their turn at its end, once each.
+thread_local std::vector<std::shared_ptr<event_pool>>* deferred_admissions = nullptr;
+
 // One handle, many streams (per context, per thread): the source cannot vouch for order among its waits.
 bool is_special_stream(CUstream s) noexcept { return s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
 
@@ -252,7 +255,25 @@ void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, boo
     shard.maybe_sweep();
   }
   pool.in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-  if (pool.waiting_.load(std::memory_order_acquire) != 0) admit_waiters(pool.shared_from_this());
+  if (pool.waiting_.load(std::memory_order_acquire) == 0) return;
+  if (auto* deferred = deferred_admissions) {
+    try {
+      for (const auto& p : *deferred)
+        if (p.get() == &pool) return;
+      deferred->push_back(pool.shared_from_this());
+      return;
+    } catch (...) {
+    }
+  }
+  admit_waiters(pool.shared_from_this());
+}
+
+void cuda_completion_source::release_many(std::span<const std::uintptr_t> tokens) noexcept {
+  std::vector<std::shared_ptr<event_pool>> pools;
+  deferred_admissions = &pools;
+  for (std::uintptr_t t : tokens) release(t);
+  deferred_admissions = nullptr;
+  for (const auto& p : pools) admit_waiters(p);
 }
 
 void cuda_completion_source::end_hold(event_pool& pool, std::uint64_t key) noexcept {

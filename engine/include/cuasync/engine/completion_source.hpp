@@ -5,6 +5,7 @@
 //! is completed by host code (tests, host-side work).
 
 #include <cstdint>
+#include <span>
 #include <system_error>
 
 namespace cuasync {
@@ -40,6 +41,10 @@ class completion_source {
   //! The service is done with `token` (it completed or failed; after a cancellation, only once it completed).
   //! Never throws.
   virtual void release(std::uintptr_t token) noexcept = 0;
+  //! Releases several tokens at once (a pass that completed many): a source may do per-batch work once.
+  virtual void release_many(std::span<const std::uintptr_t> tokens) noexcept {
+    for (std::uintptr_t t : tokens) release(t);
+  }
 };
 
 }  // namespace cuasync

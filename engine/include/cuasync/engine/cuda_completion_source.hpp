@@ -62,6 +62,8 @@ class cuda_completion_source final : public completion_source {
 
   poll_result query(std::uintptr_t token) noexcept override;
   void release(std::uintptr_t token) noexcept override;
+  //! As `release` for each, with the admission of waiting operations done once per context at the end.
+  void release_many(std::span<const std::uintptr_t> tokens) noexcept override;
 
   //! True for the `CUresult`s after which the context is unusable, so every wait on it fails (failure_scope::group).
   static bool is_sticky(CUresult r) noexcept;
