@@ -43,31 +43,6 @@ poll_policy manual_policy() {
 const std::error_code aborted{ECANCELED, std::system_category()};
 }  // namespace
 
-TEST_CASE("poll policies spin after activity, then back off as a wait grows", "[async_io]") {
-  const poll_policy b = poll_policy::balanced();
-  CHECK(b.mode == poll_mode::poller_thread);
-  CHECK(b.executor_window == 150us);  // the io executor polls first
-  CHECK(poll_policy::efficient().executor_window == 0ns);
-  CHECK(b.next_delay(0ns) == 0ns);
-  CHECK(b.next_delay(99us) == 0ns);
-  CHECK(b.next_delay(100us) == 10us);  // first sleep: min_sleep
-  CHECK(b.next_delay(2ms) == 200us);   // a tenth of the time waited
-  CHECK(b.next_delay(1s) == 1ms);      // clamped to max_sleep
-  CHECK(b.next_delay(1ms) < b.next_delay(5ms));
-  const poll_policy e = poll_policy::efficient();
-  CHECK(e.next_delay(0ns) == 50us);  // no spin
-  CHECK(e.next_delay(1s) == 5ms);
-  const poll_policy l = poll_policy::latency();
-  CHECK(l.mode == poll_mode::in_executor);
-  CHECK(l.next_delay(1ms) == 0ns);
-  CHECK(l.next_delay(1s) == 200us);
-  bool known = true;
-  CHECK(poll_policy::from_name("efficient", &known) == e);
-  CHECK(known);
-  CHECK(poll_policy::from_name("fast", &known) == b);
-  CHECK_FALSE(known);
-}
-
 TEST_CASE("waits of one queue complete in FIFO order and a pass queries only each queue's head", "[async_io]") {
   host_setup h;
   const auto t1 = h.source.create(), t2 = h.source.create(), t3 = h.source.create(), other = h.source.create();

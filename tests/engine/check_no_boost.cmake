@@ -1,0 +1,10 @@
+# Fails when a file under DIR includes a Boost header.
+file(GLOB_RECURSE files ${DIR}/*.hpp ${DIR}/*.cpp ${DIR}/CMakeLists.txt)
+foreach(f ${files})
+  file(STRINGS ${f} lines REGEX "(#include[ \t]*[<\"]boost/)|(Boost::)")
+  if(lines)
+    message(FATAL_ERROR "${f} uses Boost: ${lines}")
+  endif()
+endforeach()
+list(LENGTH files n)
+message(STATUS "engine: ${n} files, no Boost")
