@@ -57,7 +57,7 @@ copy_work make_copy_work(runtime::device_runtime* rt, stream_ref s, const copy_e
   // it goes through the staged copier instead, whatever its size.
   if (host && !dst.block && !src.block && classify_pointer(host) == memory_kind::pageable_host) {
     runtime::device_runtime* r = runtime_for(rt, s, w.rt, where);
-    w.staging = &r->staging();
+    w.staging = &r->staging(where);
     r->count_pageable_copy(true);
   }
   return w;

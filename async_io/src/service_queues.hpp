@@ -37,6 +37,10 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   void run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept;
   // An admitted operation whose enqueue will never run (its post was dropped): destroyed without a call.
   void abandon(wait_op* op) noexcept;
+  // Completes an operation whose work could not be enqueued or started with `ec`. Never throws.
+  void fail_started(wait_op* op, std::error_code ec) noexcept;
+  // Detaches `op` from its running task: true when the task had not completed it yet.
+  static bool detach_task(wait_op* op) noexcept;
   // The admitted task: start it (or fail). Never throws.
   void run_task(wait_op* op, bool stored, const task_ref* ref, admission_ticket ticket) noexcept;
 

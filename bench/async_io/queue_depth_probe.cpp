@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     report("launch + write-value + record", fill(g, limit, [&](long i) {
              launch(s, empty, one);
              detail::check(detail::driver().cuStreamWriteValue64(s.get(), words.device_pointer(), i, 0),
-                           "cuStreamWriteValue64");
+                           "cuStreamWriteValue64", std::source_location::current());
              events[i % events.size()].record(s);
            }), 1);
     s.synchronize();

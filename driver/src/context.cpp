@@ -42,11 +42,11 @@ void forget_context(CUcontext ctx) noexcept {
 }
 }  // namespace detail
 
-unsigned long long context_ref::id() const {
+unsigned long long context_ref::id(std::source_location where) const {
   unsigned long long id = 0;
   if (CUresult r = driver().cuCtxGetId(ctx_, &id); r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuCtxGetId", "context " + detail::handle_string(ctx_) + " of device " + std::to_string(device_),
-                     std::source_location::current());
+                     where);
   return id;
 }
 
@@ -59,52 +59,50 @@ std::error_code context_ref::take_deferred_error() const noexcept {
   return code;
 }
 
-context_ref context_ref::adopt(CUcontext ctx) {
-  if (!ctx) detail::throw_invalid("cuasync::context_ref::adopt", "null context");
-  scoped_context guard(ctx);
+context_ref context_ref::adopt(CUcontext ctx, std::source_location where) {
+  if (!ctx) detail::throw_invalid("cuasync::context_ref::adopt", "null context", where);
+  scoped_context guard(ctx, where);
   CUdevice dev = 0;
-  check(driver().cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  check(driver().cuCtxGetDevice(&dev), "cuCtxGetDevice", where);
   // CUdevice values are ordinals for the driver's enumeration.
   return {ctx, static_cast<int>(dev)};
 }
 
-context_ref context_ref::current() {
+context_ref context_ref::current(std::source_location where) {
   CUcontext ctx = nullptr;
-  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent", where);
   if (!ctx) return {};
-  return adopt(ctx);
+  return adopt(ctx, where);
 }
 
-void context_ref::synchronize() const {
-  scoped_context guard(ctx_);
+void context_ref::synchronize(std::source_location where) const {
+  scoped_context guard(ctx_, where);
   if (CUresult r = driver().cuCtxSynchronize(); r != CUDA_SUCCESS)
-    detail::throw_cu(r, "cuCtxSynchronize", "context of device " + std::to_string(device_),
-                     std::source_location::current());
-  detail::throw_deferred(ctx_, "cuasync::context_ref::synchronize", std::source_location::current());
+    detail::throw_cu(r, "cuCtxSynchronize", "context of device " + std::to_string(device_), where);
+  detail::throw_deferred(ctx_, "cuasync::context_ref::synchronize", where);
 }
 
-std::pair<int, int> context_ref::stream_priority_range() const {
-  scoped_context guard(ctx_);
+std::pair<int, int> context_ref::stream_priority_range(std::source_location where) const {
+  scoped_context guard(ctx_, where);
   int least = 0, greatest = 0;
-  check(driver().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+  check(driver().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange", where);
   return {least, greatest};
 }
 
-void context_ref::enable_peer_access(context_ref peer) const {
-  scoped_context guard(ctx_);
+void context_ref::enable_peer_access(context_ref peer, std::source_location where) const {
+  scoped_context guard(ctx_, where);
   CUresult r = driver().cuCtxEnablePeerAccess(peer.get(), 0);
   if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return;
   if (r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuCtxEnablePeerAccess",
                      "device " + std::to_string(device_) + " -> device " + std::to_string(peer.device_ordinal()),
-                     std::source_location::current());
+                     where);
 }
 
-primary_context primary_context::retain(cuasync::device dev) {
+primary_context primary_context::retain(cuasync::device dev, std::source_location where) {
   primary_context p;
   if (CUresult r = driver().cuDevicePrimaryCtxRetain(&p.ctx_, dev.native_handle()); r != CUDA_SUCCESS)
-    detail::throw_cu(r, "cuDevicePrimaryCtxRetain", "device " + std::to_string(dev.ordinal()),
-                     std::source_location::current());
+    detail::throw_cu(r, "cuDevicePrimaryCtxRetain", "device " + std::to_string(dev.ordinal()), where);
   p.device_ = dev.ordinal();
   return p;
 }

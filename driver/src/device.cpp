@@ -20,28 +20,28 @@ std::string format_uuid(const CUuuid& u) {
   return s;
 }
 
-device_properties read_properties(const device& dev) {
+device_properties read_properties(const device& dev, std::source_location where) {
   const auto& d = driver();
   const CUdevice h = dev.native_handle();
   auto attr = [&](CUdevice_attribute a) {
     int v = 0;
-    check(d.cuDeviceGetAttribute(&v, a, h), "cuDeviceGetAttribute");
+    check(d.cuDeviceGetAttribute(&v, a, h), "cuDeviceGetAttribute", where);
     return v;
   };
   device_properties p;
   p.ordinal = dev.ordinal();
   char name[256] = {};
-  check(d.cuDeviceGetName(name, sizeof name, h), "cuDeviceGetName");
+  check(d.cuDeviceGetName(name, sizeof name, h), "cuDeviceGetName", where);
   p.name = name;
   p.compute_capability_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   p.compute_capability_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   CUuuid uuid{};
-  check(d.cuDeviceGetUuid(&uuid, h), "cuDeviceGetUuid");
+  check(d.cuDeviceGetUuid(&uuid, h), "cuDeviceGetUuid", where);
   p.uuid = format_uuid(uuid);
   char bus[64] = {};
-  check(d.cuDeviceGetPCIBusId(bus, sizeof bus, h), "cuDeviceGetPCIBusId");
+  check(d.cuDeviceGetPCIBusId(bus, sizeof bus, h), "cuDeviceGetPCIBusId", where);
   p.pci_bus_id = bus;
-  check(d.cuDeviceTotalMem(&p.total_memory, h), "cuDeviceTotalMem");
+  check(d.cuDeviceTotalMem(&p.total_memory, h), "cuDeviceTotalMem", where);
   p.multiprocessor_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   p.async_engine_count = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
   p.concurrent_kernels = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS) != 0;
@@ -76,7 +76,7 @@ device_properties read_properties(const device& dev) {
   {
     CUcontext ctx = nullptr;
     if (d.cuDevicePrimaryCtxRetain(&ctx, h) == CUDA_SUCCESS) {
-      scoped_context guard(ctx);
+      scoped_context guard(ctx, where);
       d.cuCtxGetStreamPriorityRange(&p.stream_priority_least, &p.stream_priority_greatest);
     }
     if (ctx) d.cuDevicePrimaryCtxRelease(h);
@@ -86,60 +86,60 @@ device_properties read_properties(const device& dev) {
 
 }  // namespace
 
-int device::count() {
+int device::count(std::source_location where) {
   int n = 0;
-  check(driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
+  check(driver().cuDeviceGetCount(&n), "cuDeviceGetCount", where);
   return n;
 }
 
-device device::get(int ordinal) {
-  const int n = count();
+device device::get(int ordinal, std::source_location where) {
+  const int n = count(where);
   if (ordinal < 0 || ordinal >= n)
     throw cuda_error(make_error_code(CUDA_ERROR_INVALID_DEVICE), "cuasync::device::get",
                      "device ordinal " + std::to_string(ordinal) + " is out of range: " + std::to_string(n) +
-                         " device(s) present (ordinals 0.." + std::to_string(n - 1) + ")");
+                         " device(s) present (ordinals 0.." + std::to_string(n - 1) + ")",
+                     where);
   CUdevice h = 0;
-  check(driver().cuDeviceGet(&h, ordinal), "cuDeviceGet");
+  check(driver().cuDeviceGet(&h, ordinal), "cuDeviceGet", where);
   return device(ordinal, h);
 }
 
-std::vector<device> device::all() {
+std::vector<device> device::all(std::source_location where) {
   std::vector<device> out;
-  for (int i = 0, n = count(); i < n; ++i) out.push_back(get(i));
+  for (int i = 0, n = count(where); i < n; ++i) out.push_back(get(i, where));
   return out;
 }
 
-const device_properties& device::properties() const {
+const device_properties& device::properties(std::source_location where) const {
   // Attributes never change while the process runs: read each device once. Entries are never erased, so the
   // references handed out stay valid.
   static std::mutex mutex;
   static std::unordered_map<int, std::unique_ptr<device_properties>> cache;
   std::lock_guard lock(mutex);
   auto& slot = cache[ordinal_];
-  if (!slot) slot = std::make_unique<device_properties>(read_properties(*this));
+  if (!slot) slot = std::make_unique<device_properties>(read_properties(*this, where));
   return *slot;
 }
 
-int device::attribute(CUdevice_attribute attr) const {
+int device::attribute(CUdevice_attribute attr, std::source_location where) const {
   int v = 0;
   if (CUresult r = driver().cuDeviceGetAttribute(&v, attr, handle_); r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuDeviceGetAttribute",
-                     "attribute " + std::to_string(int(attr)) + " of device " + std::to_string(ordinal_),
-                     std::source_location::current());
+                     "attribute " + std::to_string(int(attr)) + " of device " + std::to_string(ordinal_), where);
   return v;
 }
 
-std::pair<std::size_t, std::size_t> device::memory_info() const {
-  primary_context ctx = primary_context::retain(*this);
-  scoped_context guard(ctx);
+std::pair<std::size_t, std::size_t> device::memory_info(std::source_location where) const {
+  primary_context ctx = primary_context::retain(*this, where);
+  scoped_context guard(ctx, where);
   std::size_t free_bytes = 0, total = 0;
-  check(driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+  check(driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo", where);
   return {free_bytes, total};
 }
 
-bool device::can_access_peer(device peer) const {
+bool device::can_access_peer(device peer, std::source_location where) const {
   int v = 0;
-  check(driver().cuDeviceCanAccessPeer(&v, handle_, peer.handle_), "cuDeviceCanAccessPeer");
+  check(driver().cuDeviceCanAccessPeer(&v, handle_, peer.handle_), "cuDeviceCanAccessPeer", where);
   return v != 0;
 }
 

@@ -6,35 +6,35 @@ namespace cuasync {
 using detail::driver;
 using detail::throw_cu;
 
-int kernel_ref::attribute(CUfunction_attribute attr) const {
+int kernel_ref::attribute(CUfunction_attribute attr, std::source_location where) const {
   int v = 0;
   if (CUresult r = driver().cuFuncGetAttribute(&v, attr, info_->function); r != CUDA_SUCCESS)
     throw_cu(r, "cuFuncGetAttribute", "attribute " + std::to_string(int(attr)) + " of kernel '" + info_->name + "'",
-             std::source_location::current());
+             where);
   return v;
 }
 
-void kernel_ref::set_max_dynamic_shared_memory(int bytes) const {
-  const int limit = info_->device->max_shared_memory_per_block_optin - static_shared_memory_bytes();
+void kernel_ref::set_max_dynamic_shared_memory(int bytes, std::source_location where) const {
+  const int limit = info_->device->max_shared_memory_per_block_optin - static_shared_memory_bytes(where);
   if (bytes < 0 || bytes > limit)
     detail::throw_invalid("cuasync::kernel_ref::set_max_dynamic_shared_memory",
                           "kernel '" + info_->name + "': " + std::to_string(bytes) +
                               " bytes of dynamic shared memory exceed the device's opt-in limit less static shared "
-                              "memory (" + std::to_string(limit) + " bytes)");
+                              "memory (" + std::to_string(limit) + " bytes)",
+                          where);
   if (CUresult r = driver().cuFuncSetAttribute(info_->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
       r != CUDA_SUCCESS)
-    throw_cu(r, "cuFuncSetAttribute", "kernel '" + info_->name + "', " + std::to_string(bytes) + " bytes",
-             std::source_location::current());
+    throw_cu(r, "cuFuncSetAttribute", "kernel '" + info_->name + "', " + std::to_string(bytes) + " bytes", where);
 }
 
-int kernel_ref::max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes) const {
+int kernel_ref::max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes,
+                                                     std::source_location where) const {
   int n = 0;
-  scoped_context guard(info_->ctx);
+  scoped_context guard(info_->ctx, where);
   if (CUresult r = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, info_->function, block_size,
                                                                          dynamic_shared_bytes);
       r != CUDA_SUCCESS)
-    throw_cu(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor", "kernel '" + info_->name + "'",
-             std::source_location::current());
+    throw_cu(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor", "kernel '" + info_->name + "'", where);
   return n;
 }
 

@@ -23,6 +23,7 @@ using init_fn = CUresult(CUDAAPI*)(unsigned int);
 
 std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
+// Its errors keep the loader's location, not a caller's: they arise at the process's first driver use, then rethrown.
 driver_entry_points* open_driver() {
   const char* env = std::getenv("CUASYNC_LIBCUDA");
   const std::string path = (env && *env) ? env : "libcuda.so.1";

@@ -13,7 +13,7 @@ namespace {
 std::string bytes_on(std::size_t n, context_ref ctx) {
   return std::to_string(n) + " bytes on device " + std::to_string(ctx.device_ordinal());
 }
-void require_nonzero(std::size_t n, const char* api, std::source_location w = std::source_location::current()) {
+void require_nonzero(std::size_t n, const char* api, std::source_location w) {
   if (n == 0) detail::throw_invalid(api, "zero-byte allocation", w);
 }
 // Move-assignment shared by the owners below: free what is held, then take the other's fields.
@@ -28,12 +28,12 @@ T& move_assign(T& self, T&& other) noexcept {
 }  // namespace
 
 // ---- device_buffer
-device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes) {
-  require_nonzero(bytes, "cuasync::device_buffer::allocate");
-  scoped_context guard(ctx);
+device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
+  require_nonzero(bytes, "cuasync::device_buffer::allocate", where);
+  scoped_context guard(ctx, where);
   CUdeviceptr p = 0;
   if (CUresult r = driver().cuMemAlloc(&p, bytes); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemAlloc", bytes_on(bytes, ctx), std::source_location::current());
+    throw_cu(r, "cuMemAlloc", bytes_on(bytes, ctx), where);
   return device_buffer(p, bytes, ctx);
 }
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
@@ -47,13 +47,13 @@ void device_buffer::free_nothrow() noexcept {
 }
 
 // ---- pinned_buffer
-pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes) {
-  require_nonzero(bytes, "cuasync::pinned_buffer::allocate");
-  scoped_context guard(ctx);
+pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
+  require_nonzero(bytes, "cuasync::pinned_buffer::allocate", where);
+  scoped_context guard(ctx, where);
   void* p = nullptr;
   if (CUresult r = driver().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
       r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemHostAlloc", bytes_on(bytes, ctx), std::source_location::current());
+    throw_cu(r, "cuMemHostAlloc", bytes_on(bytes, ctx), where);
   return pinned_buffer(p, bytes, ctx);
 }
 pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
@@ -65,25 +65,26 @@ void pinned_buffer::free_nothrow() noexcept {
   }
   ptr_ = nullptr;
 }
-CUdeviceptr pinned_buffer::device_pointer() const {
-  scoped_context guard(ctx_);
+CUdeviceptr pinned_buffer::device_pointer(std::source_location where) const {
+  scoped_context guard(ctx_, where);
   CUdeviceptr p = 0;
   if (CUresult r = driver().cuMemHostGetDevicePointer(&p, ptr_, 0); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemHostGetDevicePointer", bytes_on(size_, ctx_), std::source_location::current());
+    throw_cu(r, "cuMemHostGetDevicePointer", bytes_on(size_, ctx_), where);
   return p;
 }
 
 // ---- host_registration
-host_registration host_registration::register_memory(context_ref ctx, void* ptr, std::size_t bytes) {
-  if (!ptr) detail::throw_invalid("cuasync::host_registration::register_memory", "null pointer");
-  require_nonzero(bytes, "cuasync::host_registration::register_memory");
-  scoped_context guard(ctx);
+host_registration host_registration::register_memory(context_ref ctx, void* ptr, std::size_t bytes,
+                                                     std::source_location where) {
+  if (!ptr) detail::throw_invalid("cuasync::host_registration::register_memory", "null pointer", where);
+  require_nonzero(bytes, "cuasync::host_registration::register_memory", where);
+  scoped_context guard(ctx, where);
   if (CUresult r = driver().cuMemHostRegister(ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemHostRegister",
              bytes_on(bytes, ctx) + " at " + detail::handle_string(ptr) +
                  (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? " (already registered)" : ""),
-             std::source_location::current());
+             where);
   return host_registration(ptr, bytes, ctx);
 }
 host_registration& host_registration::operator=(host_registration&& o) noexcept {
@@ -99,12 +100,12 @@ void host_registration::unregister_nothrow() noexcept {
 }
 
 // ---- managed_buffer
-managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes) {
-  require_nonzero(bytes, "cuasync::managed_buffer::allocate");
-  scoped_context guard(ctx);
+managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
+  require_nonzero(bytes, "cuasync::managed_buffer::allocate", where);
+  scoped_context guard(ctx, where);
   CUdeviceptr p = 0;
   if (CUresult r = driver().cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemAllocManaged", bytes_on(bytes, ctx), std::source_location::current());
+    throw_cu(r, "cuMemAllocManaged", bytes_on(bytes, ctx), where);
   return managed_buffer(p, bytes, ctx);
 }
 managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
@@ -116,30 +117,30 @@ void managed_buffer::free_nothrow() noexcept {
   }
   ptr_ = 0;
 }
-void managed_buffer::prefetch_async(stream_ref s, memory_location where) const {
-  prefetch_async(s, where, span());
+void managed_buffer::prefetch_async(stream_ref s, memory_location location, std::source_location where) const {
+  prefetch_async(s, location, span(), where);
 }
-void managed_buffer::prefetch_async(stream_ref s, memory_location where, device_span range) const {
+void managed_buffer::prefetch_async(stream_ref s, memory_location location, device_span range,
+                                    std::source_location where) const {
   if (range.ptr < ptr_ || range.ptr + range.size > ptr_ + size_ || range.size == 0)
     detail::throw_invalid("cuasync::managed_buffer::prefetch_async",
                           "range of " + std::to_string(range.size) + " bytes is empty or outside the buffer of " +
-                              std::to_string(size_) + " bytes");
+                              std::to_string(size_) + " bytes",
+                          where);
   CUmemLocation loc{};
-  loc.type = where.type;
-  loc.id = where.id;
-  scoped_context guard(ctx_);
+  loc.type = location.type;
+  loc.id = location.id;
+  scoped_context guard(ctx_, where);
   if (CUresult r = driver().cuMemPrefetchAsync(range.ptr, range.size, loc, 0, s.get()); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemPrefetchAsync", std::to_string(range.size) + " bytes on " + s.describe(),
-             std::source_location::current());
+    throw_cu(r, "cuMemPrefetchAsync", std::to_string(range.size) + " bytes on " + s.describe(), where);
 }
-void managed_buffer::advise(CUmem_advise advice, memory_location where) const {
+void managed_buffer::advise(CUmem_advise advice, memory_location location, std::source_location where) const {
   CUmemLocation loc{};
-  loc.type = where.type;
-  loc.id = where.id;
-  scoped_context guard(ctx_);  // cuMemAdvise needs a current context
+  loc.type = location.type;
+  loc.id = location.id;
+  scoped_context guard(ctx_, where);  // cuMemAdvise needs a current context
   if (CUresult r = driver().cuMemAdvise(ptr_, size_, advice, loc); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemAdvise", "advice " + std::to_string(int(advice)) + " on " + bytes_on(size_, ctx_),
-             std::source_location::current());
+    throw_cu(r, "cuMemAdvise", "advice " + std::to_string(int(advice)) + " on " + bytes_on(size_, ctx_), where);
 }
 
 }  // namespace cuasync

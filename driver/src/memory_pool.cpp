@@ -11,41 +11,46 @@ std::string pool_text(const memory_pool_ref& p) {
 }
 }  // namespace
 
-memory_pool_ref memory_pool_ref::device_default(context_ref ctx) {
+memory_pool_ref memory_pool_ref::device_default(context_ref ctx, std::source_location where) {
   CUmemoryPool pool = nullptr;
   CUdevice dev = 0;
-  detail::check(driver().cuDeviceGet(&dev, ctx.device_ordinal()), "cuDeviceGet");
+  detail::check(driver().cuDeviceGet(&dev, ctx.device_ordinal()), "cuDeviceGet", where);
   if (CUresult r = driver().cuDeviceGetDefaultMemPool(&pool, dev); r != CUDA_SUCCESS)
-    throw_cu(r, "cuDeviceGetDefaultMemPool", "device " + std::to_string(ctx.device_ordinal()),
-             std::source_location::current());
+    throw_cu(r, "cuDeviceGetDefaultMemPool", "device " + std::to_string(ctx.device_ordinal()), where);
   return {pool, ctx};
 }
 
-void memory_pool_ref::set_release_threshold(std::uint64_t bytes) const {
+void memory_pool_ref::set_release_threshold(std::uint64_t bytes, std::source_location where) const {
   cuuint64_t v = bytes;
   if (CUresult r = driver().cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemPoolSetAttribute", pool_text(*this), std::source_location::current());
+    throw_cu(r, "cuMemPoolSetAttribute", pool_text(*this), where);
 }
 
 namespace {
-std::uint64_t get_attr(const memory_pool_ref& p, CUmemPool_attribute a) {
+std::uint64_t get_attr(const memory_pool_ref& p, CUmemPool_attribute a, std::source_location where) {
   cuuint64_t v = 0;
   if (CUresult r = driver().cuMemPoolGetAttribute(p.get(), a, &v); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemPoolGetAttribute", pool_text(p), std::source_location::current());
+    throw_cu(r, "cuMemPoolGetAttribute", pool_text(p), where);
   return v;
 }
 }  // namespace
 
-std::uint64_t memory_pool_ref::release_threshold() const { return get_attr(*this, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); }
-std::uint64_t memory_pool_ref::reserved_bytes() const { return get_attr(*this, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT); }
-std::uint64_t memory_pool_ref::used_bytes() const { return get_attr(*this, CU_MEMPOOL_ATTR_USED_MEM_CURRENT); }
-
-void memory_pool_ref::trim_to(std::size_t keep_bytes) const {
-  if (CUresult r = driver().cuMemPoolTrimTo(pool_, keep_bytes); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemPoolTrimTo", pool_text(*this), std::source_location::current());
+std::uint64_t memory_pool_ref::release_threshold(std::source_location where) const {
+  return get_attr(*this, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, where);
+}
+std::uint64_t memory_pool_ref::reserved_bytes(std::source_location where) const {
+  return get_attr(*this, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, where);
+}
+std::uint64_t memory_pool_ref::used_bytes(std::source_location where) const {
+  return get_attr(*this, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, where);
 }
 
-memory_pool memory_pool::create(context_ref ctx, memory_pool_options options) {
+void memory_pool_ref::trim_to(std::size_t keep_bytes, std::source_location where) const {
+  if (CUresult r = driver().cuMemPoolTrimTo(pool_, keep_bytes); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolTrimTo", pool_text(*this), where);
+}
+
+memory_pool memory_pool::create(context_ref ctx, memory_pool_options options, std::source_location where) {
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
@@ -54,9 +59,9 @@ memory_pool memory_pool::create(context_ref ctx, memory_pool_options options) {
   props.maxSize = options.max_size;
   memory_pool p;
   if (CUresult r = driver().cuMemPoolCreate(&p.pool_, &props); r != CUDA_SUCCESS)
-    throw_cu(r, "cuMemPoolCreate", "device " + std::to_string(ctx.device_ordinal()), std::source_location::current());
+    throw_cu(r, "cuMemPoolCreate", "device " + std::to_string(ctx.device_ordinal()), where);
   p.ctx_ = ctx;
-  if (options.release_threshold) p.set_release_threshold(options.release_threshold);
+  if (options.release_threshold) p.set_release_threshold(options.release_threshold, where);
   return p;
 }
 

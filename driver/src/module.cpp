@@ -110,8 +110,8 @@ void module_ref::add_name_alias(std::string expression, std::string lowered_name
   state_->aliases.insert_or_assign(std::move(expression), std::move(lowered_name));
 }
 
-kernel_ref module_ref::kernel(std::string_view name) const {
-  if (!state_) detail::throw_invalid("cuasync::module_ref::kernel", "empty module");
+kernel_ref module_ref::kernel(std::string_view name, std::source_location where) const {
+  if (!state_) detail::throw_invalid("cuasync::module_ref::kernel", "empty module", where);
   std::lock_guard lock(state_->mutex);
   std::string symbol(name);
   if (auto a = state_->aliases.find(symbol); a != state_->aliases.end()) symbol = a->second;
@@ -121,44 +121,47 @@ kernel_ref module_ref::kernel(std::string_view name) const {
   auto info = std::make_unique<detail::kernel_info>();
   info->name = std::string(name);
   info->ctx = state_->ctx;
-  scoped_context guard(state_->ctx);
+  scoped_context guard(state_->ctx, where);
   if (CUresult r = d.cuModuleGetFunction(&info->function, state_->handle, symbol.c_str()); r != CUDA_SUCCESS)
     throw_cu(r, "cuModuleGetFunction",
              "kernel '" + symbol + "' in module '" + state_->label + "'" +
                  (r == CUDA_ERROR_NOT_FOUND ? ": no such kernel (C++ kernels need extern \"C\", their mangled name, "
                                               "or a name expression registered at compile time)"
                                             : ""),
-             std::source_location::current());
+             where);
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult r = d.cuFuncGetParamInfo(info->function, i, &offset, &size);
     if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
     if (r != CUDA_SUCCESS)
-      throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'",
-               std::source_location::current());
+      throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'", where);
     info->params.push_back({offset, size});
   }
-  info->device = &state_->ctx.device().properties();
+  info->device = &state_->ctx.device(where).properties(where);
   detail::check(d.cuFuncGetAttribute(&info->max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                      info->function),
-                "cuFuncGetAttribute");
+                "cuFuncGetAttribute", where);
   auto* raw = info.get();
   state_->kernels.emplace(std::move(symbol), std::move(info));
   return kernel_ref(raw);
 }
 
-module module::load(context_ref ctx, std::span<const std::byte> image, std::string label) {
+module module::load(context_ref ctx, std::span<const std::byte> image, std::string label,
+                   std::source_location where) {
   constexpr const char* api = "cuasync::module::load";
-  if (image.empty() || !image.data()) detail::throw_invalid(api, "empty module image '" + label + "'");
+  if (image.empty() || !image.data()) detail::throw_invalid(api, "empty module image '" + label + "'", where);
   const image_format format = detect_image_format(image);
   if (format == image_format::unknown)
-    detail::throw_invalid(api, "module image '" + label + "' (" + std::to_string(image.size()) +
-                                   " bytes) is neither CUBIN (ELF), fatbin nor PTX: corrupt or not a CUDA image");
+    detail::throw_invalid(api,
+                          "module image '" + label + "' (" + std::to_string(image.size()) +
+                              " bytes) is neither CUBIN (ELF), fatbin nor PTX: corrupt or not a CUDA image",
+                          where);
   if (std::string problem = structural_problem(image, format); !problem.empty())
     throw cuda_error(make_error_code(CUDA_ERROR_INVALID_IMAGE), api,
                      std::string(to_string(format)) + " image '" + label + "' of " + std::to_string(image.size()) +
-                         " bytes is corrupt: " + problem);
-  if (!ctx) detail::throw_invalid(api, "empty context");
+                         " bytes is corrupt: " + problem,
+                     where);
+  if (!ctx) detail::throw_invalid(api, "empty context", where);
   // The driver wants PTX NUL-terminated and binaries aligned: load from a private, aligned copy.
   std::vector<std::uint64_t> copy((image.size() + 8) / 8 + 1, 0);
   std::memcpy(copy.data(), image.data(), image.size());
@@ -171,25 +174,25 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
   auto state = std::make_unique<detail::module_state>();
   state->ctx = ctx;
   state->label = std::move(label);
-  scoped_context guard(ctx);
+  scoped_context guard(ctx, where);
   if (CUresult r = driver().cuModuleLoadDataEx(&state->handle, copy.data(), 4, options, values); r != CUDA_SUCCESS) {
     std::string what = std::string(to_string(format)) + " image '" + state->label + "' of " +
                        std::to_string(image.size()) + " bytes on device " + std::to_string(ctx.device_ordinal());
     if (error_log[0]) what += "; JIT log:\n" + std::string(error_log.data());
     if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
       what += " (the PTX is newer than this driver can compile: compile for an older PTX ISA or update the driver)";
-    throw_cu(r, "cuModuleLoadDataEx", std::move(what), std::source_location::current());
+    throw_cu(r, "cuModuleLoadDataEx", std::move(what), where);
   }
   return module(state.release());
 }
 
-module module::load_file(context_ref ctx, const std::filesystem::path& path) {
+module module::load_file(context_ref ctx, const std::filesystem::path& path, std::source_location where) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), "cuasync::module::load_file",
-                     "cannot open '" + path.string() + "'");
+                     "cannot open '" + path.string() + "'", where);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return load(ctx, std::as_bytes(std::span(bytes)), path.filename().string());
+  return load(ctx, std::as_bytes(std::span(bytes)), path.filename().string(), where);
 }
 
 module::module(module&& o) noexcept : module_ref(std::exchange(o.state_, nullptr)) {}

@@ -6,78 +6,76 @@ namespace cuasync {
 using detail::driver;
 using detail::throw_cu;
 
-namespace {
-constexpr auto here = [](std::source_location w = std::source_location::current()) { return w; };
-}
-
 std::string stream_ref::describe() const {
   return "stream " + detail::handle_string(stream_) + ", device " + std::to_string(ctx_.device_ordinal());
 }
 
-stream_ref stream_ref::adopt(CUstream s) {
+stream_ref stream_ref::adopt(CUstream s, std::source_location where) {
   if (s == nullptr || s == CU_STREAM_LEGACY)
     detail::throw_invalid("cuasync::stream_ref::adopt",
                           "the legacy default stream cannot be adopted: it serialises with every blocking stream "
-                          "(seed §5); create a non-blocking stream or pass CU_STREAM_PER_THREAD");
+                          "(seed §5); create a non-blocking stream or pass CU_STREAM_PER_THREAD",
+                          where);
   CUcontext ctx = nullptr;
   if (CUresult r = driver().cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamGetCtx", "adopting stream " + detail::handle_string(s), here());
-  return {s, context_ref::adopt(ctx)};
+    throw_cu(r, "cuStreamGetCtx", "adopting stream " + detail::handle_string(s), where);
+  return {s, context_ref::adopt(ctx, where)};
 }
 
-void stream_ref::wait(event_ref e) const {
+void stream_ref::wait(event_ref e, std::source_location where) const {
   if (CUresult r = driver().cuStreamWaitEvent(stream_, e.get(), 0); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamWaitEvent", describe() + " waiting on event " + detail::handle_string(e.get()), here());
+    throw_cu(r, "cuStreamWaitEvent", describe() + " waiting on event " + detail::handle_string(e.get()), where);
 }
 
-bool stream_ref::query() const {
+bool stream_ref::query(std::source_location where) const {
   CUresult r = driver().cuStreamQuery(stream_);
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
-  throw_cu(r, "cuStreamQuery", describe(), here());
+  throw_cu(r, "cuStreamQuery", describe(), where);
 }
 
-void stream_ref::synchronize() const {
+void stream_ref::synchronize(std::source_location where) const {
   if (CUresult r = driver().cuStreamSynchronize(stream_); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamSynchronize", describe(), here());
-  detail::throw_deferred(ctx_.get(), "cuasync::stream_ref::synchronize", here());
+    throw_cu(r, "cuStreamSynchronize", describe(), where);
+  detail::throw_deferred(ctx_.get(), "cuasync::stream_ref::synchronize", where);
 }
 
-void stream_ref::launch_host_func(void (*fn)(void*), void* user_data) const {
-  if (!fn) detail::throw_invalid("cuasync::stream_ref::launch_host_func", "null function on " + describe());
+void stream_ref::launch_host_func(void (*fn)(void*), void* user_data, std::source_location where) const {
+  if (!fn) detail::throw_invalid("cuasync::stream_ref::launch_host_func", "null function on " + describe(), where);
   if (CUresult r = driver().cuLaunchHostFunc(stream_, fn, user_data); r != CUDA_SUCCESS)
-    throw_cu(r, "cuLaunchHostFunc", describe(), here());
+    throw_cu(r, "cuLaunchHostFunc", describe(), where);
 }
 
-int stream_ref::priority() const {
+int stream_ref::priority(std::source_location where) const {
   int p = 0;
   if (CUresult r = driver().cuStreamGetPriority(stream_, &p); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamGetPriority", describe(), here());
+    throw_cu(r, "cuStreamGetPriority", describe(), where);
   return p;
 }
 
-unsigned long long stream_ref::id() const {
+unsigned long long stream_ref::id(std::source_location where) const {
   unsigned long long v = 0;
-  if (CUresult r = driver().cuStreamGetId(stream_, &v); r != CUDA_SUCCESS) throw_cu(r, "cuStreamGetId", describe(), here());
+  if (CUresult r = driver().cuStreamGetId(stream_, &v); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamGetId", describe(), where);
   return v;
 }
 
-unsigned stream_ref::flags() const {
+unsigned stream_ref::flags(std::source_location where) const {
   unsigned f = 0;
   if (CUresult r = driver().cuStreamGetFlags(stream_, &f); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamGetFlags", describe(), here());
+    throw_cu(r, "cuStreamGetFlags", describe(), where);
   return f;
 }
 
-stream stream::create(context_ref ctx, stream_options options) {
-  if (!ctx) detail::throw_invalid("cuasync::stream::create", "empty context");
-  scoped_context guard(ctx);
+stream stream::create(context_ref ctx, stream_options options, std::source_location where) {
+  if (!ctx) detail::throw_invalid("cuasync::stream::create", "empty context", where);
+  scoped_context guard(ctx, where);
   CUstream s = nullptr;
   const unsigned flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   if (CUresult r = driver().cuStreamCreateWithPriority(&s, flags, options.priority); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamCreateWithPriority",
              "device " + std::to_string(ctx.device_ordinal()) + ", priority " + std::to_string(options.priority),
-             here());
+             where);
   return stream(s, ctx);
 }
 

@@ -62,10 +62,10 @@ poll_result pooled_event::poll() const noexcept {
   return cuda_completion_source::instance().query(reinterpret_cast<std::uintptr_t>(slot_));
 }
 
-bool pooled_event::query() const {
+bool pooled_event::query(std::source_location where) const {
   const poll_result r = poll();
   if (r.status == poll_status::failed)
-    throw cuda_error(r.error, "cuEventQuery", event().describe() + " recorded on " + stream_.describe());
+    throw cuda_error(r.error, "cuEventQuery", event().describe() + " recorded on " + stream_.describe(), where);
   return r.status == poll_status::ready;
 }
 
@@ -102,8 +102,8 @@ event_pool::~event_pool() {
     for (auto& slab : slabs_) (void)slab.release();
 }
 
-std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx) {
-  if (!ctx) detail::throw_invalid("cuasync::event_pool::for_context", "empty context");
+std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source_location where) {
+  if (!ctx) detail::throw_invalid("cuasync::event_pool::for_context", "empty context", where);
   registry& r = the_registry();
   {
     std::lock_guard lock(r.mutex);
@@ -113,7 +113,7 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx) {
   if (CUresult res = detail::driver().cuCtxGetId(ctx.get(), &id); res != CUDA_SUCCESS)
     detail::throw_cu(res, "cuCtxGetId", "context " + detail::handle_string(ctx.get()) + " of device " +
                                             std::to_string(ctx.device_ordinal()),
-                     std::source_location::current());
+                     where);
   sweep();  // a new context: a good moment to let go of those that are gone
   std::lock_guard lock(r.mutex);
   registry::entry& e = r.pools[ctx.get()];
@@ -141,31 +141,31 @@ void event_pool::sweep() noexcept {
 
 std::size_t event_pool::live_pools() noexcept { return live_count.load(std::memory_order_relaxed); }
 
-detail::event_slot* event_pool::create_slot() {
+detail::event_slot* event_pool::create_slot(std::source_location where) {
   if (words_supported_ < 0)
-    words_supported_ = ctx_.device().attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
+    words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
   slots_.reserve(slots_.size() + 1);
   idle_.reserve(slots_.size() + 1);  // give_back never allocates
-  event e = event::create(ctx_);  // timing disabled
+  event e = event::create(ctx_, {}, where);  // timing disabled
   auto slot = std::make_unique<detail::event_slot>();
   slot->pool = this;
   if (words_supported_) {
     if (words_used_ == slabs_.size() * words_per_slab) {
-      pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t));
+      pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t), where);
       std::memset(slab.get(), 0, slab.size());
       slabs_.push_back(std::move(slab));
     }
     const std::size_t i = words_used_++;
     const pinned_buffer& slab = slabs_[i / words_per_slab];
     slot->word = slab.data<std::uint64_t>() + i % words_per_slab;
-    slot->word_device = slab.device_pointer() + (i % words_per_slab) * sizeof(std::uint64_t);
+    slot->word_device = slab.device_pointer(where) + (i % words_per_slab) * sizeof(std::uint64_t);
   }
   slot->event = e.release();
   slots_.push_back(std::move(slot));
   return slots_.back().get();
 }
 
-detail::event_slot* event_pool::acquire() {
+detail::event_slot* event_pool::acquire(std::source_location where) {
   detail::event_slot* slot;
   {
     std::lock_guard lock(mutex_);
@@ -173,7 +173,7 @@ detail::event_slot* event_pool::acquire() {
       slot = idle_.back();
       idle_.pop_back();
     } else {
-      slot = create_slot();
+      slot = create_slot(where);
     }
   }
   slot->lent = shared_from_this();
@@ -191,7 +191,7 @@ void event_pool::give_back(detail::event_slot* slot) noexcept {
 
 pooled_event event_pool::record(stream_ref s, std::source_location where) {
   if (!s) detail::throw_invalid("cuasync::event_pool::record", "empty stream", where);
-  detail::event_slot* slot = acquire();
+  detail::event_slot* slot = acquire(where);
   if (CUresult r = detail::driver().cuEventRecord(slot->event, s.get()); r != CUDA_SUCCESS) {
     give_back(slot);
     detail::throw_cu(r, "cuEventRecord", "pooled event on " + s.describe(), where);

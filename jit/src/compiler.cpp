@@ -15,16 +15,16 @@ const char* to_string(cache_outcome o) noexcept {
   return "?";
 }
 
-compiler::compiler(const disk_cache_settings& settings) {
-  if (settings.enabled) disk_.emplace(settings.directory, settings.max_bytes);
+compiler::compiler(const disk_cache_settings& settings, std::source_location where) {
+  if (settings.enabled) disk_.emplace(settings.directory, settings.max_bytes, where);
 }
 
-const std::string& compiler::pch_directory() {
-  std::call_once(pch_once_, [this] {
+const std::string& compiler::pch_directory(std::source_location where) {
+  std::call_once(pch_once_, [this, where] {
     std::filesystem::path dir = disk_ ? disk_->directory() / "pch"
                                       : std::filesystem::temp_directory_path() /
                                             ("cuasync-" + std::to_string(::geteuid()) + "-pch");
-    detail::secure_directory(dir, "precompiled header directory");
+    detail::secure_directory(dir, "precompiled header directory", where);
     pch_dir_ = dir.string();
   });
   return pch_dir_;
@@ -52,15 +52,17 @@ const nvrtc_info& compiler::nvrtc_identity() {
   return loaded;
 }
 
-target compiler::target_for(int compute_capability, output_request request) {
-  return select_target(compute_capability, nvrtc_identity().supported_archs, request);
+target compiler::target_for(int compute_capability, output_request request, std::source_location where) {
+  return select_target(compute_capability, nvrtc_identity().supported_archs, request, where);
 }
 
 void compiler::record_identity() noexcept {
   if (!disk_) return;
   std::call_once(record_once_, [this] {
     try {
-      if (record_nvrtc_identity(disk_->directory())) identity_records_.fetch_add(1, std::memory_order_relaxed);
+      // No caller's location: a failure is never reported.
+      if (record_nvrtc_identity(disk_->directory(), std::source_location{}))
+        identity_records_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception&) {
       // The record is an optimisation: without it a later process loads NVRTC, as it did before records existed.
     }
@@ -68,18 +70,20 @@ void compiler::record_identity() noexcept {
 }
 
 compile_result compiler::compile(const program& p, int compute_capability, const compile_options& o,
-                                 output_request request) {
+                                 output_request request, std::source_location where) {
   const nvrtc_info& nvrtc = nvrtc_identity();
-  return compile_with(p, select_target(compute_capability, nvrtc.supported_archs, request), o, nvrtc,
-                      retarget{compute_capability, request});
+  return compile_with(p, select_target(compute_capability, nvrtc.supported_archs, request, where), o, nvrtc,
+                      retarget{compute_capability, request}, where);
 }
 
-compile_result compiler::compile(const program& p, const target& t, const compile_options& o) {
-  return compile_with(p, t, o, nvrtc_identity(), std::nullopt);
+compile_result compiler::compile(const program& p, const target& t, const compile_options& o,
+                                 std::source_location where) {
+  return compile_with(p, t, o, nvrtc_identity(), std::nullopt, where);
 }
 
 compile_result compiler::compile_with(const program& p, const target& t, const compile_options& o,
-                                      const nvrtc_info& nvrtc, std::optional<retarget> chosen) {
+                                      const nvrtc_info& nvrtc, std::optional<retarget> chosen,
+                                      std::source_location where) {
   const cache_key key = make_cache_key(p, t, o, nvrtc);
   std::shared_future<std::shared_ptr<const compiled_program>> pending;
   std::promise<std::shared_ptr<const compiled_program>> promise;
@@ -140,21 +144,22 @@ compile_result compiler::compile_with(const program& p, const target& t, const c
         identity_mismatches_.fetch_add(1, std::memory_order_relaxed);
         if (disk_) {
           try {
-            if (record_nvrtc_identity(disk_->directory())) identity_records_.fetch_add(1, std::memory_order_relaxed);
+            if (record_nvrtc_identity(disk_->directory(), where))
+              identity_records_.fetch_add(1, std::memory_order_relaxed);
           } catch (const std::exception&) {
           }
         }
-        again = chosen ? select_target(chosen->compute_capability, loaded.supported_archs, chosen->request) : t;
+        again = chosen ? select_target(chosen->compute_capability, loaded.supported_archs, chosen->request, where) : t;
       }
     }
     if (!again) {
       record_identity();
-      const std::string pch = o.precompiled_headers ? pch_directory() : std::string();
-      auto result = std::make_shared<const compiled_program>(jit::compile(p, t, o, pch));
+      const std::string pch = o.precompiled_headers ? pch_directory(where) : std::string();
+      auto result = std::make_shared<const compiled_program>(jit::compile(p, t, o, pch, where));
       compiles_.fetch_add(1, std::memory_order_relaxed);
       if (disk_) {
         try {
-          disk_->store(key, *result);
+          disk_->store(key, *result, where);
         } catch (const cache_error&) {
           // Counted in store_failures: the cache is an optimisation, the compile succeeded.
         }
@@ -173,7 +178,7 @@ compile_result compiler::compile_with(const program& p, const target& t, const c
     in_flight_.erase(key);
   }
   try {
-    compile_result result = compile_with(p, *again, o, nvrtc_library(), chosen);
+    compile_result result = compile_with(p, *again, o, nvrtc_library(), chosen, where);
     promise.set_value(result.program);
     return result;
   } catch (...) {
@@ -197,8 +202,8 @@ void compiler::clear_memory() {
   memory_.clear();
 }
 
-compiler& default_compiler() {
-  static compiler instance;
+compiler& default_compiler(std::source_location where) {
+  static compiler instance(where);
   return instance;
 }
 

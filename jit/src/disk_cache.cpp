@@ -35,12 +35,12 @@ struct entry_header {
 };
 static_assert(sizeof(entry_header) == 56);
 
-[[noreturn]] void throw_cache(std::errc e, std::string what) {
-  throw cache_error(std::make_error_code(e), "cuasync::jit::disk_cache", std::move(what));
+[[noreturn]] void throw_cache(std::errc e, std::string what, std::source_location where) {
+  throw cache_error(std::make_error_code(e), "cuasync::jit::disk_cache", std::move(what), where);
 }
-[[noreturn]] void throw_errno(int err, std::string what) {
+[[noreturn]] void throw_errno(int err, std::string what, std::source_location where) {
   throw cache_error(std::error_code(err, std::generic_category()), "cuasync::jit::disk_cache",
-                    std::move(what) + ": " + std::strerror(err));
+                    std::move(what) + ": " + std::strerror(err), where);
 }
 
 std::string user_name(uid_t uid) {
@@ -116,7 +116,7 @@ struct file_identity {
   ino_t ino;
 };
 
-std::uint64_t parse_size(const std::string& s) {
+std::uint64_t parse_size(const std::string& s, std::source_location where) {
   std::size_t pos = 0;
   unsigned long long v = 0;
   try {
@@ -126,20 +126,20 @@ std::uint64_t parse_size(const std::string& s) {
   }
   if (pos == 0)
     cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
-                                   "CUASYNC_CACHE_SIZE='" + s + "' is not a size (bytes, or e.g. 512M, 2G)");
+                                   "CUASYNC_CACHE_SIZE='" + s + "' is not a size (bytes, or e.g. 512M, 2G)", where);
   std::string suffix = s.substr(pos);
   if (suffix == "K" || suffix == "k" || suffix == "KiB") return v << 10;
   if (suffix == "M" || suffix == "m" || suffix == "MiB") return v << 20;
   if (suffix == "G" || suffix == "g" || suffix == "GiB") return v << 30;
   if (!suffix.empty())
     cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
-                                   "CUASYNC_CACHE_SIZE='" + s + "' has an unknown suffix (use K, M or G)");
+                                   "CUASYNC_CACHE_SIZE='" + s + "' has an unknown suffix (use K, M or G)", where);
   return v;
 }
 
 }  // namespace
 
-disk_cache_settings disk_cache_settings::from_environment() {
+disk_cache_settings disk_cache_settings::from_environment(std::source_location where) {
   disk_cache_settings s;
   if (const char* v = std::getenv("CUASYNC_CACHE")) {
     const std::string_view off(v);
@@ -154,29 +154,33 @@ disk_cache_settings disk_cache_settings::from_environment() {
   } else {
     s.directory = fs::temp_directory_path() / ("cuasync-" + std::to_string(::geteuid())) / "jit";
   }
-  if (const char* size = std::getenv("CUASYNC_CACHE_SIZE"); size && *size) s.max_bytes = parse_size(size);
+  if (const char* size = std::getenv("CUASYNC_CACHE_SIZE"); size && *size) s.max_bytes = parse_size(size, where);
   return s;
 }
 
 namespace detail {
 
-void secure_directory(const fs::path& dir, const char* what) {
-  if (dir.empty()) throw_cache(std::errc::invalid_argument, std::string("empty ") + what + " path");
+void secure_directory(const fs::path& dir, const char* what, std::source_location where) {
+  if (dir.empty()) throw_cache(std::errc::invalid_argument, std::string("empty ") + what + " path", where);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) throw_errno(errno, std::string("cannot inspect the ") + what + " '" + dir.string() + "'");
+    if (errno != ENOENT)
+      throw_errno(errno, std::string("cannot inspect the ") + what + " '" + dir.string() + "'", where);
     std::error_code ec;
     if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
       throw_errno(errno, std::string("cannot create the ") + what + " '" + dir.string() +
                              "' (set CUASYNC_CACHE_DIR to a writable directory, or CUASYNC_CACHE=0 to turn the cache "
-                             "off)");
+                             "off)",
+                  where);
     if (::stat(dir.c_str(), &st) != 0)
-      throw_errno(errno, std::string("cannot inspect the ") + what + " '" + dir.string() + "'");
+      throw_errno(errno, std::string("cannot inspect the ") + what + " '" + dir.string() + "'", where);
   }
   if (!S_ISDIR(st.st_mode))
-    throw_cache(std::errc::not_a_directory, std::string("the ") + what + " '" + dir.string() +
-                                                "' is not a directory (set CUASYNC_CACHE_DIR to a directory)");
+    throw_cache(std::errc::not_a_directory,
+                std::string("the ") + what + " '" + dir.string() +
+                    "' is not a directory (set CUASYNC_CACHE_DIR to a directory)",
+                where);
   const uid_t me = ::geteuid();
   if (st.st_uid != me)
     throw_cache(std::errc::permission_denied,
@@ -184,27 +188,29 @@ void secure_directory(const fs::path& dir, const char* what) {
                     user_name(st.st_uid) + ", uid " + std::to_string(st.st_uid) + "), not by this process's user (" +
                     user_name(me) + ", uid " + std::to_string(me) +
                     "), who could plant code that this process would load. Use a directory of your own "
-                    "(CUASYNC_CACHE_DIR) or turn the cache off (CUASYNC_CACHE=0)");
+                    "(CUASYNC_CACHE_DIR) or turn the cache off (CUASYNC_CACHE=0)",
+                where);
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     throw_cache(std::errc::permission_denied,
                 std::string("refusing the ") + what + " '" + dir.string() + "': it is writable by " +
                     ((st.st_mode & S_IWOTH) ? "every user" : "its group") + " (mode " + octal_mode(st.st_mode) +
                     "), so others could plant code that this process would load. Run chmod 700 '" + dir.string() +
-                    "', use another directory (CUASYNC_CACHE_DIR), or turn the cache off (CUASYNC_CACHE=0)");
+                    "', use another directory (CUASYNC_CACHE_DIR), or turn the cache off (CUASYNC_CACHE=0)",
+                where);
 }
 
 }  // namespace detail
 
-disk_cache::disk_cache(fs::path directory, std::uint64_t max_bytes)
+disk_cache::disk_cache(fs::path directory, std::uint64_t max_bytes, std::source_location where)
     : directory_(std::move(directory)), max_bytes_(max_bytes) {
-  detail::secure_directory(directory_, "cache directory");
+  detail::secure_directory(directory_, "cache directory", where);
 }
 
 fs::path disk_cache::entry_path(const cache_key& key) const { return directory_ / (key.hex() + entry_suffix); }
 
-fs::path disk_cache::pch_directory() const {
+fs::path disk_cache::pch_directory(std::source_location where) const {
   fs::path dir = directory_ / "pch";
-  detail::secure_directory(dir, "precompiled header directory");
+  detail::secure_directory(dir, "precompiled header directory", where);
   return dir;
 }
 
@@ -347,7 +353,8 @@ std::string read_up_to(int fd, std::size_t size) {
   return bytes;
 }
 
-void write_file_atomically(const fs::path& final_path, std::string_view bytes, const char* what) {
+void write_file_atomically(const fs::path& final_path, std::string_view bytes, const char* what,
+                           std::source_location where) {
   static std::atomic<unsigned> sequence{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::string temp_name = ".";  // hidden, and never taken for an entry: see is_temp_name
@@ -357,7 +364,7 @@ void write_file_atomically(const fs::path& final_path, std::string_view bytes, c
   const fs::path temp = final_path.parent_path() / temp_name;
   auto fail = [&](int err, const char* doing) {
     ::unlink(temp.c_str());
-    throw_errno(err, std::string(doing) + " " + what + " '" + temp.string() + "'");
+    throw_errno(err, std::string(doing) + " " + what + " '" + temp.string() + "'", where);
   };
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) fail(errno, "cannot create");
@@ -379,10 +386,10 @@ void write_file_atomically(const fs::path& final_path, std::string_view bytes, c
 
 }  // namespace detail
 
-void disk_cache::store(const cache_key& key, const compiled_program& program) {
+void disk_cache::store(const cache_key& key, const compiled_program& program, std::source_location where) {
   const fs::path final_path = entry_path(key);
   try {
-    detail::write_file_atomically(final_path, serialize(key, program), "the cache entry");
+    detail::write_file_atomically(final_path, serialize(key, program), "the cache entry", where);
   } catch (const cache_error&) {
     counters_.store_failures.fetch_add(1, std::memory_order_relaxed);
     throw;

@@ -26,6 +26,7 @@ struct loaded_library {
   std::optional<std::string> env;  // $CUASYNC_LIBNVRTC when it was loaded
 };
 
+// As the driver's loader: its errors keep this location, not a caller's; they arise once per process, then rethrown.
 loaded_library* open_nvrtc() {
   std::vector<std::string> candidates;
   const char* env = std::getenv("CUASYNC_LIBNVRTC");

@@ -219,11 +219,11 @@ std::optional<std::vector<record>> read_records(const fs::path& dir) noexcept {
   }
 }
 
-void write_records(const fs::path& dir, const std::vector<record>& records) {
+void write_records(const fs::path& dir, const std::vector<record>& records, std::source_location where) {
   std::string bytes(file_header);
   for (const auto& r : records) bytes += format_record(r);
   bytes += std::string(checksum_prefix) + hex(checksum(bytes.data(), bytes.size())) + "\n";
-  detail::write_file_atomically(dir / nvrtc_identity_file_name, bytes, "the NVRTC identity file");
+  detail::write_file_atomically(dir / nvrtc_identity_file_name, bytes, "the NVRTC identity file", where);
 }
 
 }  // namespace
@@ -298,7 +298,7 @@ std::optional<nvrtc_info> recorded_nvrtc_identity(const fs::path& cache_dir) noe
   }
 }
 
-bool record_nvrtc_identity(const fs::path& cache_dir) {
+bool record_nvrtc_identity(const fs::path& cache_dir, std::source_location where) {
   const nvrtc_info& info = nvrtc_library();
   record r{nvrtc_loader_fingerprint(detail::libnvrtc_env_at_load()), info, {}};
   const auto stamp = stamp_of(info.library);
@@ -319,7 +319,7 @@ bool record_nvrtc_identity(const fs::path& cache_dir) {
       if (records.size() < max_nvrtc_identity_records) records.push_back(std::move(o));
     }
   }
-  write_records(cache_dir, records);
+  write_records(cache_dir, records, where);
   return true;
 }
 

@@ -10,22 +10,24 @@
 
 namespace cuasync::jit {
 
-program& program::add_name_expression(std::string expression) {
-  if (expression.empty()) cuasync::detail::throw_invalid("cuasync::jit::program::add_name_expression",
-                                                         "empty name expression for program '" + name_ + "'");
+program& program::add_name_expression(std::string expression, std::source_location where) {
+  if (expression.empty())
+    cuasync::detail::throw_invalid("cuasync::jit::program::add_name_expression",
+                                   "empty name expression for program '" + name_ + "'", where);
   if (std::find(name_expressions_.begin(), name_expressions_.end(), expression) == name_expressions_.end())
     name_expressions_.push_back(std::move(expression));
   return *this;
 }
 
-const std::string& compiled_program::lowered_name(std::string_view expression) const {
+const std::string& compiled_program::lowered_name(std::string_view expression, std::source_location where) const {
   for (const auto& [expr, lowered] : lowered_names)
     if (expr == expression) return lowered;
   std::string known;
   for (const auto& [expr, lowered] : lowered_names) known += (known.empty() ? "'" : ", '") + expr + "'";
   throw cuda_error(make_error_code(NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID), "cuasync::jit::compiled_program::lowered_name",
                    "'" + std::string(expression) + "' is not a name expression of program '" + name +
-                       "' (registered: " + (known.empty() ? "none" : known) + ")");
+                       "' (registered: " + (known.empty() ? "none" : known) + ")",
+                   where);
 }
 
 namespace detail {
@@ -87,10 +89,11 @@ std::string first_error(std::string_view log, const program& p) {
 
 }  // namespace detail
 
-compiled_program compile(const program& p, const target& t, const compile_options& o, const std::string& pch_dir) {
+compiled_program compile(const program& p, const target& t, const compile_options& o, const std::string& pch_dir,
+                         std::source_location where) {
   const auto& n = detail::nvrtc();
   const auto& info = nvrtc_library();
-  const std::vector<std::string> args = o.arguments(t, pch_dir);
+  const std::vector<std::string> args = o.arguments(t, pch_dir, where);
 
   std::vector<const char*> header_contents, header_names;
   for (const auto& [name, contents] : p.headers()) {
@@ -101,12 +104,12 @@ compiled_program compile(const program& p, const target& t, const compile_option
   detail::check_nvrtc(n.nvrtcCreateProgram(&prog, p.source().c_str(), p.name().c_str(),
                                            static_cast<int>(header_names.size()), header_contents.data(),
                                            header_names.data()),
-                      "nvrtcCreateProgram", p.name());
+                      "nvrtcCreateProgram", p.name(), where);
   auto destroy = [&n](nvrtcProgram* pr) { n.nvrtcDestroyProgram(pr); };
   std::unique_ptr<nvrtcProgram, decltype(destroy)> guard(&prog, destroy);
 
   for (const auto& expr : p.name_expressions())
-    detail::check_nvrtc(n.nvrtcAddNameExpression(prog, expr.c_str()), "nvrtcAddNameExpression", p.name());
+    detail::check_nvrtc(n.nvrtcAddNameExpression(prog, expr.c_str()), "nvrtcAddNameExpression", p.name(), where);
 
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -122,7 +125,7 @@ compiled_program compile(const program& p, const target& t, const compile_option
   if (result != NVRTC_SUCCESS) {
     std::string first = detail::first_error(log, p);
     if (first.empty()) first = make_error_code(result).message();
-    throw compile_error(result, p.name(), args, std::move(log), std::move(first));
+    throw compile_error(result, p.name(), args, std::move(log), std::move(first), where);
   }
 
   compiled_program out;
@@ -132,9 +135,9 @@ compiled_program compile(const program& p, const target& t, const compile_option
   out.nvrtc_version = info.version();
   auto fetch = [&](auto size_fn, auto get_fn, const char* api) {
     std::size_t size = 0;
-    detail::check_nvrtc((n.*size_fn)(prog, &size), api, p.name());
+    detail::check_nvrtc((n.*size_fn)(prog, &size), api, p.name(), where);
     std::vector<char> buf(size);
-    if (size) detail::check_nvrtc((n.*get_fn)(prog, buf.data()), api, p.name());
+    if (size) detail::check_nvrtc((n.*get_fn)(prog, buf.data()), api, p.name(), where);
     if (t.kind == output_kind::ptx)
       while (!buf.empty() && buf.back() == '\0') buf.pop_back();
     out.image.resize(buf.size());
@@ -148,10 +151,11 @@ compiled_program compile(const program& p, const target& t, const compile_option
   }
   if (out.image.empty())
     detail::throw_nvrtc(NVRTC_ERROR_INTERNAL_ERROR, "nvrtcCompileProgram",
-                        "program '" + p.name() + "' compiled for " + t.to_string() + " but produced no image");
+                        "program '" + p.name() + "' compiled for " + t.to_string() + " but produced no image", where);
   for (const auto& expr : p.name_expressions()) {
     const char* lowered = nullptr;
-    detail::check_nvrtc(n.nvrtcGetLoweredName(prog, expr.c_str(), &lowered), "nvrtcGetLoweredName", p.name());
+    detail::check_nvrtc(n.nvrtcGetLoweredName(prog, expr.c_str(), &lowered), "nvrtcGetLoweredName", p.name(),
+                        where);
     out.lowered_names.emplace_back(expr, lowered);
   }
   return out;

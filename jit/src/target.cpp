@@ -38,12 +38,12 @@ std::string target::architecture() const {
 
 std::string target::to_string() const { return std::string(jit::to_string(kind)) + " " + architecture(); }
 
-target select_target(int cc, std::span<const int> supported, output_request request) {
+target select_target(int cc, std::span<const int> supported, output_request request, std::source_location where) {
   constexpr const char* api = "cuasync::jit::select_target";
-  if (cc < 10 || cc > 999) cuasync::detail::throw_invalid(api, "compute capability " + std::to_string(cc) +
-                                                          " is not major * 10 + minor (e.g. 90 for sm_90)");
-  if (supported.empty())
-    cuasync::detail::throw_invalid(api, "NVRTC reported no supported architectures");
+  if (cc < 10 || cc > 999)
+    cuasync::detail::throw_invalid(
+        api, "compute capability " + std::to_string(cc) + " is not major * 10 + minor (e.g. 90 for sm_90)", where);
+  if (supported.empty()) cuasync::detail::throw_invalid(api, "NVRTC reported no supported architectures", where);
   const bool exact = std::find(supported.begin(), supported.end(), cc) != supported.end();
   if (request == output_request::automatic && exact) return {output_kind::cubin, cc};
   // The highest supported architecture not above the device: its PTX runs on the device (PTX is forward
@@ -57,13 +57,14 @@ target select_target(int cc, std::span<const int> supported, output_request requ
         make_error_code(NVRTC_ERROR_INVALID_OPTION), api,
         "the device (compute capability " + arch_name(cc) + ", sm_" + std::to_string(cc) +
             ") is older than every architecture this NVRTC supports (the oldest is sm_" + std::to_string(oldest) +
-            "): use an NVRTC that still supports it (CUASYNC_LIBNVRTC=/path/to/an older libnvrtc.so)");
+            "): use an NVRTC that still supports it (CUASYNC_LIBNVRTC=/path/to/an older libnvrtc.so)",
+        where);
   }
   return {request == output_request::ltoir ? output_kind::ltoir : output_kind::ptx, best};
 }
 
-target select_target(int cc, output_request request) {
-  return select_target(cc, nvrtc_library().supported_archs, request);
+target select_target(int cc, output_request request, std::source_location where) {
+  return select_target(cc, nvrtc_library().supported_archs, request, where);
 }
 
 std::optional<ptx_isa> parse_ptx_isa(std::string_view ptx) noexcept {
@@ -97,12 +98,12 @@ std::string driver_version_for_ptx_isa(ptx_isa isa) {
   return "newer than " + std::to_string(isa_table[std::size(isa_table) - 1].driver / 1000) + ".x";
 }
 
-void check_ptx_loadable(std::string_view ptx, int driver_version, std::string_view label) {
+void check_ptx_loadable(std::string_view ptx, int driver_version, std::string_view label, std::source_location where) {
   constexpr const char* api = "cuasync::jit::check_ptx_loadable";
   const auto isa = parse_ptx_isa(ptx);
   if (!isa)
     throw cuda_error(make_error_code(CUDA_ERROR_INVALID_IMAGE), api,
-                     "'" + std::string(label) + "' has no .version directive: not PTX");
+                     "'" + std::string(label) + "' has no .version directive: not PTX", where);
   const ptx_isa max = max_ptx_isa_for_driver(driver_version);
   if (*isa <= max) return;
   const std::string driver = std::to_string(driver_version / 1000) + "." + std::to_string(driver_version % 1000 / 10);
@@ -112,7 +113,8 @@ void check_ptx_loadable(std::string_view ptx, int driver_version, std::string_vi
           driver + ") can JIT PTX ISA " + max.to_string() + " at most. Update the NVIDIA driver to one for CUDA " +
           driver_version_for_ptx_isa(*isa) +
           " or newer, or compile with an NVRTC no newer than the driver (CUASYNC_LIBNVRTC=/path/to/libnvrtc.so.12 "
-          "for CUDA " + driver + "), or compile a CUBIN for the device's exact architecture");
+          "for CUDA " + driver + "), or compile a CUBIN for the device's exact architecture",
+      where);
 }
 
 }  // namespace cuasync::jit

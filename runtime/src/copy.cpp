@@ -14,47 +14,50 @@ bool use_staging(device_runtime& rt, const void* host, std::size_t n, copy_optio
 }
 }  // namespace
 
-void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src, copy_options o) {
+void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src, copy_options o,
+                std::source_location where) {
   if (use_staging(rt, src.data(), src.size(), o))
-    rt.staging().copy_to_device(s, dst, src);
+    rt.staging(where).copy_to_device(s, dst, src, where);
   else
-    cuasync::copy_async(s, dst, src);
+    cuasync::copy_async(s, dst, src, where);
 }
 
-void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src, copy_options o) {
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src, copy_options o,
+                std::source_location where) {
   if (use_staging(rt, dst.data(), dst.size(), o))
-    rt.staging().copy_to_host(s, dst, src);
+    rt.staging(where).copy_to_host(s, dst, src, where);
   else
-    cuasync::copy_async(s, dst, src);
+    cuasync::copy_async(s, dst, src, where);
 }
 
 void copy_async(device_runtime& rt, stream_ref s, tracked_buffer& dst, std::span<const std::byte> src,
-                copy_options o) {
-  dst.use(s, access::write);
-  copy_async(rt, s, dst.span(), src, o);
+                copy_options o, std::source_location where) {
+  dst.use(s, access::write, where);
+  copy_async(rt, s, dst.span(), src, o, where);
 }
 
-void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src, copy_options o) {
-  src.use(s, access::read);
-  copy_async(rt, s, dst, src.span(), o);
+void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src, copy_options o,
+                std::source_location where) {
+  src.use(s, access::read, where);
+  copy_async(rt, s, dst, src.span(), o, where);
 }
 
-void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src) {
-  src.use(s, access::read);
-  dst.use(s, access::write);
-  cuasync::copy_async(s, dst.span(), src.span());
+void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src, std::source_location where) {
+  src.use(s, access::read, where);
+  dst.use(s, access::write, where);
+  cuasync::copy_async(s, dst.span(), src.span(), where);
 }
 
-void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src) {
-  dst.use(s, access::write);
-  cuasync::copy_async(s, dst.span(), std::span<const std::byte>(src.bytes()));
-  src.record_use(s);
+void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src, std::source_location where) {
+  dst.use(s, access::write, where);
+  cuasync::copy_async(s, dst.span(), std::span<const std::byte>(src.bytes()), where);
+  src.record_use(s, where);
 }
 
-void copy_async(stream_ref s, pinned_block& dst, tracked_buffer& src) {
-  src.use(s, access::read);
-  cuasync::copy_async(s, dst.bytes(), src.span());
-  dst.record_use(s);
+void copy_async(stream_ref s, pinned_block& dst, tracked_buffer& src, std::source_location where) {
+  src.use(s, access::read, where);
+  cuasync::copy_async(s, dst.bytes(), src.span(), where);
+  dst.record_use(s, where);
 }
 
 }  // namespace cuasync::runtime

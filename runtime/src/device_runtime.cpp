@@ -4,16 +4,17 @@
 
 namespace cuasync::runtime {
 
-device_runtime::device_runtime(primary_context owned, context_ref ctx, device_runtime_options options)
+device_runtime::device_runtime(primary_context owned, context_ref ctx, device_runtime_options options,
+                               std::source_location where)
     : options_(options), owned_(std::move(owned)), ctx_(ctx) {
   event_pool::sweep();  // state of contexts that are gone (a new runtime is a good moment to let it go)
-  events_ = event_pool::for_context(ctx_);
+  events_ = event_pool::for_context(ctx_, where);
   if (options_.admission) events_->set_admission_limits(*options_.admission);
-  streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority);
+  streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority, where);
   pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes);
-  if (ctx_.device().properties().memory_pools_supported) {
-    device_pool_ = memory_pool_ref::device_default(ctx_);
-    device_pool_.set_release_threshold(options_.device_pool_release_threshold);
+  if (properties(where).memory_pools_supported) {
+    device_pool_ = memory_pool_ref::device_default(ctx_, where);
+    device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
   }
 }
 
@@ -28,34 +29,36 @@ device_runtime::~device_runtime() {
   event_pool::sweep();
 }
 
-std::shared_ptr<device_runtime> device_runtime::create(int ordinal, device_runtime_options options) {
-  primary_context p = primary_context::retain(ordinal);
+std::shared_ptr<device_runtime> device_runtime::create(int ordinal, device_runtime_options options,
+                                                       std::source_location where) {
+  primary_context p = primary_context::retain(ordinal, where);
   const context_ref ctx = p;
-  return std::shared_ptr<device_runtime>(new device_runtime(std::move(p), ctx, options));
+  return std::shared_ptr<device_runtime>(new device_runtime(std::move(p), ctx, options, where));
 }
 
-std::shared_ptr<device_runtime> device_runtime::adopt(context_ref ctx, device_runtime_options options) {
-  if (!ctx) detail::throw_invalid("cuasync::runtime::device_runtime::adopt", "empty context");
-  return std::shared_ptr<device_runtime>(new device_runtime(primary_context(), ctx, options));
+std::shared_ptr<device_runtime> device_runtime::adopt(context_ref ctx, device_runtime_options options,
+                                                      std::source_location where) {
+  if (!ctx) detail::throw_invalid("cuasync::runtime::device_runtime::adopt", "empty context", where);
+  return std::shared_ptr<device_runtime>(new device_runtime(primary_context(), ctx, options, where));
 }
 
-std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal) {
+std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal, std::source_location where) {
   static std::mutex mutex;
   static std::map<int, std::shared_ptr<device_runtime>> runtimes;
-  device::get(ordinal);  // a clear error for a bad ordinal
+  device::get(ordinal, where);  // a clear error for a bad ordinal
   std::lock_guard lock(mutex);
   auto& rt = runtimes[ordinal];
-  if (!rt) rt = create(ordinal);
+  if (!rt) rt = create(ordinal, {}, where);
   return rt;
 }
 
-staged_copier& device_runtime::staging() {
-  std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging); });
+staged_copier& device_runtime::staging(std::source_location where) {
+  std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging, where); });
   return *staging_;
 }
 
-kernel_cache& device_runtime::kernels() {
-  std::call_once(kernels_once_, [&] { kernels_ = std::make_unique<kernel_cache>(); });
+kernel_cache& device_runtime::kernels(std::source_location where) {
+  std::call_once(kernels_once_, [&] { kernels_ = std::make_unique<kernel_cache>(where); });
   return *kernels_;
 }
 

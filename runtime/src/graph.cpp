@@ -5,13 +5,9 @@ namespace cuasync::runtime {
 using cuasync::detail::driver;
 using cuasync::detail::throw_cu;
 
-namespace {
-std::source_location here(std::source_location w = std::source_location::current()) { return w; }
-}  // namespace
-
-void graph::begin_capture(stream_ref s) {
+void graph::begin_capture(stream_ref s, std::source_location where) {
   if (CUresult r = driver().cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); r != CUDA_SUCCESS)
-    throw_cu(r, "cuStreamBeginCapture", s.describe(), here());
+    throw_cu(r, "cuStreamBeginCapture", s.describe(), where);
 }
 
 void graph::abandon_capture(stream_ref s) noexcept {
@@ -19,14 +15,14 @@ void graph::abandon_capture(stream_ref s) noexcept {
   if (driver().cuStreamEndCapture(s.get(), &g) == CUDA_SUCCESS && g) driver().cuGraphDestroy(g);
 }
 
-graph graph::end_capture(stream_ref s) {
+graph graph::end_capture(stream_ref s, std::source_location where) {
   graph out;
   if (CUresult r = driver().cuStreamEndCapture(s.get(), &out.graph_); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamEndCapture",
              s.describe() + (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
                                  ? ": an operation in the capture cannot be captured (e.g. a synchronising call)"
                                  : ""),
-             here());
+             where);
   out.ctx_ = s.context();
   return out;
 }
@@ -45,26 +41,26 @@ graph::~graph() {
     if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_));
 }
 
-std::size_t graph::node_count() const {
-  scoped_context guard(ctx_);
+std::size_t graph::node_count(std::source_location where) const {
+  scoped_context guard(ctx_, where);
   std::size_t n = 0;
   if (CUresult r = driver().cuGraphGetNodes(graph_, nullptr, &n); r != CUDA_SUCCESS)
-    throw_cu(r, "cuGraphGetNodes", "graph " + cuasync::detail::handle_string(graph_), here());
+    throw_cu(r, "cuGraphGetNodes", "graph " + cuasync::detail::handle_string(graph_), where);
   return n;
 }
 
-graph_exec graph::instantiate() const {
+graph_exec graph::instantiate(std::source_location where) const {
   graph_exec e;
   e.ctx_ = ctx_;
-  scoped_context guard(ctx_);
+  scoped_context guard(ctx_, where);
   if (CUresult r = driver().cuGraphInstantiateWithFlags(&e.exec_, graph_, 0); r != CUDA_SUCCESS)
-    throw_cu(r, "cuGraphInstantiateWithFlags", "graph " + cuasync::detail::handle_string(graph_), here());
-  std::vector<CUgraphNode> nodes(node_count());
+    throw_cu(r, "cuGraphInstantiateWithFlags", "graph " + cuasync::detail::handle_string(graph_), where);
+  std::vector<CUgraphNode> nodes(node_count(where));
   std::size_t n = nodes.size();
-  if (n) cuasync::detail::check(driver().cuGraphGetNodes(graph_, nodes.data(), &n), "cuGraphGetNodes");
+  if (n) cuasync::detail::check(driver().cuGraphGetNodes(graph_, nodes.data(), &n), "cuGraphGetNodes", where);
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type{};
-    cuasync::detail::check(driver().cuGraphNodeGetType(node, &type), "cuGraphNodeGetType");
+    cuasync::detail::check(driver().cuGraphNodeGetType(node, &type), "cuGraphNodeGetType", where);
     if (type == CU_GRAPH_NODE_TYPE_KERNEL) e.kernel_nodes_.push_back(node);
   }
   return e;
@@ -84,22 +80,25 @@ graph_exec::~graph_exec() {
   exec_ = nullptr;
 }
 
-void graph_exec::launch(stream_ref s) const {
-  scoped_context guard(ctx_);
+void graph_exec::launch(stream_ref s, std::source_location where) const {
+  scoped_context guard(ctx_, where);
   if (CUresult r = driver().cuGraphLaunch(exec_, s.get()); r != CUDA_SUCCESS)
-    throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), here());
+    throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), where);
 }
 
-void graph_exec::set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count) {
+void graph_exec::set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count,
+                                   std::source_location where) {
   constexpr const char* api = "cuasync::runtime::graph_exec::set_kernel_arguments";
   if (index >= kernel_nodes_.size())
-    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " of " +
-                                            std::to_string(kernel_nodes_.size()));
-  scoped_context guard(ctx_);  // graph node calls need a current context (instantiate fails without one)
+    cuasync::detail::throw_invalid(
+        api, "kernel node " + std::to_string(index) + " of " + std::to_string(kernel_nodes_.size()), where);
+  scoped_context guard(ctx_, where);  // graph node calls need a current context (instantiate fails without one)
   CUDA_KERNEL_NODE_PARAMS_v2 p{};
-  cuasync::detail::check(driver().cuGraphKernelNodeGetParams(kernel_nodes_[index], &p), "cuGraphKernelNodeGetParams");
+  cuasync::detail::check(driver().cuGraphKernelNodeGetParams(kernel_nodes_[index], &p), "cuGraphKernelNodeGetParams",
+                         where);
   if (!p.func)
-    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " has no CUfunction to check against");
+    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " has no CUfunction to check against",
+                                   where);
   // Check count and sizes against the kernel, as cuasync::launch does.
   std::size_t expected = 0;
   for (;; ++expected) {
@@ -109,15 +108,17 @@ void graph_exec::set_kernel_params(std::size_t index, void** params, const std::
       cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " parameter " +
                                               std::to_string(expected) + " is " + std::to_string(size) +
                                               " bytes but the argument given is " + std::to_string(sizes[expected]) +
-                                              " bytes");
+                                              " bytes",
+                                     where);
   }
   if (expected != count)
     cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " takes " + std::to_string(expected) +
-                                            " parameter(s) but " + std::to_string(count) + " were given");
+                                            " parameter(s) but " + std::to_string(count) + " were given",
+                                   where);
   p.kernelParams = params;
   p.extra = nullptr;
   if (CUresult r = driver().cuGraphExecKernelNodeSetParams(exec_, kernel_nodes_[index], &p); r != CUDA_SUCCESS)
-    throw_cu(r, "cuGraphExecKernelNodeSetParams", "kernel node " + std::to_string(index), here());
+    throw_cu(r, "cuGraphExecKernelNodeSetParams", "kernel node " + std::to_string(index), where);
 }
 
 }  // namespace cuasync::runtime

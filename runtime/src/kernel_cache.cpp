@@ -9,26 +9,27 @@ namespace cuasync::runtime {
 namespace {
 constexpr const char* api = "cuasync::runtime::kernel_cache";
 
-void check_request(context_ref ctx, jit::output_request request) {
+void check_request(context_ref ctx, jit::output_request request, std::source_location where) {
   if (request == jit::output_request::ltoir)
-    cuasync::detail::throw_invalid(api, "LTO-IR cannot be loaded as a module: link it with nvJitLink, or ask for CUBIN or PTX");
-  if (!ctx) cuasync::detail::throw_invalid(api, "empty context");
+    cuasync::detail::throw_invalid(
+        api, "LTO-IR cannot be loaded as a module: link it with nvJitLink, or ask for CUBIN or PTX", where);
+  if (!ctx) cuasync::detail::throw_invalid(api, "empty context", where);
 }
 }  // namespace
 
-jit::target kernel_cache::target_for(context_ref ctx, jit::output_request request) const {
-  check_request(ctx, request);
+jit::target kernel_cache::target_for(context_ref ctx, jit::output_request request, std::source_location where) const {
+  check_request(ctx, request, where);
   // The compiler's NVRTC identity: a disk hit in a fresh process then needs no NVRTC (see jit/nvrtc_identity.hpp).
-  return compiler_->target_for(ctx.device().compute_capability(), request);
+  return compiler_->target_for(ctx.device(where).compute_capability(where), request, where);
 }
 
 const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
-                                               jit::output_request request) {
-  check_request(ctx, request);
+                                               jit::output_request request, std::source_location where) {
+  check_request(ctx, request, where);
   // The compiler's own memory cache makes this cheap on a hit (one hash, one lookup); a miss compiles here, outside
   // this cache's lock, so compiles of different programs run in parallel. By compute capability, so that the
   // compiler chooses the target again should the loaded NVRTC differ from the identity it had recorded.
-  jit::compile_result compiled = compiler_->compile(p, ctx.device().compute_capability(), o, request);
+  jit::compile_result compiled = compiler_->compile(p, ctx.device(where).compute_capability(where), o, request, where);
   const auto map_key = std::make_pair(ctx.get(), std::make_pair(compiled.key.low, compiled.key.high));
   std::lock_guard lock(mutex_);
   if (auto it = modules_.find(map_key); it != modules_.end()) {
@@ -37,24 +38,25 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   }
   const jit::compiled_program& prog = *compiled.program;
   if (prog.target.kind == jit::output_kind::ptx)
-    jit::check_ptx_loadable(prog.text(), cuasync::detail::driver().driver_version, prog.name);
+    jit::check_ptx_loadable(prog.text(), cuasync::detail::driver().driver_version, prog.name, where);
   auto entry = std::make_unique<loaded>();
   entry->program = compiled.program;
-  entry->module = cuasync::module::load(ctx, prog.bytes(), prog.name + " (" + prog.target.to_string() + ")");
+  entry->module = cuasync::module::load(ctx, prog.bytes(), prog.name + " (" + prog.target.to_string() + ")", where);
   for (const auto& [expression, lowered] : prog.lowered_names) entry->module.add_name_alias(expression, lowered);
   ++module_loads_;
   return *modules_.emplace(map_key, std::move(entry)).first->second;
 }
 
 module_ref kernel_cache::module(context_ref ctx, const jit::program& p, const jit::compile_options& o,
-                                jit::output_request request) {
-  return load(ctx, p, o, request).module;
+                                jit::output_request request, std::source_location where) {
+  return load(ctx, p, o, request, where).module;
 }
 
 std::shared_ptr<const jit::compiled_program> kernel_cache::compiled(context_ref ctx, const jit::program& p,
                                                                     const jit::compile_options& o,
-                                                                    jit::output_request request) {
-  return load(ctx, p, o, request).program;
+                                                                    jit::output_request request,
+                                                                    std::source_location where) {
+  return load(ctx, p, o, request, where).program;
 }
 
 kernel_cache_stats kernel_cache::stats() const noexcept {

@@ -23,8 +23,8 @@ pinned_block::~pinned_block() {
   if (pool_ && buffer_) pool_->give_back(std::move(buffer_), std::move(uses_));
 }
 
-void pinned_block::record_use(stream_ref s) {
-  uses_.push_back(pool_->events_->record(s));
+void pinned_block::record_use(stream_ref s, std::source_location where) {
+  uses_.push_back(pool_->events_->record(s, where));
   if (uses_.size() > 8) {
     // Drop uses whose work has completed, so a long-lived block does not grow its list.
     std::erase_if(uses_, [](const pooled_event& u) { return u.poll().status == poll_status::ready; });
@@ -66,7 +66,7 @@ void pinned_pool::collect_completed_locked() {
   }
 }
 
-void pinned_pool::make_room_locked(std::size_t bytes) {
+void pinned_pool::make_room_locked(std::size_t bytes, std::source_location where) {
   if (stats_.bytes_reserved + bytes <= stats_.cap) return;
   collect_completed_locked();
   // Free idle blocks, largest classes first, until the new block fits.
@@ -82,11 +82,12 @@ void pinned_pool::make_room_locked(std::size_t bytes) {
     throw cuda_error(make_error_code(CUDA_ERROR_OUT_OF_MEMORY), "cuasync::runtime::pinned_pool::allocate",
                      "a block of " + std::to_string(bytes) + " bytes would exceed the pool's cap of " +
                          std::to_string(stats_.cap) + " bytes (" + std::to_string(stats_.bytes_in_use) +
-                         " in use, " + std::to_string(stats_.bytes_pending) + " still used by GPU work)");
+                         " in use, " + std::to_string(stats_.bytes_pending) + " still used by GPU work)",
+                     where);
 }
 
-pinned_block pinned_pool::allocate(std::size_t bytes) {
-  if (bytes == 0) detail::throw_invalid("cuasync::runtime::pinned_pool::allocate", "zero-byte allocation");
+pinned_block pinned_pool::allocate(std::size_t bytes, std::source_location where) {
+  if (bytes == 0) detail::throw_invalid("cuasync::runtime::pinned_pool::allocate", "zero-byte allocation", where);
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lock(mutex_);
@@ -100,13 +101,13 @@ pinned_block pinned_pool::allocate(std::size_t bytes) {
       stats_.bytes_in_use += cls;
       return pinned_block(shared_from_this(), std::move(b), bytes);
     }
-    make_room_locked(cls);
+    make_room_locked(cls, where);
     ++stats_.misses;
     stats_.bytes_reserved += cls;  // reserved before the slow allocation, so concurrent callers respect the cap
     stats_.bytes_in_use += cls;
   }
   try {
-    return pinned_block(shared_from_this(), pinned_buffer::allocate(ctx_, cls), bytes);
+    return pinned_block(shared_from_this(), pinned_buffer::allocate(ctx_, cls, where), bytes);
   } catch (...) {
     std::lock_guard lock(mutex_);
     stats_.bytes_reserved -= cls;

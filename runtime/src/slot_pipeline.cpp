@@ -5,23 +5,24 @@
 
 namespace cuasync::runtime {
 
-slot_pipeline::slot_pipeline(device_runtime& rt, slot_pipeline_options options) : options_(options) {
+slot_pipeline::slot_pipeline(device_runtime& rt, slot_pipeline_options options, std::source_location where)
+    : options_(options) {
   if (options_.slots == 0 || options_.input_bytes == 0 || options_.output_bytes == 0)
     cuasync::detail::throw_invalid("cuasync::runtime::slot_pipeline",
-                                   "needs at least one slot and non-zero input and output sizes");
+                                   "needs at least one slot and non-zero input and output sizes", where);
   slots_.reserve(options_.slots);
   for (std::size_t i = 0; i < options_.slots; ++i) {
-    auto lease = rt.streams().borrow();
+    auto lease = rt.streams().borrow(priority::normal, where);
     const stream_ref s = lease.get();
     slots_.push_back({pipeline_slot{.index = i,
-                                    .input = rt.pinned()->allocate(options_.input_bytes),
-                                    .output = rt.pinned()->allocate(options_.output_bytes),
-                                    .input_device = device_buffer::allocate(rt.context(), options_.input_bytes),
-                                    .output_device = device_buffer::allocate(rt.context(), options_.output_bytes),
+                                    .input = rt.pinned()->allocate(options_.input_bytes, where),
+                                    .output = rt.pinned()->allocate(options_.output_bytes, where),
+                                    .input_device = device_buffer::allocate(rt.context(), options_.input_bytes, where),
+                                    .output_device = device_buffer::allocate(rt.context(), options_.output_bytes, where),
                                     .stream = s,
                                     .input_view = {},
                                     .output_view = {}},
-                      std::move(lease), event::create(rt.context())});
+                      std::move(lease), event::create(rt.context(), {}, where)});
   }
   for (unsigned i = 0; i < options_.post_threads; ++i) workers_.emplace_back([this] { worker(); });
 }
@@ -58,10 +59,10 @@ void slot_pipeline::wait_post(slot_state& s) {
   if (post_error_) std::rethrow_exception(std::exchange(post_error_, nullptr));
 }
 
-void slot_pipeline::retire(slot_state& s, const stage& post) {
+void slot_pipeline::retire(slot_state& s, const stage& post, std::source_location where) {
   if (s.batch == SIZE_MAX) return;
   const std::size_t batch = std::exchange(s.batch, SIZE_MAX);
-  s.done.synchronize();  // throws the device error, if any
+  s.done.synchronize(where);  // throws the device error, if any
   if (workers_.empty()) {
     post(batch, s.slot);
     return;
@@ -85,22 +86,34 @@ void slot_pipeline::retire(slot_state& s, const stage& post) {
   cv_.notify_all();
 }
 
-void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post) {
+void slot_pipeline::submit(std::size_t batch, const stage& pre, const stage& gpu, std::source_location where) {
+  slot_state& s = slots_[slot_index(batch)];
+  if (s.batch != SIZE_MAX)
+    cuasync::detail::throw_invalid("cuasync::runtime::slot_pipeline::submit",
+                                   "slot " + std::to_string(slot_index(batch)) + " still holds batch " +
+                                       std::to_string(s.batch) + ": release it first",
+                                   where);
+  pipeline_slot& slot = s.slot;
+  slot.input_view = std::span<const std::byte>(slot.input.bytes());
+  slot.output_view = slot.output.bytes();
+  pre(batch, slot);
+  cuasync::copy_async(slot.stream, slot.input_device.span(), slot.input_view, where);
+  gpu(batch, slot);
+  cuasync::copy_async(slot.stream, slot.output_view,
+                      slot.output_device.subspan(0, slot.output_view.size(), where), where);
+  s.done.record(slot.stream, where);
+  s.batch = batch;
+}
+
+void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post,
+                        std::source_location where) {
   std::exception_ptr error;
   try {
     for (std::size_t b = 0; b < batches; ++b) {
-      slot_state& s = slots_[b % slots_.size()];
-      retire(s, post);  // the slot's previous batch: GPU done, then postprocess
+      slot_state& s = slots_[slot_index(b)];
+      retire(s, post, where);  // the slot's previous batch: GPU done, then postprocess
       wait_post(s);     // its host buffers are free again
-      pipeline_slot& slot = s.slot;
-      slot.input_view = std::span<const std::byte>(slot.input.bytes());
-      slot.output_view = slot.output.bytes();
-      pre(b, slot);
-      cuasync::copy_async(slot.stream, slot.input_device.span(), slot.input_view);
-      gpu(b, slot);
-      cuasync::copy_async(slot.stream, slot.output_view, slot.output_device.subspan(0, slot.output_view.size()));
-      s.done.record(slot.stream);
-      s.batch = b;
+      submit(b, pre, gpu, where);
     }
   } catch (...) {
     error = std::current_exception();
@@ -113,7 +126,7 @@ void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu,
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
   for (auto* s : order) {
     try {
-      retire(*s, post);
+      retire(*s, post, where);
     } catch (...) {
       if (!error) error = std::current_exception();
       s->batch = SIZE_MAX;

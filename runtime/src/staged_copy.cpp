@@ -10,12 +10,14 @@ namespace {
 constexpr const char* to_device_api = "cuasync::runtime::staged_copier::copy_to_device";
 constexpr const char* to_host_api = "cuasync::runtime::staged_copier::copy_to_host";
 
-void check_sizes(const char* api, std::size_t n, std::size_t room, stream_ref s) {
-  if (!s) detail::throw_invalid(api, "empty stream");
-  if (n == 0) detail::throw_invalid(api, "zero-size copy on " + s.describe());
+void check_sizes(const char* api, std::size_t n, std::size_t room, stream_ref s, std::source_location where) {
+  if (!s) detail::throw_invalid(api, "empty stream", where);
+  if (n == 0) detail::throw_invalid(api, "zero-size copy on " + s.describe(), where);
   if (n > room)
-    detail::throw_invalid(api, "copy of " + std::to_string(n) + " bytes into a destination of " +
-                                   std::to_string(room) + " bytes on " + s.describe());
+    detail::throw_invalid(api,
+                          "copy of " + std::to_string(n) + " bytes into a destination of " + std::to_string(room) +
+                              " bytes on " + s.describe(),
+                          where);
 }
 }  // namespace
 
@@ -34,6 +36,7 @@ struct staged_copier::job {
   std::size_t in_flight = 0;  // chunks holding a slot
   std::error_code error;      // the first error; no chunk is started after it
   bool streaming;             // non-temporal stores for this copy's host copies
+  std::source_location where;  // the caller's, for the errors of chunks enqueued later
   bool reported_enqueued = false;
   bool reported_done = false;
   bool stopped() const noexcept { return error || started == total; }
@@ -56,13 +59,13 @@ struct staged_copier::outcalls {
   std::vector<std::unique_ptr<job>> finished_jobs;
 };
 
-staged_copier::staged_copier(context_ref ctx, staged_copy_options options)
+staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::source_location where)
     : ctx_(ctx), options_(options), team_(options.threads) {
   if (options_.chunk_bytes < 4096 || options_.chunks < 2)
-    detail::throw_invalid("cuasync::runtime::staged_copier", "needs at least 2 chunks of at least 4 KiB");
+    detail::throw_invalid("cuasync::runtime::staged_copier", "needs at least 2 chunks of at least 4 KiB", where);
   options_.threads = team_.size();
-  events_ = event_pool::for_context(ctx);
-  ring_ = pinned_buffer::allocate(ctx, options_.chunk_bytes * options_.chunks);
+  events_ = event_pool::for_context(ctx, where);
+  ring_ = pinned_buffer::allocate(ctx, options_.chunk_bytes * options_.chunks, where);
   for (std::size_t i = 0; i < options_.chunks; ++i) {
     auto sl = std::make_unique<slot>();
     sl->owner = this;
@@ -77,18 +80,19 @@ staged_copier::~staged_copier() {
 }
 
 void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
-                                    staged_copy_callback* cb) {
-  check_sizes(to_device_api, src.size(), dst.size, s);
+                                    staged_copy_callback* cb, std::source_location where) {
+  check_sizes(to_device_api, src.size(), dst.size, s, where);
   const std::size_t total = (src.size() + options_.chunk_bytes - 1) / options_.chunk_bytes;
   start(std::unique_ptr<job>(new job{true, s, const_cast<std::byte*>(src.data()), dst.ptr, src.size(), cb, total, 0,
-                                     0, 0, 0, {}, options_.h2d_streaming_stores}));
+                                     0, 0, 0, {}, options_.h2d_streaming_stores, where}));
 }
 
-void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb) {
-  check_sizes(to_host_api, src.size, dst.size(), s);
+void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
+                                  std::source_location where) {
+  check_sizes(to_host_api, src.size, dst.size(), s, where);
   const std::size_t total = (src.size + options_.chunk_bytes - 1) / options_.chunk_bytes;
   start(std::unique_ptr<job>(new job{false, s, dst.data(), src.ptr, src.size, cb, total, 0, 0, 0, 0, {},
-                                     src.size >= options_.d2h_streaming_from_bytes}));
+                                     src.size >= options_.d2h_streaming_from_bytes, where}));
 }
 
 void staged_copier::start(std::unique_ptr<job> j) {
@@ -131,10 +135,10 @@ void staged_copier::enqueue_dma_locked(job& j, slot& sl, outcalls& out) {
   const std::size_t off = sl.chunk * options_.chunk_bytes;
   try {
     if (j.to_device)
-      cuasync::copy_async(j.s, device_span{j.dev + off, sl.len}, std::span<const std::byte>(sl.mem, sl.len));
+      cuasync::copy_async(j.s, device_span{j.dev + off, sl.len}, std::span<const std::byte>(sl.mem, sl.len), j.where);
     else
-      cuasync::copy_async(j.s, std::span<std::byte>(sl.mem, sl.len), device_span{j.dev + off, sl.len});
-    pooled_event ev = events_->record(j.s);
+      cuasync::copy_async(j.s, std::span<std::byte>(sl.mem, sl.len), device_span{j.dev + off, sl.len}, j.where);
+    pooled_event ev = events_->record(j.s, j.where);
     ++j.dmas;
     if (j.dmas == j.total && !j.reported_enqueued) {
       j.reported_enqueued = true;
@@ -251,36 +255,38 @@ struct sync_wait final : staged_copy_callback {
   }
 };
 
-void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, const char* api, stream_ref s) {
+void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, const char* api, stream_ref s,
+              std::source_location where) {
   std::unique_lock lock(st->mutex);
   st->cv.wait(lock, [&] { return st->done || (!until_done && st->enqueued); });
-  if (st->done && st->error)
-    throw cuda_error(st->error, api, "staged copy on " + s.describe());
+  if (st->done && st->error) throw cuda_error(st->error, api, "staged copy on " + s.describe(), where);
 }
 }  // namespace
 
-void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src) {
+void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
+                                   std::source_location where) {
   auto* w = new sync_wait;
   std::shared_ptr<sync_wait::state> st = w->st;
   try {
-    start_to_device(s, dst, src, w);
+    start_to_device(s, dst, src, w, where);
   } catch (...) {
     delete w;
     throw;
   }
-  wait_for(st, false, to_device_api, s);
+  wait_for(st, false, to_device_api, s, where);
 }
 
-void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src) {
+void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src,
+                                 std::source_location where) {
   auto* w = new sync_wait;
   std::shared_ptr<sync_wait::state> st = w->st;
   try {
-    start_to_host(s, dst, src, w);
+    start_to_host(s, dst, src, w, where);
   } catch (...) {
     delete w;
     throw;
   }
-  wait_for(st, true, to_host_api, s);
+  wait_for(st, true, to_host_api, s, where);
 }
 
 }  // namespace cuasync::runtime

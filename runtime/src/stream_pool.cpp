@@ -2,16 +2,16 @@
 
 namespace cuasync::runtime {
 
-stream_pool::stream_pool(context_ref ctx, std::size_t per_priority) : ctx_(ctx) {
+stream_pool::stream_pool(context_ref ctx, std::size_t per_priority, std::source_location where) : ctx_(ctx) {
   // The driver's range is [greatest, least] with least = the default (0): "normal" streams keep the default, so they
   // do not pre-empt other libraries' streams; "low" cannot go below it; "high" takes the greatest.
-  auto [least, greatest] = ctx.stream_priority_range();
+  auto [least, greatest] = ctx.stream_priority_range(where);
   values_[0] = greatest;
   values_[1] = least;
   values_[2] = least;
   for (int p = 0; p < 3; ++p)
     for (std::size_t i = 0; i < std::max<std::size_t>(per_priority, 1); ++i)
-      shared_[p].push_back(stream::create(ctx, {.non_blocking = true, .priority = values_[p]}));
+      shared_[p].push_back(stream::create(ctx, {.non_blocking = true, .priority = values_[p]}, where));
 }
 
 stream_ref stream_pool::next(priority p) noexcept {
@@ -19,7 +19,7 @@ stream_ref stream_pool::next(priority p) noexcept {
   return shared_[i][cursor_[i].fetch_add(1, std::memory_order_relaxed) % shared_[i].size()];
 }
 
-stream_pool::lease stream_pool::borrow(priority p) {
+stream_pool::lease stream_pool::borrow(priority p, std::source_location where) {
   const int i = static_cast<int>(p);
   {
     std::lock_guard lock(mutex_);
@@ -29,7 +29,7 @@ stream_pool::lease stream_pool::borrow(priority p) {
       return lease(this, std::move(s), i);
     }
   }
-  return lease(this, stream::create(ctx_, {.non_blocking = true, .priority = values_[i]}), i);
+  return lease(this, stream::create(ctx_, {.non_blocking = true, .priority = values_[i]}, where), i);
 }
 
 stream_pool::lease::~lease() {

@@ -5,13 +5,15 @@
 
 namespace cuasync::runtime {
 
-tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std::size_t bytes) {
+tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std::size_t bytes,
+                                        std::source_location where) {
   if (!rt.device_pool().get())
-    detail::throw_invalid("cuasync::runtime::tracked_buffer::allocate", "the device has no stream-ordered memory pool");
+    detail::throw_invalid("cuasync::runtime::tracked_buffer::allocate", "the device has no stream-ordered memory pool",
+                          where);
   tracked_buffer b;
   b.events_ = rt.events();
   b.home_ = home;
-  b.ptr_ = rt.device_pool().allocate_async(home, bytes);
+  b.ptr_ = rt.device_pool().allocate_async(home, bytes, where);
   b.size_ = bytes;
   // The allocation is stream-ordered on `home`: another stream may use the memory only after it (its first use
   // waits on home, as for a write).
@@ -36,18 +38,18 @@ tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
 
 tracked_buffer::~tracked_buffer() { free_nothrow(); }
 
-void tracked_buffer::wait_for(stream_ref s, stream_use& u) {
+void tracked_buffer::wait_for(stream_ref s, stream_use& u, std::source_location where) {
   if (u.stream == s) return;  // same stream: stream order already covers it
-  if (!u.after) u.after = events_->record(u.stream);
-  u.after.make_wait(s);
+  if (!u.after) u.after = events_->record(u.stream, where);
+  u.after.make_wait(s, where);
 }
 
-void tracked_buffer::use(stream_ref s, access a) {
+void tracked_buffer::use(stream_ref s, access a, std::source_location where) {
   if (!tracking_) return;
   std::lock_guard lock(lock_);
-  if (last_write_) wait_for(s, *last_write_);
+  if (last_write_) wait_for(s, *last_write_, where);
   if (a != access::read) {
-    for (auto& r : reads_) wait_for(s, r);
+    for (auto& r : reads_) wait_for(s, r, where);
     reads_.clear();
     last_write_ = stream_use{s, {}};
   } else {
@@ -68,10 +70,11 @@ void tracked_buffer::use(stream_ref s, access a) {
 
 void tracked_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
+  const std::source_location unreported{};  // a failure here is deferred, never thrown to a caller
   try {
     // Every other stream's last use must be done before the memory returns to the pool (seed §15.4).
-    for (auto& u : others_) wait_for(home_, u);
-    memory_pool_ref::free_async(home_, ptr_);
+    for (auto& u : others_) wait_for(home_, u, unreported);
+    memory_pool_ref::free_async(home_, ptr_, unreported);
   } catch (const cuda_error& e) {
     detail::defer_error(home_.context().get(), e.result());
   } catch (...) {

@@ -5,6 +5,8 @@
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
 
+#include <algorithm>
+
 #include "gap_meter.hpp"
 #include "gpu.hpp"
 #include "host_support.hpp"
@@ -310,4 +312,44 @@ TEST_CASE("admission: past the bound operations wait in order; cancelled waiters
   s.synchronize();
   CHECK(*counter.data<volatile int>() == launched);  // the cancelled ones never ran
   CHECK(guard.pool->admitted() == 0);
+}
+
+TEST_CASE("the slot pipeline driven from a coroutine: every batch right, slots reused only when done, io thread free",
+          "[async_io][gpu]") {
+  auto rt = runtime::device_runtime::for_device(0);
+  constexpr int n = 1 << 16, batches = 48;
+  runtime::slot_pipeline pipe(*rt, {.slots = 3, .input_bytes = n * sizeof(int), .output_bytes = n * sizeof(int)});
+  kernel_ref k = test::kernels().kernel("twice_plus_one");
+  std::vector<int> wrong(batches, -1);
+  std::vector<std::size_t> posted;
+  asio::io_context io;
+  gap_meter gaps(io);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await async_run(
+            pipe, batches,
+            [&](std::size_t b, runtime::pipeline_slot& s) {
+              for (int i = 0; i < n; ++i) s.input.data<int>()[i] = i + int(b);
+            },
+            [&](std::size_t, runtime::pipeline_slot& s) {
+              launch(s.stream, k, {.grid = n / 256, .block = 256}, s.input_device.data<const int>(),
+                     s.output_device.data<int>(), n);
+            },
+            [&](std::size_t b, runtime::pipeline_slot& s) {
+              int bad = 0;
+              for (int i = 0; i < n; ++i) bad += s.output.data<int>()[i] != (i + int(b)) * 2 + 1;
+              wrong[b] = bad;
+              posted.push_back(b);
+            });
+        gaps.stop();
+      },
+      rethrow);
+  gaps.start();
+  io.run();
+  CHECK(std::all_of(wrong.begin(), wrong.end(), [](int w) { return w == 0; }));
+  CHECK(std::is_sorted(posted.begin(), posted.end()));
+  CHECK(posted.size() == batches);
+  INFO("longest timer gap " << gaps.longest_ms() << " ms");
+  CHECK(gaps.longest_ms() <= max_gap_ms);
 }

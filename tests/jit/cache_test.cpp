@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "call_site.hpp"
 #include "child_process.hpp"
 #include "kernels.hpp"
 #include "scratch.hpp"
@@ -216,6 +217,9 @@ TEST_CASE("the cache directory is created 0700 and checked", "[jit][cache][secur
     fs::create_directories(dir.cache());
     ::chmod(dir.cache().c_str(), 0770);
     CHECK_THROWS_WITH(jit::disk_cache(dir.cache()), Catch::Contains("writable by its group"));
+    // The error names the line that opened the cache, directly or through a compiler.
+    test::check_call_site(test::error_of([&] { jit::disk_cache{dir.cache()}; }));
+    test::check_call_site(test::error_of([&] { jit::compiler{settings(dir.cache())}; }));
   }
   SECTION("a directory owned by another user is refused") {
     fs::path other;
@@ -300,4 +304,6 @@ TEST_CASE("the environment turns the disk cache off, relocates and caps it", "[j
   CHECK(off.disk() == nullptr);
   ::setenv("CUASYNC_CACHE_SIZE", "lots", 1);
   CHECK_THROWS_WITH(jit::disk_cache_settings::from_environment(), Catch::Contains("CUASYNC_CACHE_SIZE='lots'"));
+  test::check_call_site(test::error_of([] { jit::disk_cache_settings::from_environment(); }));
+  test::check_call_site(test::error_of([] { jit::compiler{}; }));  // reads the environment at the caller's line
 }

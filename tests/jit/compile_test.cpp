@@ -4,8 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "call_site.hpp"
 #include "kernels.hpp"
 
+#include <cuasync/jit/compiler.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 
 #include <algorithm>
@@ -156,4 +158,26 @@ TEST_CASE("the first error is found in an NVRTC log", "[jit][compile][error]") {
   CHECK(jit::detail::first_error("nvrtc: error: invalid value for --gpu-architecture (-arch)\n", p) ==
         "nvrtc: error: invalid value for --gpu-architecture (-arch)");
   CHECK(jit::detail::first_error("", p).empty());
+}
+
+TEST_CASE("jit errors name the caller's line rather than cuasync's", "[jit][compile][error]") {
+  using test::check_call_site;
+  using test::error_of;
+  const jit::program broken("broken.cu", "extern \"C\" __global__ void k() { undefined_thing(); }\n");
+  jit::compile_options o;
+  o.toolkit_includes = false;
+  o.max_registers = 0;
+  jit::compiler compiler(jit::disk_cache_settings{false, {}, 0});
+  const int archs[] = {75, 90};
+  check_call_site(error_of([&] { jit::program("p.cu", "").add_name_expression(""); }));
+  check_call_site(error_of([&] { o.arguments({output_kind::cubin, 90}); }));
+  check_call_site(error_of([&] { jit::compiled_program{}.lowered_name("k<int>"); }));
+  check_call_site(error_of([&] { jit::select_target(5, archs); }));
+  check_call_site(error_of([&] { jit::select_target(60, archs); }));
+  check_call_site(error_of([&] { jit::check_ptx_loadable(".version 9.0\n.target sm_90\n", 12040, "new.ptx"); }));
+  check_call_site(error_of([&] { jit::check_ptx_loadable("not PTX", 13000); }));
+  // NVRTC's errors too, also when they come through the compiler's caches.
+  check_call_site(error_of([&] { jit::compile(broken, {output_kind::cubin, 90}); }));
+  check_call_site(error_of([&] { compiler.compile(broken, {output_kind::ptx, 90}); }));
+  check_call_site(error_of([&] { compiler.compile(broken, 90); }));
 }

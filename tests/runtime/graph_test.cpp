@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "call_site.hpp"
 #include "gpu.hpp"
 
 using namespace cuasync;
@@ -46,6 +47,9 @@ TEST_CASE("a captured graph relaunched gives the same result as direct execution
   CHECK_THROWS_WITH(e.set_kernel_arguments(2, b.data<int>(), n), Catch::Contains("takes 3 parameter(s) but 2"));
   CHECK_THROWS_WITH(e.set_kernel_arguments(2, b.data<int>(), std::size_t{1}, 50), Catch::Contains("parameter 1 is 4 bytes"));
   CHECK_THROWS_WITH(e.set_kernel_arguments(7, 1), Catch::Contains("kernel node 7 of 3"));
+  // The index is taken with the caller's location (its arguments are variadic, as a launch's).
+  test::check_call_site(test::error_of([&] { e.set_kernel_arguments(2, b.data<int>(), n); }));
+  test::check_call_site(test::error_of([&] { e.set_kernel_arguments(7, 1); }));
 }
 
 TEST_CASE("a capture whose function throws is discarded", "[runtime][graph][gpu]") {

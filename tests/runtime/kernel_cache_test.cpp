@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "../jit/kernels.hpp"
+#include "call_site.hpp"
 #include "gpu.hpp"
 
 #include <cuasync/driver/copy.hpp>
@@ -81,6 +82,12 @@ TEST_CASE("kernel_cache refuses an empty context and LTO-IR before compiling", "
   CHECK_THROWS_WITH(cache.module({}, templates()), Catch::Contains("empty context"));
   CHECK_THROWS_WITH(cache.module({}, templates(), {}, jit::output_request::ltoir),
                     Catch::Contains("LTO-IR cannot be loaded"));
+  using test::check_call_site;
+  using test::error_of;
+  check_call_site(error_of([&] { cache.module({}, templates()); }));
+  check_call_site(error_of([&] { cache.kernel({}, templates(), "fill"); }));
+  check_call_site(error_of([&] { cache.compiled({}, templates()); }));
+  check_call_site(error_of([&] { cache.target_for({}); }));
   CHECK(cache.stats().module_loads == 0);
 }
 

@@ -2,7 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "call_site.hpp"
 #include "gpu.hpp"
+
+#include <cuasync/engine/cuda_completion_source.hpp>
 
 #include <thread>
 
@@ -18,6 +21,15 @@ TEST_CASE("size classes are powers of two from 4 KiB", "[runtime][pinned]") {
   CHECK(pinned_pool::size_class(4096) == 4096);
   CHECK(pinned_pool::size_class(4097) == 8192);
   CHECK(pinned_pool::size_class(3 << 20) == 4 << 20);
+}
+
+TEST_CASE("an empty context or stream refused by a runtime or the event pool names the caller's line", "[runtime][events]") {
+  // Refused before any driver call: no GPU needed.
+  using test::check_call_site;
+  using test::error_of;
+  check_call_site(error_of([] { device_runtime::adopt(context_ref{}); }));
+  check_call_site(error_of([] { event_pool::for_context(context_ref{}); }));
+  check_call_site(error_of([] { cuda_completion_source::instance().record(stream_ref{}); }));
 }
 
 TEST_CASE("the pinned pool reuses freed blocks and counts hits and misses", "[runtime][pinned][gpu]") {

@@ -56,18 +56,18 @@ TEST_CASE("1,000 runtimes on created contexts come and go: no event pools left, 
           "[runtime][gpu][teardown]") {
   const auto& d = detail::driver();
   CUdevice dev = 0;
-  detail::check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  detail::check(d.cuDeviceGet(&dev, 0), "cuDeviceGet", std::source_location::current());
   const std::size_t pools = event_pool::live_pools();
   auto round = [&] {
     CUcontext raw = nullptr;
-    detail::check(d.cuCtxCreate(&raw, 0, dev), "cuCtxCreate");
+    detail::check(d.cuCtxCreate(&raw, 0, dev), "cuCtxCreate", std::source_location::current());
     CUcontext popped = nullptr;
     d.cuCtxPopCurrent(&popped);  // cuasync makes it current where it needs it
     {
       auto rt = device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
       use(*rt);
     }
-    detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy");
+    detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
   };
   const long n = rounds();
   for (int i = 0; i < 20; ++i) round();  // warm-up: the allocator's arenas, the driver's own caches

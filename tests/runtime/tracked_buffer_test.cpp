@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "call_site.hpp"
 #include "gpu.hpp"
 
 #include <cstring>
@@ -102,4 +103,23 @@ TEST_CASE("copies into and out of tracked buffers through pinned blocks", "[runt
   g.open();
   b.synchronize();
   CHECK(std::memcmp(out.get(), src.data(), 4096) == 0);
+}
+
+TEST_CASE("runtime errors name the caller's line also when the calls they make fail", "[runtime][error][gpu]") {
+  using test::check_call_site;
+  using test::error_of;
+  auto rt = device_runtime::for_device(0);
+  stream s = stream::create(rt->context());
+  tracked_buffer x = tracked_buffer::allocate(*rt, s, 4096);
+  const std::span<const std::byte> none;
+  const auto k = test::kernels().kernel("fill_iota");
+  check_call_site(error_of([&] { device_runtime::for_device(device::count() + 3); }));
+  check_call_site(error_of([&] { tracked_buffer::allocate(*rt, s, 0); }));
+  check_call_site(error_of([&] { rt->pinned()->allocate(0); }));
+  check_call_site(error_of([&] { copy_async(*rt, s, x, none); }));
+  check_call_site(error_of([&] { rt->staging().copy_to_device(s, x.span(), none); }));
+  check_call_site(error_of([&] { runtime::launch(s, k, grid(), writes(x)); }));
+  const cuda_error e = error_of([&] { tracked_buffer::allocate(*rt, s, 0); });
+  CHECK_THAT(e.where().file_name(), Catch::EndsWith("tracked_buffer_test.cpp"));
+  s.synchronize();
 }

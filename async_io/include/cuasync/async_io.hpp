@@ -3,6 +3,7 @@
 #include <cuasync/async_io/async_compile.hpp>
 #include <cuasync/async_io/async_copy.hpp>
 #include <cuasync/async_io/async_launch.hpp>
+#include <cuasync/async_io/async_pipeline.hpp>
 #include <cuasync/async_io/async_run_blocking.hpp>
 #include <cuasync/async_io/async_wait.hpp>
 #include <cuasync/async_io/completion_service.hpp>

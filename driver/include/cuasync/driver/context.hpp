@@ -20,25 +20,27 @@ class context_ref {
 
   //! Adopts a context created elsewhere (e.g. by a framework) without taking ownership.
   //! @throws cuda_error for a null or invalid context.
-  static context_ref adopt(CUcontext ctx);
+  static context_ref adopt(CUcontext ctx, std::source_location where = std::source_location::current());
   //! The calling thread's current context, or an empty ref when there is none.
-  static context_ref current();
+  static context_ref current(std::source_location where = std::source_location::current());
 
   CUcontext get() const noexcept { return ctx_; }
   int device_ordinal() const noexcept { return device_; }
   //! The driver's unique id of this context (`cuCtxGetId`): unlike the handle, never reused by a later context.
   //! @throws cuda_error (e.g. CUDA_ERROR_CONTEXT_IS_DESTROYED)
-  unsigned long long id() const;
-  cuasync::device device() const { return cuasync::device::get(device_); }
+  unsigned long long id(std::source_location where = std::source_location::current()) const;
+  cuasync::device device(std::source_location where = std::source_location::current()) const {
+    return cuasync::device::get(device_, where);
+  }
   explicit operator bool() const noexcept { return ctx_ != nullptr; }
 
   //! Host-blocking: waits for all work of every stream in the context. A sledgehammer (seed §7): prefer waiting on
   //! a stream or an event. Reports a failure that an earlier destructor deferred. @throws cuda_error
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
   //! {least, greatest} stream priority (greatest is numerically smaller).
-  std::pair<int, int> stream_priority_range() const;
+  std::pair<int, int> stream_priority_range(std::source_location where = std::source_location::current()) const;
   //! Lets this context access `peer`'s memory directly (no-op if already enabled). @throws cuda_error
-  void enable_peer_access(context_ref peer) const;
+  void enable_peer_access(context_ref peer, std::source_location where = std::source_location::current()) const;
 
   //! A failure that a destructor could not throw (`*_nothrow` paths) is kept per context; this returns and clears it.
   std::error_code take_deferred_error() const noexcept;
@@ -55,8 +57,10 @@ class primary_context : public context_ref {
  public:
   primary_context() = default;
   //! Retains the primary context of `dev`. @throws cuda_error
-  static primary_context retain(cuasync::device dev);
-  static primary_context retain(int device_ordinal) { return retain(cuasync::device::get(device_ordinal)); }
+  static primary_context retain(cuasync::device dev, std::source_location where = std::source_location::current());
+  static primary_context retain(int device_ordinal, std::source_location where = std::source_location::current()) {
+    return retain(cuasync::device::get(device_ordinal, where), where);
+  }
 
   primary_context(primary_context&& o) noexcept : context_ref(std::exchange(o.ctx_, nullptr), o.device_) {}
   primary_context& operator=(primary_context&& o) noexcept;

@@ -51,29 +51,32 @@ struct device_properties {
 class device {
  public:
   //! Number of devices the driver reports. @throws cuda_error (and the loader errors) when no driver loads.
-  static int count();
+  static int count(std::source_location where = std::source_location::current());
   //! Device `ordinal`. @throws cuda_error(CUDA_ERROR_INVALID_DEVICE) naming the ordinal and the device count.
-  static device get(int ordinal);
+  static device get(int ordinal, std::source_location where = std::source_location::current());
   //! Every device.
-  static std::vector<device> all();
+  static std::vector<device> all(std::source_location where = std::source_location::current());
 
   int ordinal() const noexcept { return ordinal_; }
   CUdevice native_handle() const noexcept { return handle_; }
 
   //! All properties, read once per device and cached. The first call retains the device's primary context for a
   //! moment (the stream priority range is a context query), which creates it if nobody holds it yet.
-  const device_properties& properties() const;
-  const std::string& name() const { return properties().name; }
+  const device_properties& properties(std::source_location where = std::source_location::current()) const;
+  const std::string& name(std::source_location where = std::source_location::current()) const {
+    return properties(where).name;
+  }
   //! e.g. 90 for compute capability 9.0
-  int compute_capability() const {
-    return properties().compute_capability_major * 10 + properties().compute_capability_minor;
+  int compute_capability(std::source_location where = std::source_location::current()) const {
+    const device_properties& p = properties(where);
+    return p.compute_capability_major * 10 + p.compute_capability_minor;
   }
   //! Any attribute, read from the driver (not cached).
-  int attribute(CUdevice_attribute attr) const;
+  int attribute(CUdevice_attribute attr, std::source_location where = std::source_location::current()) const;
   //! Free and total device memory now (`cuMemGetInfo`; makes the primary context current for the call).
-  std::pair<std::size_t, std::size_t> memory_info() const;
+  std::pair<std::size_t, std::size_t> memory_info(std::source_location where = std::source_location::current()) const;
   //! Whether this device can address `peer`'s memory directly.
-  bool can_access_peer(device peer) const;
+  bool can_access_peer(device peer, std::source_location where = std::source_location::current()) const;
 
   friend bool operator==(device a, device b) noexcept { return a.ordinal_ == b.ordinal_; }
 

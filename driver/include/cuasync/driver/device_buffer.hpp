@@ -15,7 +15,8 @@ class device_buffer {
  public:
   device_buffer() = default;
   //! Allocates `bytes` (> 0) in `ctx`. @throws cuda_error (CUDA_ERROR_OUT_OF_MEMORY names the size and the device)
-  static device_buffer allocate(context_ref ctx, std::size_t bytes);
+  static device_buffer allocate(context_ref ctx, std::size_t bytes,
+                                std::source_location where = std::source_location::current());
   //! Takes ownership of memory from `cuMemAlloc` in `ctx`.
   static device_buffer from_native_handle(CUdeviceptr p, std::size_t bytes, context_ref ctx) noexcept {
     return device_buffer(p, bytes, ctx);

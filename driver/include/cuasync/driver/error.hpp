@@ -55,12 +55,12 @@ namespace detail {
 //! Throws `cuda_error` for a failed `CUresult`; `what` names the object the call concerned.
 [[noreturn]] void throw_cu(CUresult r, const char* api, std::string what, std::source_location where);
 
-//! Throws `cuda_error(CUDA_ERROR_INVALID_VALUE)` for bad input caught before it reaches the GPU.
-[[noreturn]] void throw_invalid(const char* api, std::string what,
-                                std::source_location where = std::source_location::current());
+//! Throws `cuda_error(CUDA_ERROR_INVALID_VALUE)` for bad input caught before it reaches the GPU. `where` is the
+//! caller's call site (no default: a default here would name cuasync's line).
+[[noreturn]] void throw_invalid(const char* api, std::string what, std::source_location where);
 
-//! Checks a `CUresult`. Inline so that the success path is one compare.
-inline void check(CUresult r, const char* api, std::source_location where = std::source_location::current()) {
+//! Checks a `CUresult`. Inline so that the success path is one compare. `where`: as for `throw_invalid`.
+inline void check(CUresult r, const char* api, std::source_location where) {
   if (r != CUDA_SUCCESS) [[unlikely]] throw_cu(r, api, {}, where);
 }
 

@@ -34,16 +34,16 @@ class event_ref {
   //! once the driver is loaded; for pollers.
   CUresult query_result() const noexcept { return detail::driver().cuEventQuery(event_); }
   //! True when the recorded work has completed, false while pending. @throws cuda_error with a device error.
-  bool query() const {
+  bool query(std::source_location where = std::source_location::current()) const {
     CUresult r = query_result();
     if (r == CUDA_SUCCESS) return true;
     if (r == CUDA_ERROR_NOT_READY) return false;
-    detail::throw_cu(r, "cuEventQuery", describe(), std::source_location::current());
+    detail::throw_cu(r, "cuEventQuery", describe(), where);
   }
   //! Host-blocking: waits for the recorded work. @throws cuda_error with a device error.
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
   //! Milliseconds between two completed timing events. @throws cuda_error (e.g. when timing is disabled)
-  static float elapsed_ms(event_ref start, event_ref end);
+  static float elapsed_ms(event_ref start, event_ref end, std::source_location where = std::source_location::current());
 
   std::string describe() const;
   friend bool operator==(event_ref a, event_ref b) noexcept { return a.event_ == b.event_; }
@@ -58,7 +58,8 @@ class event : public event_ref {
  public:
   event() = default;
   //! Creates an event in `ctx` (timing disabled unless `options.timing`). @throws cuda_error
-  static event create(context_ref ctx, event_options options = {});
+  static event create(context_ref ctx, event_options options = {},
+                      std::source_location where = std::source_location::current());
   static event from_native_handle(CUevent e, context_ref ctx) noexcept { return event(e, ctx); }
 
   event(event&& o) noexcept : event_ref(std::exchange(o.event_, nullptr), o.ctx_) {}

@@ -15,7 +15,8 @@ class host_registration {
  public:
   host_registration() = default;
   //! Registers `[ptr, ptr + bytes)` (portable and device-mapped). @throws cuda_error (e.g. already registered)
-  static host_registration register_memory(context_ref ctx, void* ptr, std::size_t bytes);
+  static host_registration register_memory(context_ref ctx, void* ptr, std::size_t bytes,
+                                           std::source_location where = std::source_location::current());
 
   host_registration(host_registration&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_) {}

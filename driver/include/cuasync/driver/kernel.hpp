@@ -42,17 +42,26 @@ class kernel_ref {
   explicit operator bool() const noexcept { return info_ != nullptr; }
 
   //! `cuFuncGetAttribute`. @throws cuda_error
-  int attribute(CUfunction_attribute attr) const;
-  int num_registers() const { return attribute(CU_FUNC_ATTRIBUTE_NUM_REGS); }
+  int attribute(CUfunction_attribute attr, std::source_location where = std::source_location::current()) const;
+  int num_registers(std::source_location where = std::source_location::current()) const {
+    return attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, where);
+  }
   int max_threads_per_block() const { return info_->max_threads_per_block; }
-  int static_shared_memory_bytes() const { return attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES); }
-  int local_memory_bytes() const { return attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES); }
-  int max_dynamic_shared_memory() const { return attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); }
+  int static_shared_memory_bytes(std::source_location where = std::source_location::current()) const {
+    return attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, where);
+  }
+  int local_memory_bytes(std::source_location where = std::source_location::current()) const {
+    return attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, where);
+  }
+  int max_dynamic_shared_memory(std::source_location where = std::source_location::current()) const {
+    return attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, where);
+  }
   //! Allows launches with up to `bytes` of dynamic shared memory (above 48 KiB needs this opt-in).
   //! @throws cuda_error when `bytes` exceeds the device's opt-in limit less the static shared memory.
-  void set_max_dynamic_shared_memory(int bytes) const;
+  void set_max_dynamic_shared_memory(int bytes, std::source_location where = std::source_location::current()) const;
   //! Resident blocks per multiprocessor for a block size (occupancy).
-  int max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes = 0) const;
+  int max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes = 0,
+                                           std::source_location where = std::source_location::current()) const;
 
  private:
   const detail::kernel_info* info_ = nullptr;

@@ -24,7 +24,8 @@ class managed_buffer {
  public:
   managed_buffer() = default;
   //! @throws cuda_error
-  static managed_buffer allocate(context_ref ctx, std::size_t bytes);
+  static managed_buffer allocate(context_ref ctx, std::size_t bytes,
+                                 std::source_location where = std::source_location::current());
 
   managed_buffer(managed_buffer&& o) noexcept
       : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_) {}
@@ -41,11 +42,14 @@ class managed_buffer {
   template <class T>
   std::span<T> host_span() const noexcept { return {data<T>(), size_ / sizeof(T)}; }
 
-  //! Enqueues a migration of `range` (default: all) to `where` on `s`. @throws cuda_error
-  void prefetch_async(stream_ref s, memory_location where) const;
-  void prefetch_async(stream_ref s, memory_location where, device_span range) const;
+  //! Enqueues a migration of `range` (default: all) to `location` on `s`. @throws cuda_error
+  void prefetch_async(stream_ref s, memory_location location,
+                      std::source_location where = std::source_location::current()) const;
+  void prefetch_async(stream_ref s, memory_location location, device_span range,
+                      std::source_location where = std::source_location::current()) const;
   //! `cuMemAdvise` over the whole buffer (e.g. CU_MEM_ADVISE_SET_READ_MOSTLY). @throws cuda_error
-  void advise(CUmem_advise advice, memory_location where) const;
+  void advise(CUmem_advise advice, memory_location location,
+              std::source_location where = std::source_location::current()) const;
 
  private:
   managed_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept : ptr_(p), size_(n), ctx_(ctx) {}

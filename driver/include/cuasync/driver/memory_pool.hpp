@@ -17,41 +17,42 @@ class memory_pool_ref {
   memory_pool_ref() = default;
   memory_pool_ref(CUmemoryPool pool, context_ref ctx) noexcept : pool_(pool), ctx_(ctx) {}
   //! The device's default pool (what `cuMemAllocAsync` uses). @throws cuda_error if pools are unsupported.
-  static memory_pool_ref device_default(context_ref ctx);
+  static memory_pool_ref device_default(context_ref ctx, std::source_location where = std::source_location::current());
 
   CUmemoryPool get() const noexcept { return pool_; }
   context_ref context() const noexcept { return ctx_; }
 
   //! Enqueues an allocation of `bytes` (> 0) on `s`: the memory may be used by work on `s` submitted after this
   //! call (other streams must wait on an event first). Returns the address at once. @throws cuda_error
-  CUdeviceptr allocate_async(stream_ref s, std::size_t bytes) const {
+  CUdeviceptr allocate_async(stream_ref s, std::size_t bytes,
+                             std::source_location where = std::source_location::current()) const {
     CUdeviceptr p = 0;
     if (bytes == 0) [[unlikely]]
-      detail::throw_invalid("cuasync::memory_pool_ref::allocate_async", "zero-byte allocation on " + s.describe());
+      detail::throw_invalid("cuasync::memory_pool_ref::allocate_async", "zero-byte allocation on " + s.describe(),
+                            where);
     if (CUresult r = detail::driver().cuMemAllocFromPoolAsync(&p, bytes, pool_, s.get()); r != CUDA_SUCCESS)
       [[unlikely]]
-      detail::throw_cu(r, "cuMemAllocFromPoolAsync", std::to_string(bytes) + " bytes on " + s.describe(),
-                       std::source_location::current());
+      detail::throw_cu(r, "cuMemAllocFromPoolAsync", std::to_string(bytes) + " bytes on " + s.describe(), where);
     return p;
   }
   //! Enqueues the return of `p` to its pool after the work submitted to `s` so far. Work on other streams that
   //! still uses `p` must be made to complete first (record an event there and `s.wait()` it). @throws cuda_error
-  static void free_async(stream_ref s, CUdeviceptr p) {
+  static void free_async(stream_ref s, CUdeviceptr p, std::source_location where = std::source_location::current()) {
     if (CUresult r = detail::driver().cuMemFreeAsync(p, s.get()); r != CUDA_SUCCESS) [[unlikely]]
       detail::throw_cu(r, "cuMemFreeAsync", "pointer " + detail::handle_string(reinterpret_cast<void*>(p)) + " on " +
                                                 s.describe(),
-                       std::source_location::current());
+                       where);
   }
 
   //! Memory above this many bytes is returned to the OS at synchronisation points; UINT64_MAX keeps it all
   //! (no re-allocation cost). @throws cuda_error
-  void set_release_threshold(std::uint64_t bytes) const;
-  std::uint64_t release_threshold() const;
+  void set_release_threshold(std::uint64_t bytes, std::source_location where = std::source_location::current()) const;
+  std::uint64_t release_threshold(std::source_location where = std::source_location::current()) const;
   //! Bytes currently reserved from the device / in use by allocations.
-  std::uint64_t reserved_bytes() const;
-  std::uint64_t used_bytes() const;
+  std::uint64_t reserved_bytes(std::source_location where = std::source_location::current()) const;
+  std::uint64_t used_bytes(std::source_location where = std::source_location::current()) const;
   //! Releases reserved memory down to `keep_bytes`.
-  void trim_to(std::size_t keep_bytes) const;
+  void trim_to(std::size_t keep_bytes, std::source_location where = std::source_location::current()) const;
 
  protected:
   CUmemoryPool pool_ = nullptr;
@@ -69,7 +70,8 @@ class memory_pool : public memory_pool_ref {
  public:
   memory_pool() = default;
   //! Creates a pool of device memory on `ctx`'s device. @throws cuda_error
-  static memory_pool create(context_ref ctx, memory_pool_options options = {});
+  static memory_pool create(context_ref ctx, memory_pool_options options = {},
+                            std::source_location where = std::source_location::current());
   memory_pool(memory_pool&& o) noexcept : memory_pool_ref(std::exchange(o.pool_, nullptr), o.ctx_) {}
   memory_pool& operator=(memory_pool&& o) noexcept;
   memory_pool(const memory_pool&) = delete;
@@ -84,8 +86,9 @@ class pool_buffer {
  public:
   pool_buffer() = default;
   //! Enqueues the allocation on `s`. @throws cuda_error
-  static pool_buffer allocate_async(memory_pool_ref pool, stream_ref s, std::size_t bytes) {
-    return pool_buffer(pool.allocate_async(s, bytes), bytes, s);
+  static pool_buffer allocate_async(memory_pool_ref pool, stream_ref s, std::size_t bytes,
+                                    std::source_location where = std::source_location::current()) {
+    return pool_buffer(pool.allocate_async(s, bytes, where), bytes, s);
   }
   pool_buffer(pool_buffer&& o) noexcept
       : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), stream_(o.stream_) {}
@@ -111,8 +114,8 @@ class pool_buffer {
   //! The stream whose order the free follows; it must be ordered after every use of the memory.
   void set_free_stream(stream_ref s) noexcept { stream_ = s; }
   //! Enqueues the free now. @throws cuda_error
-  void free_async() {
-    if (ptr_) memory_pool_ref::free_async(stream_, std::exchange(ptr_, 0));
+  void free_async(std::source_location where = std::source_location::current()) {
+    if (ptr_) memory_pool_ref::free_async(stream_, std::exchange(ptr_, 0), where);
     size_ = 0;
   }
   CUdeviceptr release() noexcept { size_ = 0; return std::exchange(ptr_, 0); }

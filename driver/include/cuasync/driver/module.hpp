@@ -33,7 +33,7 @@ class module_ref {
   //! The kernel named `name`: an `extern "C"` name, a mangled name, or a name expression registered with
   //! `add_name_alias` (e.g. "saxpy<float, 256>" from jit/). Looked up once, then cached; thread-safe.
   //! @throws cuda_error(CUDA_ERROR_NOT_FOUND) naming the kernel and the module.
-  kernel_ref kernel(std::string_view name) const;
+  kernel_ref kernel(std::string_view name, std::source_location where = std::source_location::current()) const;
   //! Makes `kernel(expression)` find the kernel whose symbol is `lowered_name` (NVRTC name expressions).
   void add_name_alias(std::string expression, std::string lowered_name) const;
   //! The module's label (file name, or the name it was loaded with), for messages.
@@ -50,12 +50,15 @@ class module : public module_ref {
   module() = default;
   //! Loads an image (CUBIN, fatbin or PTX, detected from its bytes) into `ctx`. `label` names it in errors.
   //! @throws cuda_error naming the format and size; for PTX, with the JIT's error log.
-  static module load(context_ref ctx, std::span<const std::byte> image, std::string label = "<memory>");
-  static module load(context_ref ctx, std::string_view ptx_or_image, std::string label = "<memory>") {
-    return load(ctx, std::as_bytes(std::span(ptx_or_image.data(), ptx_or_image.size())), std::move(label));
+  static module load(context_ref ctx, std::span<const std::byte> image, std::string label = "<memory>",
+                     std::source_location where = std::source_location::current());
+  static module load(context_ref ctx, std::string_view ptx_or_image, std::string label = "<memory>",
+                     std::source_location where = std::source_location::current()) {
+    return load(ctx, std::as_bytes(std::span(ptx_or_image.data(), ptx_or_image.size())), std::move(label), where);
   }
   //! Loads the file at `path`. @throws cuda_error (also when the file cannot be read).
-  static module load_file(context_ref ctx, const std::filesystem::path& path);
+  static module load_file(context_ref ctx, const std::filesystem::path& path,
+                          std::source_location where = std::source_location::current());
 
   module(module&& o) noexcept;
   module& operator=(module&& o) noexcept;

@@ -16,7 +16,8 @@ class pinned_buffer {
  public:
   pinned_buffer() = default;
   //! Allocates `bytes` (> 0) of pinned memory. @throws cuda_error
-  static pinned_buffer allocate(context_ref ctx, std::size_t bytes);
+  static pinned_buffer allocate(context_ref ctx, std::size_t bytes,
+                                std::source_location where = std::source_location::current());
 
   pinned_buffer(pinned_buffer&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_) {}
@@ -34,7 +35,7 @@ class pinned_buffer {
   template <class T>
   T* data() const noexcept { return static_cast<T*>(ptr_); }
   //! The device address of this memory (equal to the host address with unified addressing).
-  CUdeviceptr device_pointer() const;
+  CUdeviceptr device_pointer(std::source_location where = std::source_location::current()) const;
   //! Gives up ownership (the caller frees it with `cuMemFreeHost`, or knows its context took it along).
   void* release() noexcept {
     size_ = 0;

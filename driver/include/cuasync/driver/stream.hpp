@@ -30,7 +30,7 @@ class stream_ref {
   //! Adopts a stream created elsewhere (raw `cuStreamCreate`, PyTorch's `current_stream().cuda_stream`), without
   //! ownership; its context is queried. The legacy default stream (null) is refused: it serialises with every
   //! blocking stream (seed §5); pass `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
-  static stream_ref adopt(CUstream s);
+  static stream_ref adopt(CUstream s, std::source_location where = std::source_location::current());
 
   CUstream get() const noexcept { return stream_; }
   context_ref context() const noexcept { return ctx_; }
@@ -38,20 +38,21 @@ class stream_ref {
 
   //! Enqueues a wait: work submitted to this stream later starts after `e`'s recorded work completes. The host does
   //! not wait. @throws cuda_error
-  void wait(event_ref e) const;
+  void wait(event_ref e, std::source_location where = std::source_location::current()) const;
   //! True when all work submitted so far has completed; false while some is pending. Never blocks.
   //! @throws cuda_error with the device error (e.g. CUDA_ERROR_ILLEGAL_ADDRESS) if the work failed.
-  bool query() const;
+  bool query(std::source_location where = std::source_location::current()) const;
   //! Host-blocking: waits until all submitted work has completed. @throws cuda_error with a device error.
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
   //! Enqueues `fn(user_data)` to run on a driver thread after the work before it. It stalls the stream while it runs
   //! and must not call CUDA; it never runs if the context faults. Prefer events (async_io). @throws cuda_error
-  void launch_host_func(void (*fn)(void*), void* user_data) const;
-  int priority() const;
-  unsigned flags() const;
+  void launch_host_func(void (*fn)(void*), void* user_data,
+                        std::source_location where = std::source_location::current()) const;
+  int priority(std::source_location where = std::source_location::current()) const;
+  unsigned flags(std::source_location where = std::source_location::current()) const;
   //! The driver's unique id of this stream (`cuStreamGetId`): unlike the handle, never reused by a later stream in
   //! the process, so it can key per-stream state that outlives a stream. @throws cuda_error
-  unsigned long long id() const;
+  unsigned long long id(std::source_location where = std::source_location::current()) const;
 
   //! "stream 0x..., device N" for error messages.
   std::string describe() const;
@@ -68,7 +69,8 @@ class stream : public stream_ref {
  public:
   stream() = default;
   //! Creates a stream in `ctx`. @throws cuda_error
-  static stream create(context_ref ctx, stream_options options = {});
+  static stream create(context_ref ctx, stream_options options = {},
+                       std::source_location where = std::source_location::current());
   //! Takes ownership of `s`, which must belong to `ctx`.
   static stream from_native_handle(CUstream s, context_ref ctx) noexcept { return stream(s, ctx); }
 

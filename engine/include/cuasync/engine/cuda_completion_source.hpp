@@ -41,10 +41,12 @@ class cuda_completion_source final : public completion_source {
   //! A place for an operation on `s` if there is room now and nobody waits before it on `s`; otherwise an empty
   //! ticket (then `wait_admission`). `hold`: the operation holds `s` until `end_hold` (or the ticket's end).
   //! @throws cuda_error (the stream's context or id cannot be read)
-  admission_ticket try_admit(stream_ref s, bool hold = false);
+  admission_ticket try_admit(stream_ref s, bool hold = false,
+                             std::source_location where = std::source_location::current());
   //! Queues `w` for a place on `s`. `w->admitted` is called once room is made — possibly before this returns, on
   //! this thread, when room appeared meanwhile. @throws cuda_error, std::bad_alloc (then `w` is not queued)
-  void wait_admission(stream_ref s, admission_waiter* w, bool hold = false);
+  void wait_admission(stream_ref s, admission_waiter* w, bool hold = false,
+                      std::source_location where = std::source_location::current());
   //! Takes `w` out of its queue: true when it was still waiting (it will not be admitted), false when it already
   //! was (or is being) admitted.
   bool cancel_admission(admission_waiter* w) noexcept;
@@ -54,8 +56,8 @@ class cuda_completion_source final : public completion_source {
   //! How many waits so far were given a host word.
   std::uint64_t host_word_waits() const noexcept;
   //! Events created by the pool of `ctx` so far, and how many of them are idle in the pool now.
-  std::size_t created_events(context_ref ctx) const;
-  std::size_t idle_events(context_ref ctx) const;
+  std::size_t created_events(context_ref ctx, std::source_location where = std::source_location::current()) const;
+  std::size_t idle_events(context_ref ctx, std::source_location where = std::source_location::current()) const;
 
   //! The wait target for a caller's event (queue: the event itself; no order; the event is not pooled).
   static wait_target target(event_ref e, std::shared_ptr<void> keep_alive);

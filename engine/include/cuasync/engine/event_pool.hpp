@@ -69,7 +69,7 @@ class pooled_event {
   //! What the recorded work's state is, without blocking: the host word first (a memory read), then the event.
   poll_result poll() const noexcept;
   //! True when the recorded work has completed, false while pending. @throws cuda_error with the device error.
-  bool query() const;
+  bool query(std::source_location where = std::source_location::current()) const;
   //! Makes `s` wait (on the device) for the recorded work. @throws cuda_error
   void make_wait(stream_ref s, std::source_location where = std::source_location::current()) const;
 
@@ -96,7 +96,8 @@ class pooled_event {
 class event_pool : public std::enable_shared_from_this<event_pool> {
  public:
   //! The pool of `ctx` (created on first use). @throws cuda_error
-  static std::shared_ptr<event_pool> for_context(context_ref ctx);
+  static std::shared_ptr<event_pool> for_context(context_ref ctx,
+                                                 std::source_location where = std::source_location::current());
   //! Pools whose context is gone are dropped now (their events are released as their loans end). Runs by itself when
   //! a new context is seen; runtimes call it when they are created and destroyed.
   static void sweep() noexcept;
@@ -124,13 +125,13 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   std::uint32_t waiting_for_admission() const noexcept { return waiting_.load(std::memory_order_relaxed); }
 
   //! Takes a slot (creating one when none is idle). @throws cuda_error
-  detail::event_slot* acquire();
+  detail::event_slot* acquire(std::source_location where = std::source_location::current());
   //! Returns a slot (on loan from this pool). Never throws.
   void give_back(detail::event_slot* slot) noexcept;
 
  private:
   event_pool(context_ref ctx, unsigned long long id);
-  detail::event_slot* create_slot();  // under mutex_
+  detail::event_slot* create_slot(std::source_location where);  // under mutex_
   context_ref ctx_;
   unsigned long long id_;
   mutable std::mutex mutex_;

@@ -48,18 +48,23 @@ struct compiler_stats {
 //! Compiles through the caches. Thread-safe.
 class compiler {
  public:
-  //! With the disk cache `settings` describes (none when `!settings.enabled`).
+  //! With the disk cache `settings` describes (none when `!settings.enabled`); by default
+  //! `disk_cache_settings::from_environment()`'s.
   //! @throws cache_error when the cache directory is refused (see `disk_cache`).
-  explicit compiler(const disk_cache_settings& settings = disk_cache_settings::from_environment());
+  explicit compiler(const disk_cache_settings& settings, std::source_location where = std::source_location::current());
+  explicit compiler(std::source_location where = std::source_location::current())
+      : compiler(disk_cache_settings::from_environment(where), where) {}
 
   //! `p` compiled for `t` with `o`: from memory, from disk, or by NVRTC (blocking), in that order. A new result is
   //! kept in memory and written to disk (a failed write is counted in `stats().disk.store_failures`, not thrown).
   //! @throws compile_error, nvrtc_not_found_error, cuda_error for bad options.
-  compile_result compile(const program& p, const target& t, const compile_options& o = {});
+  compile_result compile(const program& p, const target& t, const compile_options& o = {},
+                         std::source_location where = std::source_location::current());
   //! For a device of compute capability `compute_capability` (major * 10 + minor): `select_target` picks the target.
   //! @throws as above, and unsupported_architecture_error.
   compile_result compile(const program& p, int compute_capability, const compile_options& o = {},
-                         output_request request = output_request::automatic);
+                         output_request request = output_request::automatic,
+                         std::source_location where = std::source_location::current());
 
   //! The NVRTC that keys and targets are computed for. Once this process has loaded NVRTC: the loaded one. Before:
   //! the identity the disk cache's `nvrtc-identity` file records for this process (`recorded_nvrtc_identity`), so
@@ -68,12 +73,13 @@ class compiler {
   const nvrtc_info& nvrtc_identity();
   //! `jit::select_target` for a device of compute capability `compute_capability` with `nvrtc_identity()`'s
   //! architectures: needs no NVRTC when the identity is recorded. @throws as `select_target`.
-  target target_for(int compute_capability, output_request request = output_request::automatic);
+  target target_for(int compute_capability, output_request request = output_request::automatic,
+                    std::source_location where = std::source_location::current());
 
   //! The disk cache, or nullptr when it is off.
   disk_cache* disk() noexcept { return disk_ ? &*disk_ : nullptr; }
   //! Where precompiled headers go: the disk cache's `pch` directory, else `/tmp/cuasync-<uid>-pch` (0700).
-  const std::string& pch_directory();
+  const std::string& pch_directory(std::source_location where = std::source_location::current());
   compiler_stats stats() const noexcept;
   //! Forgets the in-memory results (the disk cache stays).
   void clear_memory();
@@ -84,7 +90,7 @@ class compiler {
     output_request request;
   };
   compile_result compile_with(const program& p, const target& t, const compile_options& o, const nvrtc_info& nvrtc,
-                              std::optional<retarget> chosen);
+                              std::optional<retarget> chosen, std::source_location where);
   // Records the loaded NVRTC's identity in the disk cache, once per compiler; failures are ignored.
   void record_identity() noexcept;
 
@@ -104,6 +110,6 @@ class compiler {
 
 //! The process's compiler, configured from the environment on first use (`disk_cache_settings::from_environment`).
 //! @throws cache_error when the configured cache directory is refused.
-compiler& default_compiler();
+compiler& default_compiler(std::source_location where = std::source_location::current());
 
 }  // namespace cuasync::jit

@@ -32,7 +32,7 @@ struct disk_cache_settings {
   //! relocates it (default `$XDG_CACHE_HOME/cuasync/jit`, else `$HOME/.cache/cuasync/jit`, else
   //! `/tmp/cuasync-<uid>/jit`); `CUASYNC_CACHE_SIZE` caps it (bytes, or with a K, M or G suffix).
   //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an unreadable `CUASYNC_CACHE_SIZE`.
-  static disk_cache_settings from_environment();
+  static disk_cache_settings from_environment(std::source_location where = std::source_location::current());
 };
 
 //! Counters; each is monotonic for the life of the cache object.
@@ -51,7 +51,8 @@ class disk_cache {
   //! Opens `directory`, creating it (mode 0700) and its parents when missing.
   //! @throws cache_error when it is owned by another user, writable by group or others, not a directory, or cannot
   //! be created; each message says what to do.
-  explicit disk_cache(std::filesystem::path directory, std::uint64_t max_bytes = std::uint64_t{1} << 30);
+  explicit disk_cache(std::filesystem::path directory, std::uint64_t max_bytes = std::uint64_t{1} << 30,
+                      std::source_location where = std::source_location::current());
 
   //! The entry for `key`, or nothing. A bad entry is deleted, counted in `rejected`, and its reason kept in
   //! `last_rejection()`. A hit refreshes the entry's modification time (its LRU position). Never throws for a bad
@@ -61,7 +62,8 @@ class disk_cache {
   //! Writes the entry for `key` (temporary file + rename), then evicts least recently used entries until the
   //! directory is within `max_bytes()` (the entry just written is kept even if it alone is larger).
   //! @throws cache_error when the entry cannot be written (disk full, permissions); the directory is left clean.
-  void store(const cache_key& key, const compiled_program& program);
+  void store(const cache_key& key, const compiled_program& program,
+             std::source_location where = std::source_location::current());
 
   //! Removes least recently used entries until the total size is at most `bytes`; also removes temporary files
   //! left for over 10 minutes by crashed writers. Returns the number of entries removed.
@@ -74,7 +76,7 @@ class disk_cache {
   //! The path of `key`'s entry.
   std::filesystem::path entry_path(const cache_key& key) const;
   //! The directory for NVRTC's precompiled headers (`<directory>/pch`, created 0700 on first use).
-  std::filesystem::path pch_directory() const;
+  std::filesystem::path pch_directory(std::source_location where = std::source_location::current()) const;
   std::uint64_t max_bytes() const noexcept { return max_bytes_; }
   disk_cache_stats stats() const noexcept;
   //! Why the most recent bad entry was rejected ("truncated: ...", "checksum mismatch", "format version 0, ...").
@@ -99,11 +101,13 @@ class disk_cache {
 namespace detail {
 //! Creates `dir` (0700; parents as needed) when missing and checks that it is a directory owned by this user and not
 //! writable by group or others. `what` names it in messages ("cache directory"). @throws cache_error
-void secure_directory(const std::filesystem::path& dir, const char* what);
+void secure_directory(const std::filesystem::path& dir, const char* what,
+                      std::source_location where = std::source_location::current());
 //! Writes `bytes` to a new hidden temporary file next to `final_path` (mode 0600, named so that `evict_to` removes it
 //! when a crash leaves it), then renames it to `final_path`: a reader sees the old file or the whole new one.
 //! `what` names the file in messages ("the cache entry"). @throws cache_error; the temporary file is removed.
-void write_file_atomically(const std::filesystem::path& final_path, std::string_view bytes, const char* what);
+void write_file_atomically(const std::filesystem::path& final_path, std::string_view bytes, const char* what,
+                           std::source_location where);
 //! Reads `size` bytes from `fd` (retrying when interrupted); fewer when the file ends first or a read fails.
 std::string read_up_to(int fd, std::size_t size);
 }  // namespace detail

@@ -58,12 +58,11 @@ class compile_error : public cuda_error {
 };
 
 namespace detail {
-//! Throws `cuda_error` in `nvrtc_category()` for a failed NVRTC call; `what` names the program.
-[[noreturn]] void throw_nvrtc(nvrtcResult r, const char* api, std::string what,
-                              std::source_location where = std::source_location::current());
+//! Throws `cuda_error` in `nvrtc_category()` for a failed NVRTC call; `what` names the program. `where` is the
+//! caller's call site, as for `cuasync::detail::throw_invalid`.
+[[noreturn]] void throw_nvrtc(nvrtcResult r, const char* api, std::string what, std::source_location where);
 //! Checks an `nvrtcResult`.
-inline void check_nvrtc(nvrtcResult r, const char* api, const std::string& program,
-                        std::source_location where = std::source_location::current()) {
+inline void check_nvrtc(nvrtcResult r, const char* api, const std::string& program, std::source_location where) {
   if (r != NVRTC_SUCCESS) [[unlikely]] throw_nvrtc(r, api, "program '" + program + "'", where);
 }
 }  // namespace detail

@@ -47,7 +47,8 @@ std::optional<nvrtc_info> recorded_nvrtc_identity(const std::filesystem::path& c
 //! Records the loaded NVRTC's identity in `cache_dir` under the fingerprint of the loader's choice when it was
 //! loaded, unless an identical record is there. Returns true when it wrote the file.
 //! @throws nvrtc_not_found_error when NVRTC is not loaded and cannot be; cache_error when the file cannot be written.
-bool record_nvrtc_identity(const std::filesystem::path& cache_dir);
+bool record_nvrtc_identity(const std::filesystem::path& cache_dir,
+                           std::source_location where = std::source_location::current());
 
 //! True when `a` and `b` describe the same NVRTC: version, architectures and library path.
 bool same_nvrtc_identity(const nvrtc_info& a, const nvrtc_info& b) noexcept;

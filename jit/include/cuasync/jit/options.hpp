@@ -44,7 +44,8 @@ struct compile_options {
 
   //! NVRTC's argument list for `t`. `pch_dir` is used when `precompiled_headers` is set (empty: NVRTC's default).
   //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an empty define name or a non-positive register count.
-  std::vector<std::string> arguments(const target& t, const std::string& pch_dir = {}) const;
+  std::vector<std::string> arguments(const target& t, const std::string& pch_dir = {},
+                                     std::source_location where = std::source_location::current()) const;
 
   friend bool operator==(const compile_options&, const compile_options&) = default;
 };

@@ -29,7 +29,7 @@ class program {
   }
   //! Asks for the lowered (mangled) name of a `__global__` function or template instantiation, e.g.
   //! `"saxpy<float, 256>"` or `"ns::reduce<double>"`; NVRTC instantiates the template. Duplicates are ignored.
-  program& add_name_expression(std::string expression);
+  program& add_name_expression(std::string expression, std::source_location where = std::source_location::current());
 
   const std::string& name() const noexcept { return name_; }
   const std::string& source() const noexcept { return source_; }
@@ -59,7 +59,8 @@ struct compiled_program {
   std::string_view text() const noexcept { return {reinterpret_cast<const char*>(image.data()), image.size()}; }
   //! The lowered name of `expression` (as given to `add_name_expression`).
   //! @throws cuda_error(NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID) when it was not registered, listing those that were.
-  const std::string& lowered_name(std::string_view expression) const;
+  const std::string& lowered_name(std::string_view expression,
+                                  std::source_location where = std::source_location::current()) const;
 };
 
 //! Compiles `p` for `t` with NVRTC (blocking; no cache). `pch_dir` is where precompiled headers go when
@@ -67,7 +68,7 @@ struct compiled_program {
 //! @throws compile_error with the log and the first error's source line; nvrtc_not_found_error; cuda_error for bad
 //! options (`NVRTC_ERROR_INVALID_OPTION`, also as a compile_error with NVRTC's message).
 compiled_program compile(const program& p, const target& t, const compile_options& o = {},
-                         const std::string& pch_dir = {});
+                         const std::string& pch_dir = {}, std::source_location where = std::source_location::current());
 
 namespace detail {
 //! The first error of an NVRTC log followed by the offending line of `p` (or of one of its in-memory headers):

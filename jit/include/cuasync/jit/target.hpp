@@ -45,9 +45,11 @@ enum class output_request : unsigned char {
 //! @throws unsupported_architecture_error when the device is older than every supported architecture (a newer
 //! NVRTC dropped it), naming the oldest supported one and what to do.
 target select_target(int compute_capability, std::span<const int> supported_archs,
-                     output_request request = output_request::automatic);
+                     output_request request = output_request::automatic,
+                     std::source_location where = std::source_location::current());
 //! The same with the loaded NVRTC's architectures. @throws nvrtc_not_found_error, unsupported_architecture_error
-target select_target(int compute_capability, output_request request = output_request::automatic);
+target select_target(int compute_capability, output_request request = output_request::automatic,
+                     std::source_location where = std::source_location::current());
 
 //! A PTX ISA version, e.g. {9, 0}.
 struct ptx_isa {
@@ -74,6 +76,7 @@ std::string driver_version_for_ptx_isa(ptx_isa isa);
 //! @throws ptx_too_new_error saying the PTX ISA, the driver's CUDA version, the newest ISA it takes and what to do
 //! (update the driver to the version named, or compile with an older NVRTC through `CUASYNC_LIBNVRTC`);
 //! cuda_error(CUDA_ERROR_INVALID_IMAGE) when the text has no `.version` directive.
-void check_ptx_loadable(std::string_view ptx, int driver_version, std::string_view label = "<ptx>");
+void check_ptx_loadable(std::string_view ptx, int driver_version, std::string_view label = "<ptx>",
+                        std::source_location where = std::source_location::current());
 
 }  // namespace cuasync::jit

@@ -19,24 +19,27 @@ struct copy_options {
 //! `staged_copier`); smaller pageable copies go to the driver. Every pageable copy is counted in `rt.stats()`.
 //! @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src,
-                copy_options options = {});
+                copy_options options = {}, std::source_location where = std::source_location::current());
 //! Device to host on `s`. For pinned `dst` asynchronous; for pageable `dst` host-blocking until it holds the data.
 //! @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src,
-                copy_options options = {});
+                copy_options options = {}, std::source_location where = std::source_location::current());
 
 //! Into a tracked buffer: `s` first waits for the buffer's other users. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, tracked_buffer& dst, std::span<const std::byte> src,
-                copy_options options = {});
+                copy_options options = {}, std::source_location where = std::source_location::current());
 //! Out of a tracked buffer: `s` first waits for the buffer's last writer. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src,
-                copy_options options = {});
+                copy_options options = {}, std::source_location where = std::source_location::current());
 //! Between tracked buffers (both record the use: `src` as a read). @throws cuda_error
-void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src);
+void copy_async(stream_ref s, tracked_buffer& dst, tracked_buffer& src,
+                std::source_location where = std::source_location::current());
 
 //! From a pinned block into a tracked buffer; the block is not reused before the copy completes. @throws cuda_error
-void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src);
+void copy_async(stream_ref s, tracked_buffer& dst, pinned_block& src,
+                std::source_location where = std::source_location::current());
 //! From a tracked buffer into a pinned block; the block is not reused before the copy completes. @throws cuda_error
-void copy_async(stream_ref s, pinned_block& dst, tracked_buffer& src);
+void copy_async(stream_ref s, pinned_block& dst, tracked_buffer& src,
+                std::source_location where = std::source_location::current());
 
 }  // namespace cuasync::runtime

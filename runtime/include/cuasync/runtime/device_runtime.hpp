@@ -41,31 +41,37 @@ struct device_runtime_stats {
 class device_runtime : public std::enable_shared_from_this<device_runtime> {
  public:
   //! A new runtime for device `ordinal`. @throws cuda_error
-  static std::shared_ptr<device_runtime> create(int ordinal, device_runtime_options options = {});
+  static std::shared_ptr<device_runtime> create(int ordinal, device_runtime_options options = {},
+                                                std::source_location where = std::source_location::current());
   //! A new runtime on a context created elsewhere (a framework's), which must outlive it; nothing of the context is
   //! owned. @throws cuda_error
-  static std::shared_ptr<device_runtime> adopt(context_ref ctx, device_runtime_options options = {});
+  static std::shared_ptr<device_runtime> adopt(context_ref ctx, device_runtime_options options = {},
+                                               std::source_location where = std::source_location::current());
   //! The process-wide runtime of device `ordinal` (on its primary context), created with default options on first
   //! use and kept for the life of the process. @throws cuda_error
-  static std::shared_ptr<device_runtime> for_device(int ordinal);
+  static std::shared_ptr<device_runtime> for_device(int ordinal,
+                                                    std::source_location where = std::source_location::current());
   ~device_runtime();
 
   context_ref context() const noexcept { return ctx_; }
-  const device_properties& properties() const { return ctx_.device().properties(); }
+  const device_properties& properties(std::source_location where = std::source_location::current()) const {
+    return ctx_.device(where).properties(where);
+  }
   stream_pool& streams() noexcept { return *streams_; }
   //! The context's event pool (the one every user of the context shares).
   const std::shared_ptr<event_pool>& events() noexcept { return events_; }
   const std::shared_ptr<pinned_pool>& pinned() noexcept { return pinned_; }
   memory_pool_ref device_pool() const noexcept { return device_pool_; }
   //! The staging ring for pageable copies (created on first use). @throws cuda_error
-  staged_copier& staging();
+  staged_copier& staging(std::source_location where = std::source_location::current());
   //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.
   //! Created on first use. @throws jit::cache_error when the cache directory is refused
-  kernel_cache& kernels();
+  kernel_cache& kernels(std::source_location where = std::source_location::current());
   //! Kernel `name` of program `p`, compiled for this device. Blocking on a miss (10 ms – seconds).
   //! @throws as `kernel_cache::kernel`
-  kernel_ref kernel(const jit::program& p, std::string_view name, const jit::compile_options& o = {}) {
-    return kernels().kernel(ctx_, p, name, o);
+  kernel_ref kernel(const jit::program& p, std::string_view name, const jit::compile_options& o = {},
+                    std::source_location where = std::source_location::current()) {
+    return kernels(where).kernel(ctx_, p, name, o, jit::output_request::automatic, where);
   }
   const device_runtime_options& options() const noexcept { return options_; }
   device_runtime_stats stats() const noexcept { return {staged_.load(), pageable_.load()}; }
@@ -76,7 +82,7 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   device_runtime& operator=(const device_runtime&) = delete;
 
  private:
-  device_runtime(primary_context owned, context_ref ctx, device_runtime_options options);
+  device_runtime(primary_context owned, context_ref ctx, device_runtime_options options, std::source_location where);
 
   device_runtime_options options_;
   primary_context owned_;  // empty for an adopted context

@@ -31,7 +31,9 @@ class kernel_cache {
  public:
   //! Compiles through `compiler` (which must outlive this object); the process's compiler by default.
   //! @throws cache_error when the default compiler's cache directory is refused.
-  explicit kernel_cache(jit::compiler& compiler = jit::default_compiler()) : compiler_(&compiler) {}
+  explicit kernel_cache(std::source_location where = std::source_location::current())
+      : kernel_cache(jit::default_compiler(where)) {}
+  explicit kernel_cache(jit::compiler& compiler) noexcept : compiler_(&compiler) {}
   kernel_cache(const kernel_cache&) = delete;
   kernel_cache& operator=(const kernel_cache&) = delete;
 
@@ -42,23 +44,27 @@ class kernel_cache {
   //! module); jit::compile_error; jit::unsupported_architecture_error; jit::ptx_too_new_error when the PTX is newer
   //! than the driver can JIT; cuda_error from loading.
   module_ref module(context_ref ctx, const jit::program& p, const jit::compile_options& o = {},
-                    jit::output_request request = jit::output_request::automatic);
+                    jit::output_request request = jit::output_request::automatic,
+                    std::source_location where = std::source_location::current());
 
   //! Kernel `name` of that module: a name expression of `p` (`"saxpy<float, 256>"`) or an `extern "C"` name.
   //! @throws as `module`, and cuda_error(CUDA_ERROR_NOT_FOUND) for an unknown kernel.
   kernel_ref kernel(context_ref ctx, const jit::program& p, std::string_view name, const jit::compile_options& o = {},
-                    jit::output_request request = jit::output_request::automatic) {
-    return module(ctx, p, o, request).kernel(name);
+                    jit::output_request request = jit::output_request::automatic,
+                    std::source_location where = std::source_location::current()) {
+    return module(ctx, p, o, request, where).kernel(name, where);
   }
 
   //! The target chosen for `ctx`'s device. @throws as `module`.
-  jit::target target_for(context_ref ctx, jit::output_request request = jit::output_request::automatic) const;
+  jit::target target_for(context_ref ctx, jit::output_request request = jit::output_request::automatic,
+                         std::source_location where = std::source_location::current()) const;
 
   //! The compiled program behind a module this cache loaded for `ctx` (e.g. to read its lowered names or log).
   //! @throws as `module`.
   std::shared_ptr<const jit::compiled_program> compiled(context_ref ctx, const jit::program& p,
                                                         const jit::compile_options& o = {},
-                                                        jit::output_request request = jit::output_request::automatic);
+                                                        jit::output_request request = jit::output_request::automatic,
+                                                        std::source_location where = std::source_location::current());
 
   kernel_cache_stats stats() const noexcept;
   jit::compiler& compiler() noexcept { return *compiler_; }
@@ -69,7 +75,7 @@ class kernel_cache {
     cuasync::module module;
   };
   const loaded& load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
-                     jit::output_request request);
+                     jit::output_request request, std::source_location where);
 
   jit::compiler* compiler_;
   mutable std::mutex mutex_;

@@ -16,8 +16,8 @@ const T& kernel_argument(const T& a) noexcept {
 inline CUdeviceptr kernel_argument(const buffer_access& b) noexcept { return b.buffer->get(); }
 
 template <class T>
-void declare_use(const T&, stream_ref) noexcept {}
-inline void declare_use(const buffer_access& b, stream_ref s) { b.buffer->use(s, b.mode); }
+void declare_use(const T&, const located_stream&) noexcept {}
+inline void declare_use(const buffer_access& b, const located_stream& s) { b.buffer->use(s.stream, b.mode, s.where); }
 }  // namespace detail
 
 template <class T>
@@ -29,7 +29,7 @@ concept tracked_access = requires { typename T::is_tracked_access; };
 template <class... Args>
   requires(tracked_access<Args> || ...)
 void launch(located_stream s, kernel_ref kernel, const launch_config& config, const Args&... args) {
-  (detail::declare_use(args, s.stream), ...);
+  (detail::declare_use(args, s), ...);
   cuasync::launch(s, kernel, config, detail::kernel_argument(args)...);
 }
 

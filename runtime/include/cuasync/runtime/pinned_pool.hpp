@@ -49,7 +49,7 @@ class pinned_block {
 
   //! Declares that work enqueued on `s` so far reads or writes this block: once freed, it is not handed out again
   //! before that work has completed. runtime/'s copies call this themselves. @throws cuda_error
-  void record_use(stream_ref s);
+  void record_use(stream_ref s, std::source_location where = std::source_location::current());
 
  private:
   friend class pinned_pool;
@@ -71,7 +71,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
 
   //! A block of at least `bytes` (> 0). A hit costs a lock and a vector pop.
   //! @throws cuda_error(CUDA_ERROR_OUT_OF_MEMORY) when the cap would be exceeded even after freeing idle blocks.
-  pinned_block allocate(std::size_t bytes);
+  pinned_block allocate(std::size_t bytes, std::source_location where = std::source_location::current());
   //! Frees every idle block (cuMemFreeHost). Pending and in-use blocks are kept.
   void trim();
   pinned_pool_stats stats() const;
@@ -86,7 +86,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   void give_back(pinned_buffer b, std::vector<pooled_event> uses) noexcept;
   void collect_completed_locked();  // moves pending blocks whose work is done to idle
   std::vector<pinned_buffer>& idle_for(std::size_t cls);
-  void make_room_locked(std::size_t bytes);
+  void make_room_locked(std::size_t bytes, std::source_location where);
 
   context_ref ctx_;
   std::shared_ptr<event_pool> events_;

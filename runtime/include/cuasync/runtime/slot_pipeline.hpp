@@ -13,6 +13,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <source_location>
 #include <span>
 #include <thread>
 #include <vector>
@@ -42,7 +43,8 @@ struct pipeline_slot {
 class slot_pipeline {
  public:
   //! Allocates every slot's buffers and borrows a stream per slot from `rt`. @throws cuda_error
-  slot_pipeline(device_runtime& rt, slot_pipeline_options options);
+  slot_pipeline(device_runtime& rt, slot_pipeline_options options,
+                std::source_location where = std::source_location::current());
   ~slot_pipeline();
   slot_pipeline(const slot_pipeline&) = delete;
   slot_pipeline& operator=(const slot_pipeline&) = delete;
@@ -52,10 +54,25 @@ class slot_pipeline {
   //! drives the pipeline). An exception from a stage or a device error stops submitting; batches already submitted
   //! still complete and are postprocessed (unless the device failed), then the first error is rethrown.
   //! @throws cuda_error, or what a stage threw
-  void run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post);
+  void run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post,
+           std::source_location where = std::source_location::current());
 
   std::size_t slot_count() const noexcept { return slots_.size(); }
   pipeline_slot& slot(std::size_t i) noexcept { return slots_[i].slot; }
+
+  // The steps of `run`, for drivers that wait their own way (async_io's `async_run` awaits `done_event`).
+  //! The slot batch `b` goes to.
+  std::size_t slot_index(std::size_t batch) const noexcept { return batch % slots_.size(); }
+  //! Runs `pre` for batch `b` in its slot, then enqueues H2D, `gpu` and D2H and records the slot's done event. The
+  //! slot must be free (its previous batch released). Does not wait for the GPU. @throws what a stage threw,
+  //! cuda_error
+  void submit(std::size_t batch, const stage& pre, const stage& gpu,
+              std::source_location where = std::source_location::current());
+  //! The batch in flight in slot `i` (SIZE_MAX: none), and the event recorded after its D2H copy.
+  std::size_t batch_in(std::size_t i) const noexcept { return slots_[i].batch; }
+  event_ref done_event(std::size_t i) const noexcept { return slots_[i].done; }
+  //! Frees slot `i` for its next batch: its done event has completed and its postprocess has run.
+  void release_slot(std::size_t i) noexcept { slots_[i].batch = SIZE_MAX; }
 
  private:
   struct slot_state {
@@ -65,7 +82,8 @@ class slot_pipeline {
     std::size_t batch = SIZE_MAX;   // the batch in flight, or SIZE_MAX
     bool post_running = false;      // guarded by mutex_
   };
-  void retire(slot_state& s, const stage& post);  // waits for the slot's GPU work, runs or hands off its post
+  // Waits for the slot's GPU work, runs or hands off its post.
+  void retire(slot_state& s, const stage& post, std::source_location where);
   void wait_post(slot_state& s);
   void worker();
 

@@ -62,7 +62,8 @@ class staged_copy_callback {
 class staged_copier {
  public:
   //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
-  staged_copier(context_ref ctx, staged_copy_options options = {});
+  staged_copier(context_ref ctx, staged_copy_options options = {},
+                std::source_location where = std::source_location::current());
   //! Waits (blocking) for the copies in flight.
   ~staged_copier();
   staged_copier(const staged_copier&) = delete;
@@ -72,17 +73,21 @@ class staged_copier {
   //! reports to `cb`. `src` must stay valid, and `cb` alive, until `cb->done`. Chunks are enqueued on `s` as ring
   //! slots free up: work enqueued on `s` before `cb->enqueued` may run before some of them.
   //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`), std::bad_alloc (nothing started then)
-  void start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src, staged_copy_callback* cb);
+  void start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src, staged_copy_callback* cb,
+                       std::source_location where = std::source_location::current());
   //! Device to host on `s`, asynchronously (as above): the first chunks' DMAs are enqueued in the call, in stream
   //! order; the rest as ring slots free up. @throws cuda_error, std::bad_alloc
-  void start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb);
+  void start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
+                     std::source_location where = std::source_location::current());
 
   //! Host to device, in stream order on `s`. Blocks (sleeping) until every chunk's DMA is enqueued: when it returns,
   //! `src` may be reused and later work on `s` is ordered after the copy. @throws cuda_error
-  void copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src);
+  void copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
+                      std::source_location where = std::source_location::current());
   //! Device to host, in stream order on `s`. Blocks (sleeping) until `dst` holds the data (the work before it on `s`
   //! is waited for, like the driver's pageable copy). @throws cuda_error (including device errors)
-  void copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src);
+  void copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src,
+                    std::source_location where = std::source_location::current());
 
   const staged_copy_options& options() const noexcept { return options_; }
   context_ref context() const noexcept { return ctx_; }

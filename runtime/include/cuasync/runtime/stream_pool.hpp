@@ -17,7 +17,7 @@ enum class priority { high, normal, low };
 class stream_pool {
  public:
   //! Creates `per_priority` streams for each of high, normal and low priority. @throws cuda_error
-  stream_pool(context_ref ctx, std::size_t per_priority);
+  stream_pool(context_ref ctx, std::size_t per_priority, std::source_location where = std::source_location::current());
   stream_pool(const stream_pool&) = delete;
   stream_pool& operator=(const stream_pool&) = delete;
 
@@ -40,7 +40,7 @@ class stream_pool {
     int level_;
   };
   //! A stream for exclusive use (created if none is idle). @throws cuda_error
-  lease borrow(priority p = priority::normal);
+  lease borrow(priority p = priority::normal, std::source_location where = std::source_location::current());
 
   context_ref context() const noexcept { return ctx_; }
   int priority_value(priority p) const noexcept { return values_[static_cast<int>(p)]; }

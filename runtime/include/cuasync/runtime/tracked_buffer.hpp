@@ -26,7 +26,8 @@ class tracked_buffer {
  public:
   tracked_buffer() = default;
   //! Allocates `bytes` on `home` (stream-ordered, from the device's pool). @throws cuda_error
-  static tracked_buffer allocate(device_runtime& rt, stream_ref home, std::size_t bytes);
+  static tracked_buffer allocate(device_runtime& rt, stream_ref home, std::size_t bytes,
+                                 std::source_location where = std::source_location::current());
 
   tracked_buffer(tracked_buffer&& o) noexcept { *this = std::move(o); }
   tracked_buffer& operator=(tracked_buffer&& o) noexcept;
@@ -52,14 +53,14 @@ class tracked_buffer {
   //! Makes `s` wait for the uses that conflict with `a` (a read waits for the last write; a write waits for the last
   //! write and every read) and remembers this use. Called by runtime/'s launches and copies before they enqueue.
   //! @throws cuda_error
-  void use(stream_ref s, access a);
+  void use(stream_ref s, access a, std::source_location where = std::source_location::current());
 
  private:
   struct stream_use {
     stream_ref stream;
     pooled_event after;  // recorded lazily: only when another stream must wait
   };
-  void wait_for(stream_ref s, stream_use& u);
+  void wait_for(stream_ref s, stream_use& u, std::source_location where);
   void free_nothrow() noexcept;
 
   std::shared_ptr<event_pool> events_;

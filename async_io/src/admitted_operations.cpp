@@ -1,0 +1,206 @@
+// The service's operations that enqueue GPU work (async_launch, async_copy) and tasks (staged copies): admission,
+// the enqueue or start once admitted, and how a task reports back. The waits themselves are service_queues.cpp's.
+#include "service_queues.hpp"
+
+#include <cuasync/engine/cuda_completion_source.hpp>
+
+#include <boost/asio/post.hpp>
+
+namespace asio = boost::asio;
+
+namespace cuasync::detail {
+
+void service_queues::queue_for_admission(wait_op* op, bool hold) {
+  connect_cancellation(op);
+  {
+    std::lock_guard lock(mutex_);
+    if (shut_down_) {
+      op_ptr destroy(op);
+      return;
+    }
+    admitting_.insert(op);
+  }
+  try {
+    cuda_completion_source::instance().wait_admission(op->stream, op, hold);
+  } catch (...) {
+    leave_admitting(op);
+    op_ptr destroy(op);
+    throw;
+  }
+}
+
+bool service_queues::leave_admitting(wait_op* op) {
+  std::lock_guard lock(mutex_);
+  admitting_.erase(op);
+  return !shut_down_;
+}
+
+namespace {
+// An operation on stream `s`, owned by `owner`.
+wait_op* make_stream_op(service_queues* owner, asio::any_io_executor io_ex, stream_ref s,
+                        std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints) {
+  wait_op* op = make_op(io_ex, std::move(h), hints);
+  op->owner = owner;
+  op->stream = s;
+  op->keep_alive = std::move(keep_alive);
+  return op;
+}
+// A place for `op` now, or none; the operation is destroyed (its handler never called) if asking throws.
+admission_ticket try_admit(wait_op* op, stream_ref s, bool hold) {
+  try {
+    return cuda_completion_source::instance().try_admit(s, hold);
+  } catch (...) {
+    op_ptr destroy(op);
+    throw;
+  }
+}
+// Runs `store` (which copies the operation's work into it); on failure the operation is destroyed.
+template <class F>
+void store_or_destroy(wait_op* op, F&& store) {
+  try {
+    store();
+  } catch (...) {
+    op_ptr destroy(op);
+    throw;
+  }
+}
+}  // namespace
+
+void service_queues::start_operation(asio::any_io_executor io_ex, stream_ref s, const enqueue_ref& enqueue,
+                                     std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints,
+                                     std::source_location where) {
+  wait_op* op = make_stream_op(this, std::move(io_ex), s, std::move(keep_alive), std::move(h), hints);
+  op->where = where;
+  admission_ticket ticket = try_admit(op, s, false);
+  if (ticket) return run_admitted(op, false, &enqueue, std::move(ticket));
+  // No room: the work waits, stored, for an earlier operation of the context to complete.
+  store_or_destroy(op, [&] { op->enqueue = enqueue.store(enqueue.work); });
+  queue_for_admission(op, false);
+}
+
+void service_queues::start_task(asio::any_io_executor io_ex, stream_ref s, const task_ref& task,
+                                std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints) {
+  wait_op* op = make_stream_op(this, std::move(io_ex), s, std::move(keep_alive), std::move(h), hints);
+  admission_ticket ticket = try_admit(op, s, true);
+  if (ticket) return run_task(op, false, &task, std::move(ticket));
+  store_or_destroy(op, [&] { op->task = task.store(task.work); });
+  queue_for_admission(op, true);
+}
+
+namespace {
+// The posted enqueue of an admitted operation. Destroyed without running (the context shuts down), it destroys the
+// operation without enqueueing anything.
+struct admitted_run {
+  wait_op* op;
+  admission_ticket ticket;
+  admitted_run(wait_op* o, admission_ticket t) noexcept : op(o), ticket(std::move(t)) {}
+  admitted_run(admitted_run&& o) noexcept : op(std::exchange(o.op, nullptr)), ticket(std::move(o.ticket)) {}
+  admitted_run& operator=(admitted_run&&) = delete;
+  ~admitted_run() {
+    if (op) op->owner->abandon(op);
+  }
+  void operator()() {
+    wait_op* p = std::exchange(op, nullptr);
+    if (p->task)
+      p->owner->run_task(p, true, nullptr, std::move(ticket));
+    else
+      p->owner->run_admitted(p, true, nullptr, std::move(ticket));
+  }
+};
+}  // namespace
+
+void wait_op::admitted(admission_ticket ticket) noexcept {
+  try {
+    asio::any_io_executor io = io_work;
+    asio::post(io, admitted_run(this, std::move(ticket)));
+  } catch (...) {
+    // Out of memory for the post: the operation was abandoned by admitted_run's destructor.
+  }
+}
+
+void service_queues::abandon(wait_op* op) noexcept {
+  leave_admitting(op);
+  op_ptr destroy(op);
+}
+
+void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept {
+  if (stored && !leave_admitting(op)) {
+    op_ptr destroy(op);  // admitted as the context shuts down: nothing is enqueued
+    return;
+  }
+  const asio::any_io_executor io_ex = op->io_work;
+  wait_target t;
+  try {
+    if (stored)
+      op->enqueue(op->stream);
+    else
+      ref->call(ref->work, op->stream);
+    t = cuda_completion_source::instance().record(op->stream, std::move(ticket), op->where)
+            .into_target(std::move(op->keep_alive));
+  } catch (const std::system_error& e) {
+    op->enqueue = nullptr;
+    return fail_started(op, e.code());
+  }
+  op->enqueue = nullptr;
+  attach(op, std::move(t), io_ex);
+}
+
+namespace {
+// Between a running task and its operation: the task reports through it; a cancellation detaches the operation.
+struct task_link final : task_done {
+  std::atomic<wait_op*> op;
+  std::shared_ptr<void> keep_alive;  // held until the task is done, even when the operation was cancelled
+  explicit task_link(wait_op* o) : op(o) {}
+  void finish(std::error_code ec) noexcept override {
+    keep_alive.reset();
+    if (wait_op* o = op.exchange(nullptr)) {
+      try {
+        post_to_io(op_ptr(o), ec);
+      } catch (...) {
+      }
+    }
+  }
+};
+}  // namespace
+
+void service_queues::run_task(wait_op* op, bool stored, const task_ref* ref, admission_ticket ticket) noexcept {
+  if (stored && !leave_admitting(op)) {
+    op_ptr destroy(op);
+    return;
+  }
+  std::shared_ptr<task_link> link;
+  try {
+    link = std::make_shared<task_link>(op);
+    link->keep_alive = std::move(op->keep_alive);
+    op->link = link;
+    if (stored)
+      op->task(op->stream, std::move(ticket), link);
+    else
+      ref->start(ref->work, op->stream, std::move(ticket), link);
+  } catch (const std::system_error& e) {
+    if (link) link->op.store(nullptr);
+    op->task = nullptr;
+    return fail_started(op, e.code());
+  } catch (...) {
+    if (link) link->op.store(nullptr);
+    op->task = nullptr;
+    return fail_started(op, std::make_error_code(std::errc::not_enough_memory));
+    return;
+  }
+  op->task = nullptr;
+}
+
+void service_queues::fail_started(wait_op* op, std::error_code ec) noexcept {
+  queues_.count_failed_start();
+  try {
+    post_to_io(op_ptr(op), ec);
+  } catch (...) {
+  }
+}
+
+bool service_queues::detach_task(wait_op* op) noexcept {
+  wait_op* expected = op;
+  return static_cast<task_link&>(*op->link).op.compare_exchange_strong(expected, nullptr);
+}
+
+}  // namespace cuasync::detail
