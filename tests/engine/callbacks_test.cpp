@@ -58,6 +58,10 @@ TEST_CASE("a failed token's callback gets its error; a cancelled one operation_c
   CHECK(fc.get().first == std::errc::operation_canceled);
   CHECK(source.live(slow));  // still polled until done
   source.complete(slow);
+  // The source must outlive the engine's use of its tokens: wait for the poller to release this one.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (source.live(slow) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK_FALSE(source.live(slow));
   CHECK(cancelled.calls == 1);
   callbacks->shut_down();
 }
