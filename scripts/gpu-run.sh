@@ -42,7 +42,7 @@ for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io}; do
 done
 
 # Probes: raw-driver figures behind design choices (not cuasync benchmarks). CUASYNC_GPU_PROBES="" skips them.
-for probe in ${CUASYNC_GPU_PROBES-completion_probe}; do
+for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe}; do
   bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
   [ -n "$bin" ] && [ -x "$bin" ] || continue
   start=$(date +%s)
