@@ -64,25 +64,27 @@ std::size_t completion_fifo::push(std::vector<completed_wait>& done, std::size_t
 }
 
 void completion_fifo::drain(lane* l) {
-  std::vector<completed_wait> run;
-  run.reserve(run_length);
-  {
-    std::lock_guard lock(mutex_);
-    while (run.size() < run_length && !l->items.empty()) {
-      run.push_back(l->items.front());
+  const long long end = completion_queues::now_ns() + run_budget_ns;
+  do {
+    completed_wait item;
+    {
+      std::lock_guard lock(mutex_);
+      if (l->items.empty()) break;
+      item = l->items.front();
       l->items.pop_front();
     }
-  }
-  std::size_t next = 0;
-  try {
-    for (; next < run.size(); ++next) dispatch_to_handler(op_ptr(op_of(run[next])), run[next].error);
-  } catch (...) {
-    // A handler threw: the ones after it go back to the front, not lost, none run twice.
-    std::lock_guard lock(mutex_);
-    for (std::size_t k = run.size(); k-- > next + 1;) l->items.push_front(run[k]);
-    asio::post(l->ex, [self = shared_from_this(), l] { self->drain(l); });
-    throw;
-  }
+    try {
+      dispatch_to_handler(op_ptr(op_of(item)), item.error);
+    } catch (...) {
+      // A handler threw: the rest stay queued (not lost, none run twice) for a drain posted again.
+      std::lock_guard lock(mutex_);
+      if (l->items.empty())
+        l->drain_posted = false;
+      else
+        asio::post(l->ex, [self = shared_from_this(), l] { self->drain(l); });
+      throw;
+    }
+  } while (completion_queues::now_ns() < end);
   std::lock_guard lock(mutex_);
   if (l->items.empty()) {
     l->drain_posted = false;

@@ -1,8 +1,9 @@
 #pragma once
 // Internal: completions on their way to their I/O executors. One FIFO per executor keeps their order across passes
-// (a pass's completions never overtake an earlier pass's), and a drain handler runs at most `run_length` of them
-// back to back before it re-posts itself, so an io thread's other handlers (a framework's timers) never wait behind
-// a burst of completions.
+// (a pass's completions never overtake an earlier pass's), and a drain handler runs them back to back for at most
+// `run_budget` before it re-posts itself, so an io thread's other handlers (a framework's timers) never wait behind a
+// burst of completions. A budget of time, not a count: a closed loop over 64 streams completes its whole pass inline
+// (64 short handlers), while the waiters of a long kernel (hundreds at once) take turns with everything else.
 #include "wait_op.hpp"
 
 #include <deque>
@@ -14,8 +15,8 @@ namespace cuasync::detail {
 
 class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
  public:
-  //! Completions run back to back by one drain handler.
-  static constexpr std::size_t run_length = 16;
+  //! How long completions run back to back (inline in a pass, or in one drain handler) before others get a turn.
+  static constexpr long long run_budget_ns = 300'000;
 
   //! True when nothing of `ex` is queued: a completion on it may run now without overtaking one.
   bool idle(const boost::asio::any_io_executor& ex) const;

@@ -140,11 +140,14 @@ std::size_t service_queues::pass(bool full, bool from_io_thread) {
       std::lock_guard lock(mutex_);
       poll_ex = poll_executor_;
     }
-    if (poll_ex && fifo_->idle(*poll_ex))
-      for (; i < n && i < completion_fifo::run_length; ++i) {
+    if (poll_ex && fifo_->idle(*poll_ex)) {
+      const long long end = completion_queues::now_ns() + completion_fifo::run_budget_ns;
+      for (long long now = 0; i < n && now < end; ++i) {
         complete_on_poll_executor(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
-        last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
+        now = completion_queues::now_ns();
+        last_executor_pass_ns_.store(now, std::memory_order_relaxed);
       }
+    }
     if (i < n) queues_.count_batches(fifo_->push(done, i));
   } else if (n) {
     queues_.count_batches(fifo_->push(done, 0));
