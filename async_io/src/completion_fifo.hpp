@@ -16,7 +16,7 @@ namespace cuasync::detail {
 class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
  public:
   //! How long completions run back to back (inline in a pass, or in one drain handler) before others get a turn.
-  static constexpr long long run_budget_ns = 300'000;
+  static constexpr long long run_budget_ns = 1'000'000;
 
   //! True when nothing of `ex` is queued: a completion on it may run now without overtaking one.
   bool idle(const boost::asio::any_io_executor& ex) const;
