@@ -8,11 +8,11 @@
 //! process's poller thread with backoff (little CPU for long waits); or the executor only (`latency`), or the thread
 //! only (`efficient`).
 //!
-//! Completion: the poller posts each pass's finished operations to their I/O executor, one post per executor, which
-//! `dispatch`es the handler on the handler's associated executor (one post, no dispatch, when that is the I/O
-//! executor); no user code runs on the poller thread and no handler runs inside the initiating function. Each pending
-//! operation holds outstanding work on both executors, so `io_context::run()` does not return while GPU work is
-//! awaited.
+//! Completion: finished operations reach their I/O executor through one FIFO per executor (a pass's completions never
+//! overtake an earlier pass's) and run back to back for at most 1 ms before the executor's other handlers get a turn
+//! (inline in an executor pass, else from a drain handler); each is `dispatch`ed on the handler's associated executor.
+//! No user code runs on the poller thread and no handler runs inside the initiating function. Each pending operation
+//! holds outstanding work on both executors, so `io_context::run()` does not return while GPU work is awaited.
 //!
 //! Admission (engine/admission.hpp): an operation that enqueues GPU work takes a place first; with no room it waits
 //! asynchronously and its work is enqueued once an earlier operation completes, so no enqueue blocks the io thread.

@@ -1,8 +1,8 @@
 #pragma once
 //! @file `completion_callbacks`: the engine's own front-end. A callback object is called when its token is done,
 //! on the poller thread (or on a thread that calls `poll_once`). It serves the work inside cuasync that must learn of
-//! GPU completion without an Asio executor and without blocking a thread: staged-copy chunks, admission, waits of the
-//! synchronous APIs, and the C ABI.
+//! GPU completion without an Asio executor and without blocking a thread: staged-copy chunks, waits of the synchronous
+//! APIs, and (once it exists) the C ABI.
 //!
 //! Callbacks run on the poller thread between its passes: they must be short and must never wait for the GPU (hand
 //! longer work to another thread). A callback that throws terminates (it is `noexcept`).

@@ -1,7 +1,8 @@
 #pragma once
-//! @file The one event pool of a context and the one pooled event type. Every part of cuasync that records an event
-//! for its own use (a wait, a cross-stream dependency of a tracked buffer, the last use of a pinned block, a staged
-//! copy's chunk) takes a timing-disabled event from its context's pool (seed §6.3: no `cuEventCreate` on hot paths)
+//! @file The one event pool of a context and the one pooled event type. The parts of cuasync that record events for
+//! their own use (a wait, a cross-stream dependency of a tracked buffer, the last use of a pinned block, a staged
+//! copy's chunk; not the slot pipeline, which owns one event per slot) take a timing-disabled event from its context's
+//! pool (seed §6.3: no `cuEventCreate` on hot paths)
 //! and gives it back when done.
 //!
 //! A pool belongs to its context and lives while anything uses it: `event_pool::for_context` finds it (one per

@@ -86,7 +86,7 @@ class tracked_buffer {
   spin_lock lock_;
   std::optional<stream_use> last_write_;
   std::vector<stream_use> reads_;  // one entry per stream
-  std::vector<stream_use> others_; // every stream other than home that used it since its last write (for the free)
+  std::vector<stream_use> others_;  // every stream other than home that ever used it: the free waits for them all
 };
 
 //! Argument wrappers for `runtime::launch`: the kernel receives the buffer's address, and the launch is ordered
