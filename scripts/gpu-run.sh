@@ -24,6 +24,13 @@ for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io plugins}; do
   summary+=("tests $t: rc=$rc $(( $(date +%s) - start ))s  $line")
 done
 
+# The C ABI's conformance suite with its GPU part (a C program that only dlopen()s libcuasync.so).
+conformance="$build/tests/plugins/cuasync_conformance"
+if [ -x "$conformance" ] && [ "${CUASYNC_GPU_TESTS-plugins}" != "" ]; then
+  timeout 120 "$conformance" "$build/plugins/libcuasync.so" --gpu > "$work/tests-c_abi.log" 2>&1
+  summary+=("tests c_abi conformance --gpu: rc=$? $(tail -1 "$work/tests-c_abi.log")")
+fi
+
 for ex in "$build"/examples/*/example_*; do
   [ "${CUASYNC_EXAMPLES:-1}" = 0 ] && break
   [ -x "$ex" ] || continue

@@ -55,8 +55,12 @@ void host_completion_source::release(std::uintptr_t token) noexcept {
   std::lock_guard lock(mutex_);
   auto it = tokens_.find(token);
   if (it == tokens_.end() || it->second.released) return;
-  it->second.released = true;
   --live_;
+  if (!keep_history_) {
+    tokens_.erase(it);
+    return;
+  }
+  it->second.released = true;
 }
 
 }  // namespace cuasync

@@ -15,7 +15,9 @@ namespace cuasync {
 //! Tokens that start pending and become ready (or failed) when `complete` is called. Thread-safe.
 class host_completion_source final : public completion_source {
  public:
-  host_completion_source() = default;
+  //! `keep_history`: released tokens stay known (with their query counts) for tests; false forgets them at release,
+  //! for a long-lived source (the C ABI's host tokens).
+  explicit host_completion_source(bool keep_history = true) : keep_history_(keep_history) {}
   host_completion_source(const host_completion_source&) = delete;
   host_completion_source& operator=(const host_completion_source&) = delete;
   ~host_completion_source() override;
@@ -50,6 +52,7 @@ class host_completion_source final : public completion_source {
   std::uintptr_t next_ = 1;
   std::size_t total_queries_ = 0;
   std::size_t live_ = 0;
+  bool keep_history_ = true;
 };
 
 }  // namespace cuasync

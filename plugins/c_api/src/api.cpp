@@ -1,0 +1,69 @@
+// The one exported symbol and the function table.
+#include "calls.hpp"
+
+#include <cstddef>
+
+namespace cuasync::c_api {
+
+void error_info(cuasync_error_info_args* a) noexcept {
+  if (!a || a->struct_size < CUASYNC_STRUCT_SIZE(cuasync_error_info_args, error)) return;
+  static const char none[] = "no error (NULL)";
+  cuasync_error_info_args out{};
+  out.struct_size = a->struct_size;
+  out.error = a->error;
+  if (const cuasync_error* e = a->error) {
+    out.code = e->code;
+    out.cuda_result = e->cuda_result;
+    out.nvrtc_result = e->nvrtc_result;
+    out.message = e->message.c_str();
+    out.message_size = e->message.size();
+  } else {
+    out.code = CUASYNC_OK;
+    out.message = none;
+    out.message_size = sizeof none - 1;
+  }
+  std::memcpy(a, &out, a->struct_size < sizeof out ? a->struct_size : sizeof out);
+}
+
+namespace {
+constexpr cuasync_api table = {
+    sizeof(cuasync_api), CUASYNC_ABI_MAJOR, CUASYNC_ABI_MINOR,
+    destroy_error, error_info,
+    queue_create, queue_destroy, queue_fd, queue_drain, host_token_create, host_token_complete,
+    device_count, runtime_create, runtime_destroy, stream_create, stream_destroy, stream_native, stream_wait,
+    event_record, event_query, event_wait, event_destroy,
+    buffer_allocate, buffer_free, copy, memset,
+    compile, module_destroy, kernel_get, launch,
+};
+}  // namespace
+
+}  // namespace cuasync::c_api
+
+// The layout of ABI 1.0 as shipped (x86-64, LP64): a field added later goes at the end, never between. A change that
+// moves any of these breaks every caller built against 1.0.
+static_assert(sizeof(void*) == 8, "the pinned layouts below are those of LP64");
+static_assert(CUASYNC_API_SIZE_1_0 == 8 + 4 + 4 + 27 * 8);
+static_assert(offsetof(cuasync_api, error_destroy) == 16 && offsetof(cuasync_api, launch) == 16 + 26 * 8);
+static_assert(CUASYNC_ERROR_INFO_ARGS_SIZE == 48);
+static_assert(sizeof(cuasync_completion) == 32 && sizeof(cuasync_completion_record) == 16);
+static_assert(CUASYNC_QUEUE_CREATE_ARGS_SIZE == 24 && CUASYNC_QUEUE_DRAIN_ARGS_SIZE == 40);
+static_assert(CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE == 48 && CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE == 20);
+static_assert(CUASYNC_RUNTIME_CREATE_ARGS_SIZE == 32 && CUASYNC_STREAM_CREATE_ARGS_SIZE == 40);
+static_assert(CUASYNC_STREAM_WAIT_ARGS_SIZE == 48 && CUASYNC_EVENT_QUERY_ARGS_SIZE == 20);
+static_assert(CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE == 56 && CUASYNC_COPY_ARGS_SIZE == 72);
+static_assert(CUASYNC_MEMSET_ARGS_SIZE == 72 && CUASYNC_COMPILE_ARGS_SIZE == 88);
+static_assert(CUASYNC_KERNEL_GET_ARGS_SIZE == 40 && CUASYNC_LAUNCH_ARGS_SIZE == 104);
+static_assert(sizeof(cuasync_kernel_arg) == 16 && sizeof(cuasync_header) == 16);
+
+extern "C" __attribute__((visibility("default"))) cuasync_error* cuasync_get_api(uint32_t major,
+                                                                                 const cuasync_api** api) {
+  if (!api)
+    return cuasync::c_api::make_error(CUASYNC_ERROR_INVALID_ARGUMENT, "cuasync_get_api: api is NULL");
+  *api = &cuasync::c_api::table;
+  if (major != CUASYNC_ABI_MAJOR)
+    return cuasync::c_api::make_error(CUASYNC_ERROR_UNSUPPORTED,
+                                      "cuasync_get_api: this library implements ABI " +
+                                          std::to_string(CUASYNC_ABI_MAJOR) + "." + std::to_string(CUASYNC_ABI_MINOR) +
+                                          ", not major version " + std::to_string(major));
+  return nullptr;
+}

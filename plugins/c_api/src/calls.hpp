@@ -1,0 +1,45 @@
+#pragma once
+// Internal: the C ABI's calls, one function per table entry (defined in calls_*.cpp).
+#include "abi.hpp"
+#include "completion_queue.hpp"
+
+#include <cuasync/driver/stream.hpp>
+
+namespace cuasync::c_api {
+
+void destroy_error(cuasync_error* e) noexcept;
+void error_info(cuasync_error_info_args* a) noexcept;
+
+cuasync_error* queue_create(cuasync_queue_create_args* a) noexcept;
+cuasync_error* queue_destroy(cuasync_queue_destroy_args* a) noexcept;
+cuasync_error* queue_fd(cuasync_queue_fd_args* a) noexcept;
+cuasync_error* queue_drain(cuasync_queue_drain_args* a) noexcept;
+cuasync_error* host_token_create(cuasync_host_token_create_args* a) noexcept;
+cuasync_error* host_token_complete(cuasync_host_token_complete_args* a) noexcept;
+
+cuasync_error* device_count(cuasync_device_count_args* a) noexcept;
+cuasync_error* runtime_create(cuasync_runtime_create_args* a) noexcept;
+cuasync_error* runtime_destroy(cuasync_runtime_destroy_args* a) noexcept;
+cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept;
+cuasync_error* stream_destroy(cuasync_stream_destroy_args* a) noexcept;
+cuasync_error* stream_native(cuasync_stream_native_args* a) noexcept;
+cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept;
+cuasync_error* event_record(cuasync_event_record_args* a) noexcept;
+cuasync_error* event_query(cuasync_event_query_args* a) noexcept;
+cuasync_error* event_wait(cuasync_event_wait_args* a) noexcept;
+cuasync_error* event_destroy(cuasync_event_destroy_args* a) noexcept;
+
+cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept;
+cuasync_error* buffer_free(cuasync_buffer_free_args* a) noexcept;
+cuasync_error* copy(cuasync_copy_args* a) noexcept;
+cuasync_error* memset(cuasync_memset_args* a) noexcept;
+
+cuasync_error* compile(cuasync_compile_args* a) noexcept;
+cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept;
+cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept;
+cuasync_error* launch(cuasync_launch_args* a) noexcept;
+
+//! Reports `to` when the work enqueued on `s` so far completes (a pooled event and the engine's callbacks).
+void complete_after(stream_ref s, delivery to);
+
+}  // namespace cuasync::c_api

@@ -1,0 +1,137 @@
+// Devices, runtimes, streams and events.
+#include "calls.hpp"
+#include "objects.hpp"
+
+#include <cuasync/driver/device.hpp>
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+
+namespace cuasync::c_api {
+
+namespace {
+// A GPU completion on its way to a queue: the engine calls it once, then it deletes itself.
+struct gpu_completion final : completion_callback {
+  delivery to;
+  void complete(std::error_code ec) noexcept override {
+    to(ec);
+    delete this;
+  }
+};
+}  // namespace
+
+void complete_after(stream_ref s, delivery to) {
+  if (!to) return;
+  auto* c = new gpu_completion;
+  c->to = std::move(to);
+  try {
+    completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), c);
+  } catch (...) {
+    delete c;
+    throw;
+  }
+}
+
+cuasync_error* device_count(cuasync_device_count_args* a) noexcept {
+  return call("device_count", a, [](args<cuasync_device_count_args>& x) { x->count = device::count(); });
+}
+
+cuasync_error* runtime_create(cuasync_runtime_create_args* a) noexcept {
+  return call("runtime_create", a, [](args<cuasync_runtime_create_args>& x) {
+    auto r = std::make_shared<runtime_object>();
+    if (x->context)
+      r->rt = runtime::device_runtime::adopt(context_ref::adopt(static_cast<CUcontext>(x->context)));
+    else
+      r->rt = runtime::device_runtime::create(x->device);
+    x->runtime = to_handle<cuasync_runtime>(registry::instance().add(kind::runtime, std::move(r)));
+  });
+}
+
+cuasync_error* runtime_destroy(cuasync_runtime_destroy_args* a) noexcept {
+  return call("runtime_destroy", a, [](args<cuasync_runtime_destroy_args>& x) {
+    registry::instance().take<runtime_object>(x->runtime, kind::runtime, "runtime");
+  });
+}
+
+runtime::device_runtime& stream_object::staging_runtime(const char* call) {
+  if (owner) return *owner->rt;
+  if (!fallback) {
+    auto rt = runtime::device_runtime::for_device(ref.context().device_ordinal());
+    if (!(rt->context() == ref.context()))
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           std::string(call) + ": pageable host memory on an adopted stream of a context other than its device's "
+                               "primary one: adopt the stream with that context's runtime, or use pinned memory");
+    fallback = std::move(rt);
+  }
+  return *fallback;
+}
+
+cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept {
+  return call("stream_create", a, [](args<cuasync_stream_create_args>& x) {
+    auto s = std::make_shared<stream_object>();
+    if (x->runtime) s->owner = runtime_of(x->runtime, "runtime");
+    if (x->native) {
+      // A framework's stream: its context is read from it (never assumed from a "current device").
+      s->ref = stream_ref::adopt(static_cast<CUstream>(x->native));
+      if (s->owner && !(s->owner->rt->context() == s->ref.context()))
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_create: the stream belongs to another context than the runtime's");
+    } else {
+      if (!s->owner) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_create: give a runtime, or a native stream to adopt");
+      s->owned = stream::create(s->owner->rt->context(), {.non_blocking = true, .priority = x->priority});
+      s->ref = s->owned;
+    }
+    x->stream = to_handle<cuasync_stream>(registry::instance().add(kind::stream, std::move(s)));
+  });
+}
+
+cuasync_error* stream_destroy(cuasync_stream_destroy_args* a) noexcept {
+  return call("stream_destroy", a, [](args<cuasync_stream_destroy_args>& x) {
+    registry::instance().take<stream_object>(x->stream, kind::stream, "stream");
+  });
+}
+
+cuasync_error* stream_native(cuasync_stream_native_args* a) noexcept {
+  return call("stream_native", a, [](args<cuasync_stream_native_args>& x) {
+    auto s = stream_of(x->stream, "stream");
+    x->native = s->ref.get();
+    x->context = s->ref.context().get();
+  });
+}
+
+cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
+  return call("stream_wait", a, [](args<cuasync_stream_wait_args>& x) {
+    auto s = stream_of(x->stream, "stream");
+    delivery to = make_delivery(x->completion, "stream_wait");
+    if (!to) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_wait: no queue to complete to");
+    complete_after(s->ref, std::move(to));
+  });
+}
+
+cuasync_error* event_record(cuasync_event_record_args* a) noexcept {
+  return call("event_record", a, [](args<cuasync_event_record_args>& x) {
+    auto s = stream_of(x->stream, "stream");
+    auto e = std::make_shared<event_object>();
+    e->event = event_pool::for_context(s->ref.context())->record(s->ref);
+    x->event = to_handle<cuasync_event>(registry::instance().add(kind::event, std::move(e)));
+  });
+}
+
+cuasync_error* event_query(cuasync_event_query_args* a) noexcept {
+  return call("event_query", a, [](args<cuasync_event_query_args>& x) {
+    x->done = registry::instance().get<event_object>(x->event, kind::event, "event")->event.query() ? 1 : 0;
+  });
+}
+
+cuasync_error* event_wait(cuasync_event_wait_args* a) noexcept {
+  return call("event_wait", a, [](args<cuasync_event_wait_args>& x) {
+    auto e = registry::instance().get<event_object>(x->event, kind::event, "event");
+    e->event.make_wait(stream_of(x->stream, "stream")->ref);
+  });
+}
+
+cuasync_error* event_destroy(cuasync_event_destroy_args* a) noexcept {
+  return call("event_destroy", a, [](args<cuasync_event_destroy_args>& x) {
+    registry::instance().take<event_object>(x->event, kind::event, "event");
+  });
+}
+
+}  // namespace cuasync::c_api

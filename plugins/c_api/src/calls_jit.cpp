@@ -1,0 +1,112 @@
+// JIT (NVRTC through cuasync's caches) and checked launches.
+#include "calls.hpp"
+#include "objects.hpp"
+
+#include <cuasync/driver/launch.hpp>
+#include <cuasync/jit/compiler.hpp>
+
+#include <vector>
+
+namespace cuasync::c_api {
+
+cuasync_error* compile(cuasync_compile_args* a) noexcept {
+  return call("compile", a, [](args<cuasync_compile_args>& x) {
+    auto r = runtime_of(x->runtime, "runtime");
+    if (!x->source) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: source is NULL");
+    if ((x->num_options && !x->options) || (x->num_headers && !x->headers) ||
+        (x->num_name_expressions && !x->name_expressions))
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a count without its array");
+    jit::program p(x->name ? x->name : "program", x->source);
+    for (std::size_t i = 0; i < x->num_headers; ++i) {
+      if (!x->headers[i].name || !x->headers[i].contents)
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: header " + std::to_string(i) + " has a NULL name or contents");
+      p.add_header(x->headers[i].name, x->headers[i].contents);
+    }
+    for (std::size_t i = 0; i < x->num_name_expressions; ++i) {
+      if (!x->name_expressions[i]) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a NULL name expression");
+      p.add_name_expression(x->name_expressions[i]);
+    }
+    jit::compile_options o;
+    for (std::size_t i = 0; i < x->num_options; ++i) {
+      if (!x->options[i]) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a NULL option");
+      o.extra.emplace_back(x->options[i]);
+    }
+    const context_ref ctx = r->rt->context();
+    jit::compile_result compiled = jit::default_compiler().compile(p, ctx.device().compute_capability(), o);
+    auto m = std::make_shared<module_object>();
+    m->owner = r;
+    m->mod = module::load(ctx, compiled.program->bytes(), compiled.program->name);
+    for (const auto& [expression, lowered] : compiled.program->lowered_names) m->mod.add_name_alias(expression, lowered);
+    x->module = to_handle<cuasync_module>(registry::instance().add(kind::module, std::move(m)));
+  });
+}
+
+cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept {
+  return call("module_destroy", a, [](args<cuasync_module_destroy_args>& x) {
+    auto m = registry::instance().take<module_object>(x->module, kind::module, "module");
+    std::vector<std::uintptr_t> kernels;
+    {
+      std::lock_guard lock(m->mutex);
+      kernels.swap(m->kernels);
+    }
+    // Its kernels turn stale with it; the module is unloaded once no call uses it any more.
+    for (std::uintptr_t k : kernels) {
+      try {
+        registry::instance().take<kernel_object>(to_handle<void*>(k), kind::kernel, "kernel");
+      } catch (const abi_error&) {
+      }
+    }
+  });
+}
+
+cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
+  return call("kernel_get", a, [](args<cuasync_kernel_get_args>& x) {
+    auto m = registry::instance().get<module_object>(x->module, kind::module, "module");
+    if (!x->name) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: name is NULL");
+    auto k = std::make_shared<kernel_object>();
+    k->module = m;
+    k->kernel = m->mod.kernel(x->name);
+    x->num_params = k->kernel.params().size();
+    const std::uintptr_t h = registry::instance().add(kind::kernel, std::move(k));
+    {
+      std::lock_guard lock(m->mutex);
+      m->kernels.push_back(h);
+    }
+    x->kernel = to_handle<cuasync_kernel>(h);
+  });
+}
+
+cuasync_error* launch(cuasync_launch_args* a) noexcept {
+  return call("launch", a, [](args<cuasync_launch_args>& x) {
+    auto s = stream_of(x->stream, "stream");
+    auto k = registry::instance().get<kernel_object>(x->kernel, kind::kernel, "kernel");
+    if (x->num_args && !x->args) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: num_args without args");
+    delivery to = make_delivery(x->completion, "launch");
+    const auto& params = k->kernel.params();
+    if (params.size() != x->num_args)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: kernel '" + k->kernel.name() + "' takes " +
+                                               std::to_string(params.size()) + " parameter(s) but " +
+                                               std::to_string(x->num_args) + " were given");
+    void* small[16];
+    std::vector<void*> big;
+    void** values = x->num_args <= 16 ? small : (big.resize(x->num_args), big.data());
+    for (std::size_t i = 0; i < x->num_args; ++i) {
+      if (x->args[i].size != params[i].size || !x->args[i].value)
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: kernel '" + k->kernel.name() + "' parameter " +
+                                                 std::to_string(i) + " is " + std::to_string(params[i].size) +
+                                                 " bytes but argument " + std::to_string(i) + " is " +
+                                                 std::to_string(x->args[i].size) +
+                                                 (x->args[i].value ? " bytes" : " bytes at NULL"));
+      values[i] = const_cast<void*>(x->args[i].value);
+    }
+    auto dim = [](const std::uint32_t (&d)[3]) { return dims(d[0] ? d[0] : 1, d[1] ? d[1] : 1, d[2] ? d[2] : 1); };
+    launch_config config;
+    config.grid = dim(x->grid);
+    config.block = dim(x->block);
+    config.shared_memory_bytes = x->shared_memory_bytes;
+    launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
+    complete_after(s->ref, std::move(to));
+  });
+}
+
+}  // namespace cuasync::c_api

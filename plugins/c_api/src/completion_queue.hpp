@@ -1,0 +1,69 @@
+#pragma once
+// Internal: a completion queue of the C ABI — records for an eventfd-watching host, and/or a thread of its own that
+// runs C callbacks — and how an operation's completion reaches it.
+#include "abi.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace cuasync::c_api {
+
+class completion_queue : public std::enable_shared_from_this<completion_queue> {
+ public:
+  //! `flags`: cuasync_queue_flags. @throws abi_error, std::system_error (no eventfd)
+  static std::shared_ptr<completion_queue> create(std::uint32_t flags);
+  ~completion_queue();
+  completion_queue(const completion_queue&) = delete;
+  completion_queue& operator=(const completion_queue&) = delete;
+
+  bool has_fd() const noexcept { return fd_ >= 0; }
+  bool has_callbacks() const noexcept { return callbacks_; }
+  int fd() const noexcept { return fd_; }
+  //! From any thread; never runs user code here and never blocks on it. Dropped after close().
+  void deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept;
+  //! Takes up to `capacity` records, oldest first; the fd turns unreadable in the drain that empties the queue.
+  std::size_t drain(cuasync_completion_record* out, std::size_t capacity);
+  //! Drops what is queued, stops the callback thread (waiting for a running callback, unless called from it).
+  void close() noexcept;
+
+ private:
+  explicit completion_queue(std::uint32_t flags);
+  void run_callbacks();
+  struct pending_callback {
+    cuasync_completion_record record;
+    cuasync_callback cb;
+    void* user_data;
+  };
+  int fd_ = -1;
+  bool callbacks_ = false;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<cuasync_completion_record> records_;
+  bool readable_ = false;  // the eventfd holds a count (records_ is not empty)
+  std::deque<pending_callback> pending_;
+  bool closed_ = false;
+  std::thread thread_;
+};
+
+//! Where one operation's completion goes (validated against the queue's flags when made).
+struct delivery {
+  std::shared_ptr<completion_queue> queue;  // null: nothing to report
+  cuasync_completion_record record{};
+  cuasync_callback cb = nullptr;
+  void* user_data = nullptr;
+  //! Reports `ec` (success, a CUDA error, a cancellation) once. Never throws.
+  void operator()(std::error_code ec) noexcept;
+  explicit operator bool() const noexcept { return static_cast<bool>(queue); }
+};
+//! The delivery for a caller's `cuasync_completion`. @throws abi_error (stale queue, a callback on a queue without
+//! callbacks, a token for a queue without an fd)
+delivery make_delivery(const cuasync_completion& c, const char* what);
+
+//! The error_category of cuasync_error_code values carried by std::error_code (host tokens).
+const std::error_category& abi_category() noexcept;
+
+}  // namespace cuasync::c_api

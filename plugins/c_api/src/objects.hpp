@@ -1,0 +1,63 @@
+#pragma once
+// Internal: what the C ABI's handles refer to.
+#include "completion_queue.hpp"
+#include "handles.hpp"
+
+#include <cuasync/driver/module.hpp>
+#include <cuasync/driver/stream.hpp>
+#include <cuasync/engine/event_pool.hpp>
+#include <cuasync/runtime/device_runtime.hpp>
+#include <cuasync/runtime/pinned_pool.hpp>
+#include <cuasync/runtime/tracked_buffer.hpp>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace cuasync::c_api {
+
+struct runtime_object {
+  std::shared_ptr<runtime::device_runtime> rt;
+};
+
+struct stream_object {
+  std::shared_ptr<runtime_object> owner;  // null for an adopted stream without a runtime of its own
+  stream owned;                           // empty for an adopted stream
+  stream_ref ref;
+  //! The runtime whose staging serves pageable copies on this stream. @throws abi_error
+  runtime::device_runtime& staging_runtime(const char* call);
+  std::shared_ptr<runtime::device_runtime> fallback;  // for_device, for adopted streams on a primary context
+};
+
+struct event_object {
+  pooled_event event;
+};
+
+struct buffer_object {
+  std::shared_ptr<runtime_object> owner;
+  std::optional<runtime::tracked_buffer> device;
+  std::optional<runtime::pinned_block> pinned;
+};
+
+struct module_object {
+  std::shared_ptr<runtime_object> owner;
+  cuasync::module mod;
+  std::mutex mutex;
+  std::vector<std::uintptr_t> kernels;  // their handles, made stale with the module's
+};
+
+struct kernel_object {
+  std::shared_ptr<module_object> module;  // the module stays loaded while a call uses the kernel
+  kernel_ref kernel;
+};
+
+//! The objects of the handles in a call's arguments.
+inline std::shared_ptr<runtime_object> runtime_of(cuasync_runtime h, const char* what) {
+  return registry::instance().get<runtime_object>(h, kind::runtime, what);
+}
+inline std::shared_ptr<stream_object> stream_of(cuasync_stream h, const char* what) {
+  return registry::instance().get<stream_object>(h, kind::stream, what);
+}
+
+}  // namespace cuasync::c_api

@@ -1,0 +1,397 @@
+/* cuasync C ABI: what a framework (PyTorch, JAX/XLA, a game engine, a Rust or Julia runtime) loads to drive cuasync
+ * across compilers and standard libraries. Pure C (C11 and C++).
+ *
+ * Versioning, in the manner of the PJRT C API:
+ * - One exported function, cuasync_get_api(major, &api): it sets a pointer to the function table for ABI major
+ *   version `major` (refused with an error when the library does not implement it). The table starts with its size and version;
+ *   it is append-only within a major version: a caller may use a function only when `api->struct_size` covers it.
+ * - Every call takes one arguments struct whose first field is `struct_size`, set by the caller to the size it was
+ *   built with (CUASYNC_<NAME>_ARGS_SIZE, or sizeof). A library reads older (smaller) structs with the missing fields
+ *   as zero, and accepts newer (larger) ones when the fields it does not know are all zero.
+ * - Every call returns NULL on success or a cuasync_error* that the caller frees with api->error_destroy. No C++
+ *   exception crosses this boundary.
+ *
+ * Handles are opaque values that are never reused: a destroyed or never-created handle is refused with
+ * CUASYNC_ERROR_STALE_HANDLE (not a crash). Every handle may be used from any thread.
+ *
+ * Completions (a copy, a launch, a wait) are delivered without a thread per wait, in one of two ways:
+ * - a C callback, run on a thread of cuasync's (never a driver callback thread, never while cuasync or the driver
+ *   holds a lock), in completion order per queue;
+ * - a completion queue with a file descriptor (an eventfd) that is readable while (token, status) records are queued;
+ *   epoll, libuv, Qt or Python's asyncio (loop.add_reader) watch it. The protocol (no lost wake-up): when the fd is
+ *   readable, call completion_queue_drain until it returns fewer records than asked for; the fd stays readable while
+ *   records remain and becomes unreadable only inside the drain that empties the queue, so a record queued after
+ *   that makes it readable again.
+ *
+ * Ownership and lifetime of every pointer are stated next to it. "Borrowed" pointers are read during the call only.
+ */
+#ifndef CUASYNC_H
+#define CUASYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUASYNC_ABI_MAJOR 1
+#define CUASYNC_ABI_MINOR 0
+
+/* The size of a struct up to and including `field`: what a struct of that version occupies. */
+#define CUASYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* ---- errors --------------------------------------------------------------------------------------------------- */
+
+typedef enum cuasync_error_code {
+  CUASYNC_OK = 0,
+  CUASYNC_ERROR_INVALID_ARGUMENT = 1,  /* bad input caught before it reached the GPU */
+  CUASYNC_ERROR_STALE_HANDLE = 2,      /* a handle that was destroyed, never created, or of another kind */
+  CUASYNC_ERROR_UNSUPPORTED = 3,       /* an ABI version, struct field or feature this library does not have */
+  CUASYNC_ERROR_NO_DRIVER = 4,         /* no NVIDIA driver, its stub, no device, or a driver too old */
+  CUASYNC_ERROR_CUDA = 5,              /* a CUDA driver error: see cuda_result */
+  CUASYNC_ERROR_COMPILE = 6,           /* NVRTC missing or a compile error: see nvrtc_result and the message */
+  CUASYNC_ERROR_OUT_OF_MEMORY = 7,
+  CUASYNC_ERROR_CANCELLED = 8,         /* a completion cancelled (its GPU work goes on) */
+  CUASYNC_ERROR_INTERNAL = 9
+} cuasync_error_code;
+
+typedef struct cuasync_error cuasync_error; /* opaque; owned by the caller once returned */
+
+typedef struct cuasync_error_info_args {
+  size_t struct_size;
+  const cuasync_error* error; /* in: borrowed */
+  cuasync_error_code code;    /* out */
+  int cuda_result;            /* out: the CUresult where there is one, else 0 */
+  int nvrtc_result;           /* out: the nvrtcResult where there is one, else 0 */
+  const char* message;        /* out: owned by `error`, valid until it is destroyed; never NULL */
+  size_t message_size;        /* out: strlen(message) */
+} cuasync_error_info_args;
+#define CUASYNC_ERROR_INFO_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_error_info_args, message_size)
+
+/* ---- handles ---------------------------------------------------------------------------------------------------- */
+
+typedef struct cuasync_runtime_t* cuasync_runtime;    /* one per device (or adopted context) */
+typedef struct cuasync_stream_t* cuasync_stream;      /* created, or a framework's CUstream adopted */
+typedef struct cuasync_event_t* cuasync_event;        /* a pooled event recorded on a stream */
+typedef struct cuasync_buffer_t* cuasync_buffer;      /* device memory (stream-ordered) or pooled pinned host memory */
+typedef struct cuasync_module_t* cuasync_module;      /* a compiled, loaded program */
+typedef struct cuasync_kernel_t* cuasync_kernel;      /* a kernel of a module; valid while the module lives */
+typedef struct cuasync_queue_t* cuasync_queue;        /* a completion queue */
+typedef struct cuasync_host_token_t* cuasync_host_token; /* host work that completes a completion, like GPU work */
+
+/* ---- completions ------------------------------------------------------------------------------------------------ */
+
+/* One completion record, as drained from a queue or passed to a callback. */
+typedef struct cuasync_completion_record {
+  uint64_t token;          /* the caller's token */
+  cuasync_error_code code; /* CUASYNC_OK, CUASYNC_ERROR_CUDA (e.g. an illegal address), CUASYNC_ERROR_CANCELLED... */
+  int cuda_result;         /* the CUresult when code is CUASYNC_ERROR_CUDA */
+} cuasync_completion_record;
+
+typedef void (*cuasync_callback)(const cuasync_completion_record* record, void* user_data);
+
+/* Where an operation's completion goes: to `queue` (with `token`), or to `callback(record, user_data)` on the queue's
+ * callback thread (`queue` must then have been created with callbacks). Both NULL: no completion is reported (the
+ * operation is still enqueued). Embedded in the operations' args structs. */
+typedef struct cuasync_completion {
+  cuasync_queue queue;       /* borrowed handle */
+  uint64_t token;
+  cuasync_callback callback; /* optional */
+  void* user_data;           /* passed back untouched */
+} cuasync_completion;
+
+typedef enum cuasync_queue_flags {
+  CUASYNC_QUEUE_FD = 1,        /* records are queued for completion_queue_drain; queue_fd gives the eventfd */
+  CUASYNC_QUEUE_CALLBACKS = 2  /* completions with a callback run on the queue's own thread */
+} cuasync_queue_flags;
+
+typedef struct cuasync_queue_create_args {
+  size_t struct_size;
+  uint32_t flags;      /* in: cuasync_queue_flags, one or both */
+  cuasync_queue queue; /* out: destroy with queue_destroy */
+} cuasync_queue_create_args;
+#define CUASYNC_QUEUE_CREATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_create_args, queue)
+
+typedef struct cuasync_queue_destroy_args {
+  size_t struct_size;
+  cuasync_queue queue; /* in: records not drained and callbacks not yet run are dropped, and so are completions of
+                          work still in flight (the work goes on); the call waits for a running callback to return
+                          (unless called from that callback) */
+} cuasync_queue_destroy_args;
+#define CUASYNC_QUEUE_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_destroy_args, queue)
+
+typedef struct cuasync_queue_fd_args {
+  size_t struct_size;
+  cuasync_queue queue; /* in */
+  int fd;              /* out: owned by the queue; readable while records are queued; do not read or close it */
+} cuasync_queue_fd_args;
+#define CUASYNC_QUEUE_FD_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_fd_args, fd)
+
+typedef struct cuasync_queue_drain_args {
+  size_t struct_size;
+  cuasync_queue queue;                 /* in */
+  cuasync_completion_record* records;  /* in: caller's array of `capacity` records, filled in completion order */
+  size_t capacity;                     /* in */
+  size_t count;                        /* out: records written; < capacity means the queue was empty at the end */
+} cuasync_queue_drain_args;
+#define CUASYNC_QUEUE_DRAIN_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_drain_args, count)
+
+/* Host tokens: host-side work that completes through the same queues and callbacks as GPU work. */
+typedef struct cuasync_host_token_create_args {
+  size_t struct_size;
+  cuasync_completion completion; /* in: where its completion goes */
+  cuasync_host_token token;      /* out: complete it once with host_token_complete */
+} cuasync_host_token_create_args;
+#define CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_host_token_create_args, token)
+
+typedef struct cuasync_host_token_complete_args {
+  size_t struct_size;
+  cuasync_host_token token; /* in: invalid after this call */
+  cuasync_error_code code;  /* in: CUASYNC_OK, or the error to report */
+} cuasync_host_token_complete_args;
+#define CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_host_token_complete_args, code)
+
+/* ---- devices, runtimes, streams, events -------------------------------------------------------------------------- */
+
+typedef struct cuasync_device_count_args {
+  size_t struct_size;
+  int count; /* out */
+} cuasync_device_count_args;
+#define CUASYNC_DEVICE_COUNT_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_device_count_args, count)
+
+typedef struct cuasync_runtime_create_args {
+  size_t struct_size;
+  int device;              /* in: the device ordinal (its primary context, the one PyTorch, JAX and CuPy use) */
+  void* context;           /* in: optional CUcontext to adopt instead (borrowed; must outlive the runtime) */
+  cuasync_runtime runtime; /* out: destroy with runtime_destroy */
+} cuasync_runtime_create_args;
+#define CUASYNC_RUNTIME_CREATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_runtime_create_args, runtime)
+
+typedef struct cuasync_runtime_destroy_args {
+  size_t struct_size;
+  cuasync_runtime runtime; /* in: its streams, buffers and modules must be destroyed first */
+} cuasync_runtime_destroy_args;
+#define CUASYNC_RUNTIME_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_runtime_destroy_args, runtime)
+
+typedef struct cuasync_stream_create_args {
+  size_t struct_size;
+  cuasync_runtime runtime; /* in: NULL when adopting */
+  void* native;            /* in: optional CUstream to adopt (its context is read from it, never assumed); the
+                              stream must outlive the handle; NULL creates a non-blocking stream in `runtime` */
+  int priority;            /* in: for created streams (0: the default) */
+  cuasync_stream stream;   /* out: destroy with stream_destroy (an adopted CUstream is not destroyed) */
+} cuasync_stream_create_args;
+#define CUASYNC_STREAM_CREATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_create_args, stream)
+
+typedef struct cuasync_stream_destroy_args {
+  size_t struct_size;
+  cuasync_stream stream; /* in */
+} cuasync_stream_destroy_args;
+#define CUASYNC_STREAM_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_destroy_args, stream)
+
+typedef struct cuasync_stream_native_args {
+  size_t struct_size;
+  cuasync_stream stream; /* in */
+  void* native;          /* out: the CUstream (owned by the handle, or adopted) */
+  void* context;         /* out: its CUcontext */
+} cuasync_stream_native_args;
+#define CUASYNC_STREAM_NATIVE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_native_args, context)
+
+/* Completes when everything enqueued on the stream so far has completed. Never blocks. */
+typedef struct cuasync_stream_wait_args {
+  size_t struct_size;
+  cuasync_stream stream;         /* in */
+  cuasync_completion completion; /* in */
+} cuasync_stream_wait_args;
+#define CUASYNC_STREAM_WAIT_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_wait_args, completion)
+
+typedef struct cuasync_event_record_args {
+  size_t struct_size;
+  cuasync_stream stream; /* in */
+  cuasync_event event;   /* out: destroy with event_destroy */
+} cuasync_event_record_args;
+#define CUASYNC_EVENT_RECORD_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_event_record_args, event)
+
+typedef struct cuasync_event_query_args {
+  size_t struct_size;
+  cuasync_event event; /* in */
+  int done;            /* out: 1 when the recorded work has completed; an error when it failed */
+} cuasync_event_query_args;
+#define CUASYNC_EVENT_QUERY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_event_query_args, done)
+
+/* Makes `stream` wait (on the device, never the host) for `event`'s recorded work. */
+typedef struct cuasync_event_wait_args {
+  size_t struct_size;
+  cuasync_event event;   /* in */
+  cuasync_stream stream; /* in */
+} cuasync_event_wait_args;
+#define CUASYNC_EVENT_WAIT_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_event_wait_args, stream)
+
+typedef struct cuasync_event_destroy_args {
+  size_t struct_size;
+  cuasync_event event; /* in: back to its pool (safe while its work runs) */
+} cuasync_event_destroy_args;
+#define CUASYNC_EVENT_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_event_destroy_args, event)
+
+/* ---- memory and copies ---------------------------------------------------------------------------------------- */
+
+typedef enum cuasync_memory_kind {
+  CUASYNC_MEMORY_DEVICE = 0, /* stream-ordered device memory from the device's pool (no cuMemAlloc/cuMemFree) */
+  CUASYNC_MEMORY_PINNED = 1  /* pinned host memory from the runtime's caching pool */
+} cuasync_memory_kind;
+
+typedef struct cuasync_buffer_allocate_args {
+  size_t struct_size;
+  cuasync_runtime runtime;  /* in */
+  cuasync_stream stream;    /* in: device memory: allocated in its order (other streams' uses wait for it) */
+  uint32_t kind;            /* in: cuasync_memory_kind */
+  size_t size;              /* in: bytes, > 0 */
+  cuasync_buffer buffer;    /* out: free with buffer_free */
+  void* pointer;            /* out: the device address (a CUdeviceptr) or the host address */
+} cuasync_buffer_allocate_args;
+#define CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_allocate_args, pointer)
+
+/* Device memory: freed in the order of the stream it was allocated on (work on other streams that uses it must be
+ * ordered before that, e.g. with event_wait); pinned memory: back to the pool, handed out again only after the copies
+ * cuasync made with it have completed. Never waits on the host. */
+typedef struct cuasync_buffer_free_args {
+  size_t struct_size;
+  cuasync_buffer buffer; /* in */
+} cuasync_buffer_free_args;
+#define CUASYNC_BUFFER_FREE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_free_args, buffer)
+
+/* Copies `size` bytes from `src` to `dst` on `stream`: host (pinned or pageable: pageable memory is staged through
+ * pinned chunks on cuasync's copy threads, never through the driver's slow, host-waiting path) to device, device to
+ * host, or device to device. Never waits for the GPU. Host memory must stay valid until the completion. */
+typedef struct cuasync_copy_args {
+  size_t struct_size;
+  cuasync_stream stream;         /* in */
+  void* dst;                     /* in: borrowed address (host, or a CUdeviceptr as a pointer) */
+  const void* src;               /* in: borrowed address */
+  size_t size;                   /* in: bytes, > 0 */
+  cuasync_completion completion; /* in */
+} cuasync_copy_args;
+#define CUASYNC_COPY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_copy_args, completion)
+
+typedef struct cuasync_memset_args {
+  size_t struct_size;
+  cuasync_stream stream;         /* in */
+  void* dst;                     /* in: a device address */
+  uint8_t value;                 /* in */
+  size_t size;                   /* in: bytes */
+  cuasync_completion completion; /* in */
+} cuasync_memset_args;
+#define CUASYNC_MEMSET_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_memset_args, completion)
+
+/* ---- JIT and launches ------------------------------------------------------------------------------------------- */
+
+typedef struct cuasync_header {
+  const char* name;     /* borrowed: the include name */
+  const char* contents; /* borrowed */
+} cuasync_header;
+
+/* Compiles with NVRTC for the runtime's device (through cuasync's memory and disk caches) and loads the module. */
+typedef struct cuasync_compile_args {
+  size_t struct_size;
+  cuasync_runtime runtime;              /* in */
+  const char* name;                     /* in: borrowed, the program's name in messages ("saxpy.cu") */
+  const char* source;                   /* in: borrowed */
+  const char* const* options;           /* in: borrowed NVRTC options ("-DN=4", "--use_fast_math") */
+  size_t num_options;
+  const cuasync_header* headers;        /* in: borrowed in-memory headers */
+  size_t num_headers;
+  const char* const* name_expressions;  /* in: borrowed ("saxpy<float>"), for kernel_get */
+  size_t num_name_expressions;
+  cuasync_module module;                /* out: destroy with module_destroy */
+} cuasync_compile_args;
+#define CUASYNC_COMPILE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_compile_args, module)
+
+typedef struct cuasync_module_destroy_args {
+  size_t struct_size;
+  cuasync_module module; /* in: its kernels become stale */
+} cuasync_module_destroy_args;
+#define CUASYNC_MODULE_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_module_destroy_args, module)
+
+typedef struct cuasync_kernel_get_args {
+  size_t struct_size;
+  cuasync_module module; /* in */
+  const char* name;      /* in: borrowed; an extern "C" name or a name expression given at compile */
+  cuasync_kernel kernel; /* out: valid while the module lives (no destroy) */
+  size_t num_params;     /* out: the kernel's parameter count */
+} cuasync_kernel_get_args;
+#define CUASYNC_KERNEL_GET_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, num_params)
+
+/* One kernel argument: `size` bytes at `value`, checked against the kernel's parameter. */
+typedef struct cuasync_kernel_arg {
+  const void* value; /* borrowed, read during the call */
+  size_t size;
+} cuasync_kernel_arg;
+
+typedef struct cuasync_launch_args {
+  size_t struct_size;
+  cuasync_stream stream;          /* in */
+  cuasync_kernel kernel;          /* in */
+  uint32_t grid[3];               /* in: 0 is taken as 1 */
+  uint32_t block[3];              /* in: 0 is taken as 1 */
+  uint32_t shared_memory_bytes;   /* in */
+  const cuasync_kernel_arg* args; /* in: borrowed, num_args of them, one per kernel parameter */
+  size_t num_args;
+  cuasync_completion completion;  /* in */
+} cuasync_launch_args;
+#define CUASYNC_LAUNCH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_launch_args, completion)
+
+/* ---- the table ---------------------------------------------------------------------------------------------------- */
+
+typedef struct cuasync_api {
+  size_t struct_size; /* the table's size in this library: a field is usable when it fits */
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* errors (cannot fail) */
+  void (*error_destroy)(cuasync_error* error); /* NULL is accepted */
+  void (*error_info)(cuasync_error_info_args* args);
+  /* completions */
+  cuasync_error* (*queue_create)(cuasync_queue_create_args* args);
+  cuasync_error* (*queue_destroy)(cuasync_queue_destroy_args* args);
+  cuasync_error* (*queue_fd)(cuasync_queue_fd_args* args);
+  cuasync_error* (*queue_drain)(cuasync_queue_drain_args* args);
+  cuasync_error* (*host_token_create)(cuasync_host_token_create_args* args);
+  cuasync_error* (*host_token_complete)(cuasync_host_token_complete_args* args);
+  /* devices, runtimes, streams, events */
+  cuasync_error* (*device_count)(cuasync_device_count_args* args);
+  cuasync_error* (*runtime_create)(cuasync_runtime_create_args* args);
+  cuasync_error* (*runtime_destroy)(cuasync_runtime_destroy_args* args);
+  cuasync_error* (*stream_create)(cuasync_stream_create_args* args);
+  cuasync_error* (*stream_destroy)(cuasync_stream_destroy_args* args);
+  cuasync_error* (*stream_native)(cuasync_stream_native_args* args);
+  cuasync_error* (*stream_wait)(cuasync_stream_wait_args* args);
+  cuasync_error* (*event_record)(cuasync_event_record_args* args);
+  cuasync_error* (*event_query)(cuasync_event_query_args* args);
+  cuasync_error* (*event_wait)(cuasync_event_wait_args* args);
+  cuasync_error* (*event_destroy)(cuasync_event_destroy_args* args);
+  /* memory and copies */
+  cuasync_error* (*buffer_allocate)(cuasync_buffer_allocate_args* args);
+  cuasync_error* (*buffer_free)(cuasync_buffer_free_args* args);
+  cuasync_error* (*copy)(cuasync_copy_args* args);
+  cuasync_error* (*memset)(cuasync_memset_args* args);
+  /* JIT and launches */
+  cuasync_error* (*compile)(cuasync_compile_args* args);
+  cuasync_error* (*module_destroy)(cuasync_module_destroy_args* args);
+  cuasync_error* (*kernel_get)(cuasync_kernel_get_args* args);
+  cuasync_error* (*launch)(cuasync_launch_args* args);
+} cuasync_api;
+#define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, launch)
+
+/* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
+ * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added
+ * after 1.0. Never needs a GPU. An unknown major is refused with an error, and `*api` is still set to the library's own
+ * table (its abi_major says which it has), so that the caller can read the error with its error_info and free it with
+ * its error_destroy; call nothing else of it. */
+cuasync_error* cuasync_get_api(uint32_t major, const cuasync_api** api);
+typedef cuasync_error* (*cuasync_get_api_fn)(uint32_t major, const cuasync_api** api);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CUASYNC_H */

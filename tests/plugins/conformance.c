@@ -1,0 +1,326 @@
+/* The C ABI's conformance suite, in C11, as a framework would use the library: it only dlopen()s libcuasync.so.
+ * Usage: cuasync_conformance PATH/libcuasync.so [--gpu]
+ * Without --gpu (CI): version negotiation, struct_size in both directions, NULL and stale handles, error messages,
+ * a clear error without a driver, and the completion queue's fd protocol under stress (host tokens, several threads).
+ * With --gpu (the GPU machine): also a framework's own stream (made with raw driver calls) adopted, a kernel compiled
+ * from source, pageable and pinned copies, launches, completions by callback and by fd, and a fault reaching every
+ * pending completion. Prints one line per check that fails, and a summary; exits non-zero on any failure. */
+#define _GNU_SOURCE
+#include "conformance.h"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int checks = 0, failures = 0;
+const cuasync_api* api;
+
+cuasync_error_code code_of(cuasync_error* e) {
+  if (!e) return CUASYNC_OK;
+  cuasync_error_info_args info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = CUASYNC_ERROR_INFO_ARGS_SIZE;
+  info.error = e;
+  api->error_info(&info);
+  CHECK(info.message != NULL && info.message_size > 0 && strlen(info.message) == info.message_size);
+  const cuasync_error_code code = info.code;
+  api->error_destroy(e);
+  return code;
+}
+
+void print_error(const char* what, cuasync_error* e) {
+  cuasync_error_info_args info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  info.error = e;
+  api->error_info(&info);
+  fprintf(stderr, "%s: code %d, cuda %d: %s\n", what, (int)info.code, info.cuda_result, info.message);
+}
+
+int ok(cuasync_error* e, const char* what) {
+  if (!e) return 1;
+  print_error(what, e);
+  api->error_destroy(e);
+  ++failures;
+  return 0;
+}
+
+/* ---- versions and arguments ------------------------------------------------------------------------------------- */
+
+static void test_versions(cuasync_get_api_fn get_api) {
+  const cuasync_api* other = NULL;
+  cuasync_error* e = get_api(CUASYNC_ABI_MAJOR + 1, &other);
+  CHECK(e != NULL);
+  CHECK(other != NULL); /* the library's own table, to read and free the error with */
+  if (other) {
+    api = other;
+    CHECK(code_of(e) == CUASYNC_ERROR_UNSUPPORTED);
+  }
+  e = get_api(CUASYNC_ABI_MAJOR, NULL);
+  CHECK(e != NULL);
+  if (e && api) CHECK(code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  CHECK(get_api(CUASYNC_ABI_MAJOR, &api) == NULL);
+  CHECK(api != NULL);
+  if (!api) return;
+  CHECK(api->abi_major == CUASYNC_ABI_MAJOR);
+  CHECK(api->struct_size >= CUASYNC_API_SIZE_1_0);
+  api->error_destroy(NULL); /* accepted */
+}
+
+/* A queue_drain_args as a later minor version might ship it: one more field at the end. */
+typedef struct drain_args_next {
+  cuasync_queue_drain_args base;
+  uint64_t future_field;
+} drain_args_next;
+
+static void test_struct_sizes(void) {
+  cuasync_queue_create_args qc;
+  memset(&qc, 0, sizeof qc);
+  qc.struct_size = CUASYNC_QUEUE_CREATE_ARGS_SIZE;
+  qc.flags = CUASYNC_QUEUE_FD;
+  CHECK(api->queue_create(&qc) == NULL);
+  cuasync_completion_record records[4];
+
+  /* Newer caller, zeroed tail: accepted. */
+  drain_args_next next;
+  memset(&next, 0, sizeof next);
+  next.base.struct_size = sizeof next;
+  next.base.queue = qc.queue;
+  next.base.records = records;
+  next.base.capacity = 4;
+  next.base.count = 99;
+  CHECK(api->queue_drain(&next.base) == NULL);
+  CHECK(next.base.count == 0);
+  /* Newer caller asking for something this library does not know: refused, with a message. */
+  next.future_field = 1;
+  CHECK(code_of(api->queue_drain(&next.base)) == CUASYNC_ERROR_UNSUPPORTED);
+
+  /* Older caller: error_info without the message fields still gets the code; nothing past its size is written. */
+  cuasync_queue_fd_args bad;
+  memset(&bad, 0, sizeof bad);
+  bad.struct_size = CUASYNC_QUEUE_FD_ARGS_SIZE;
+  cuasync_error* e = api->queue_fd(&bad); /* NULL queue */
+  CHECK(e != NULL);
+  struct {
+    cuasync_error_info_args info;
+    uint64_t guard;
+  } old;
+  memset(&old, 0xab, sizeof old);
+  old.info.struct_size = CUASYNC_STRUCT_SIZE(cuasync_error_info_args, nvrtc_result);
+  old.info.error = e;
+  api->error_info(&old.info);
+  CHECK(old.info.code == CUASYNC_ERROR_INVALID_ARGUMENT);
+  CHECK(*(const unsigned char*)&old.info.message == 0xab); /* beyond the caller's struct_size: untouched */
+  api->error_destroy(e);
+
+  /* A struct_size too small to be one. */
+  qc.struct_size = 3;
+  CHECK(code_of(api->queue_create(&qc)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, next.base.queue};
+  CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+static void test_null_and_stale(void) {
+  CHECK(code_of(api->queue_create(NULL)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  CHECK(code_of(api->device_count(NULL)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL};
+  CHECK(api->queue_create(&qc) == NULL);
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
+  CHECK(api->queue_destroy(&qd) == NULL);
+  /* Destroyed: stale, twice. */
+  CHECK(code_of(api->queue_destroy(&qd)) == CUASYNC_ERROR_STALE_HANDLE);
+  cuasync_queue_fd_args fd = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
+  CHECK(code_of(api->queue_fd(&fd)) == CUASYNC_ERROR_STALE_HANDLE);
+  /* NULL, made up, or of another kind. */
+  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, NULL};
+  CHECK(code_of(api->stream_destroy(&sd)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  sd.stream = (cuasync_stream)(uintptr_t)0x12345602;
+  CHECK(code_of(api->stream_destroy(&sd)) == CUASYNC_ERROR_STALE_HANDLE);
+  CHECK(api->queue_create(&qc) == NULL);
+  sd.stream = (cuasync_stream)qc.queue;
+  CHECK(code_of(api->stream_destroy(&sd)) == CUASYNC_ERROR_STALE_HANDLE);
+  cuasync_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  /* A callback on a queue without a callback thread; flags that make no queue. */
+  cuasync_host_token_create_args hc;
+  memset(&hc, 0, sizeof hc);
+  hc.struct_size = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
+  hc.completion.queue = qc.queue;
+  hc.completion.callback = (cuasync_callback)print_error;
+  CHECK(code_of(api->host_token_create(&hc)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  cuasync_queue_create_args none = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, 0, NULL};
+  CHECK(code_of(api->queue_create(&none)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  qd.queue = qc.queue;
+  CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+static int test_no_driver(void) {
+  cuasync_device_count_args dc = {CUASYNC_DEVICE_COUNT_ARGS_SIZE, -1};
+  cuasync_error* e = api->device_count(&dc);
+  if (e) {
+    print_error("device_count (expected without a GPU)", e);
+    CHECK(code_of(e) == CUASYNC_ERROR_NO_DRIVER);
+    cuasync_runtime_create_args rc;
+    memset(&rc, 0, sizeof rc);
+    rc.struct_size = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
+    CHECK(code_of(api->runtime_create(&rc)) == CUASYNC_ERROR_NO_DRIVER);
+    return 0;
+  }
+  CHECK(dc.count >= 1);
+  return dc.count;
+}
+
+/* ---- the fd protocol under stress --------------------------------------------------------------------------------- */
+
+enum { producers = 4, per_producer = 25000, total = producers * per_producer };
+static cuasync_queue stress_queue;
+static _Atomic unsigned char seen[total];
+static atomic_int duplicates, out_of_range, errors_seen, produced;
+
+static void* produce(void* arg) {
+  const int base = (int)(intptr_t)arg * per_producer;
+  for (int i = 0; i < per_producer; ++i) {
+    cuasync_host_token_create_args c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
+    c.completion.queue = stress_queue;
+    c.completion.token = (uint64_t)(base + i);
+    if (api->host_token_create(&c)) {
+      atomic_fetch_add(&errors_seen, 1);
+      continue;
+    }
+    cuasync_host_token_complete_args done = {CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE, c.token, CUASYNC_OK};
+    if (api->host_token_complete(&done)) atomic_fetch_add(&errors_seen, 1);
+    atomic_fetch_add(&produced, 1);
+  }
+  return NULL;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void test_fd_stress(void) {
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL};
+  CHECK(api->queue_create(&qc) == NULL);
+  stress_queue = qc.queue;
+  cuasync_queue_fd_args fa = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
+  CHECK(api->queue_fd(&fa) == NULL);
+  pthread_t threads[producers];
+  for (int t = 0; t < producers; ++t) pthread_create(&threads[t], NULL, produce, (void*)(intptr_t)t);
+  /* The consumer: wait for the fd, drain until a drain returns fewer than asked, repeat. Any lost wake-up shows as
+   * a timeout with records still undelivered. */
+  int received = 0;
+  cuasync_completion_record buf[256];
+  const double deadline = now_s() + 60;
+  while (received < total && now_s() < deadline) {
+    struct pollfd p = {fa.fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    for (;;) {
+      cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, buf, 256, 0};
+      if (api->queue_drain(&d)) {
+        atomic_fetch_add(&errors_seen, 1);
+        break;
+      }
+      for (size_t i = 0; i < d.count; ++i) {
+        if (buf[i].token >= (uint64_t)total || buf[i].code != CUASYNC_OK) {
+          atomic_fetch_add(&out_of_range, 1);
+          continue;
+        }
+        if (atomic_exchange(&seen[buf[i].token], 1)) atomic_fetch_add(&duplicates, 1);
+        ++received;
+      }
+      if (d.count < 256) break;
+    }
+  }
+  for (int t = 0; t < producers; ++t) pthread_join(threads[t], NULL);
+  /* Nothing more may come, and the fd must read as empty now. */
+  struct pollfd p = {fa.fd, POLLIN, 0};
+  CHECK(poll(&p, 1, 50) == 0);
+  printf("fd stress: %d of %d completions received from %d threads; duplicates %d, errors %d\n", received, total,
+         producers, atomic_load(&duplicates), atomic_load(&errors_seen));
+  CHECK(received == total);
+  CHECK(atomic_load(&duplicates) == 0);
+  CHECK(atomic_load(&out_of_range) == 0);
+  CHECK(atomic_load(&errors_seen) == 0);
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
+  CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+/* Callbacks: run on the queue's thread, in order, each once. */
+static atomic_int callbacks_run, callback_errors;
+static void on_complete(const cuasync_completion_record* r, void* user) {
+  if ((uint64_t)(intptr_t)user != r->token || r->code != CUASYNC_ERROR_CANCELLED) atomic_fetch_add(&callback_errors, 1);
+  atomic_fetch_add(&callbacks_run, 1);
+}
+
+static void test_callbacks(void) {
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_CALLBACKS, NULL};
+  CHECK(api->queue_create(&qc) == NULL);
+  enum { n = 1000 };
+  for (int i = 0; i < n; ++i) {
+    cuasync_host_token_create_args c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
+    c.completion.queue = qc.queue;
+    c.completion.token = (uint64_t)i;
+    c.completion.callback = on_complete;
+    c.completion.user_data = (void*)(intptr_t)i;
+    CHECK(api->host_token_create(&c) == NULL);
+    cuasync_host_token_complete_args done = {CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE, c.token, CUASYNC_ERROR_CANCELLED};
+    CHECK(api->host_token_complete(&done) == NULL);
+    CHECK(code_of(api->host_token_complete(&done)) == CUASYNC_ERROR_STALE_HANDLE); /* once */
+  }
+  const double deadline = now_s() + 30;
+  while (atomic_load(&callbacks_run) < n && now_s() < deadline) {
+    struct timespec t = {0, 1000000};
+    nanosleep(&t, NULL);
+  }
+  printf("callbacks: %d of %d run\n", atomic_load(&callbacks_run), n);
+  CHECK(atomic_load(&callbacks_run) == n);
+  CHECK(atomic_load(&callback_errors) == 0);
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
+  CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s PATH/libcuasync.so [--gpu]\n", argv[0]);
+    return 2;
+  }
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+    return 2;
+  }
+  cuasync_get_api_fn get_api = (cuasync_get_api_fn)dlsym(lib, "cuasync_get_api");
+  if (!get_api) {
+    fprintf(stderr, "no cuasync_get_api in %s\n", argv[1]);
+    return 2;
+  }
+  test_versions(get_api);
+  if (!api) return 1;
+  test_struct_sizes();
+  test_null_and_stale();
+  const int devices = test_no_driver();
+  test_fd_stress();
+  test_callbacks();
+  if (argc > 2 && strcmp(argv[2], "--gpu") == 0) {
+    CHECK(devices >= 1);
+    if (devices >= 1) run_gpu_part();
+  }
+  printf("conformance: %d checks, %d failed%s\n", checks, failures,
+         argc > 2 ? "" : " (no-GPU part; --gpu runs the rest)");
+  return failures ? 1 : 0;
+}

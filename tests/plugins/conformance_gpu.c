@@ -1,0 +1,195 @@
+/* The conformance suite's GPU part: cuasync driven through the C ABI on a stream that "a framework" made with raw
+ * driver calls (libcuda opened here with dlopen, as a framework would have it). Ends with a fault, which every pending
+ * completion must report (the context is unusable afterwards, so it runs last). */
+#define _GNU_SOURCE
+#include "conformance.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char* saxpy_source =
+    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void write_to(int* p, int v) { *p = v; }\n";
+
+/* Records from the fd until `want` arrived (or 30 s). */
+static int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, int want) {
+  int got = 0;
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (got < want) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 30) break;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out + got, (size_t)(want - got), 0};
+    if (!ok(api->queue_drain(&d), "queue_drain")) break;
+    got += (int)d.count;
+  }
+  return got;
+}
+
+static atomic_int callback_done;
+static atomic_int callback_code;
+static void on_copied(const cuasync_completion_record* r, void* user) {
+  (void)user;
+  atomic_store(&callback_code, (int)r->code);
+  atomic_store(&callback_done, 1);
+}
+
+void run_gpu_part(void) {
+  /* The framework's side: its own stream on the device's primary context, made with raw driver calls. */
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(cuda != NULL);
+  if (!cuda) return;
+  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(cuda, "cuInit");
+  CUresult (*device_get)(CUdevice*, int) = (CUresult(*)(CUdevice*, int))dlsym(cuda, "cuDeviceGet");
+  CUresult (*retain)(CUcontext*, CUdevice) = (CUresult(*)(CUcontext*, CUdevice))dlsym(cuda, "cuDevicePrimaryCtxRetain");
+  CUresult (*set_current)(CUcontext) = (CUresult(*)(CUcontext))dlsym(cuda, "cuCtxSetCurrent");
+  CUresult (*stream_create)(CUstream*, unsigned) = (CUresult(*)(CUstream*, unsigned))dlsym(cuda, "cuStreamCreate");
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream framework_stream;
+  CHECK(init(0) == CUDA_SUCCESS && device_get(&dev, 0) == CUDA_SUCCESS && retain(&ctx, dev) == CUDA_SUCCESS);
+  CHECK(set_current(ctx) == CUDA_SUCCESS && stream_create(&framework_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+
+  /* cuasync on the same (primary) context, the framework's stream adopted. */
+  cuasync_runtime_create_args rc;
+  memset(&rc, 0, sizeof rc);
+  rc.struct_size = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
+  if (!ok(api->runtime_create(&rc), "runtime_create")) return;
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.runtime = rc.runtime;
+  sc.native = framework_stream;
+  if (!ok(api->stream_create(&sc), "stream_create (adopt)")) return;
+  cuasync_stream_native_args sn = {CUASYNC_STREAM_NATIVE_ARGS_SIZE, sc.stream, NULL, NULL};
+  CHECK(api->stream_native(&sn) == NULL && sn.native == (void*)framework_stream && sn.context == (void*)ctx);
+
+  /* A kernel compiled at run time. */
+  const char* opts[] = {"--std=c++17"};
+  cuasync_compile_args cc;
+  memset(&cc, 0, sizeof cc);
+  cc.struct_size = CUASYNC_COMPILE_ARGS_SIZE;
+  cc.runtime = rc.runtime;
+  cc.name = "saxpy.cu";
+  cc.source = saxpy_source;
+  cc.options = opts;
+  cc.num_options = 1;
+  if (!ok(api->compile(&cc), "compile")) return;
+  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0};
+  if (!ok(api->kernel_get(&kg), "kernel_get")) return;
+  CHECK(kg.num_params == 4);
+
+  /* Queues: an fd for the copies in, a callback for the copy out. */
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD | CUASYNC_QUEUE_CALLBACKS, NULL};
+  if (!ok(api->queue_create(&qc), "queue_create")) return;
+  cuasync_queue_fd_args qf = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
+  CHECK(api->queue_fd(&qf) == NULL);
+
+  enum { n = 3 << 20 }; /* 12 MiB of floats: more than one staging chunk */
+  float* x = malloc(n * sizeof(float));  /* pageable, as a framework's host tensors often are */
+  float* y = malloc(n * sizeof(float));
+  float* out = malloc(n * sizeof(float));
+  for (int i = 0; i < n; ++i) {
+    x[i] = (float)(i % 1000) * 0.5f;
+    y[i] = (float)(i % 7);
+  }
+  cuasync_buffer_allocate_args bx, by;
+  memset(&bx, 0, sizeof bx);
+  bx.struct_size = CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE;
+  bx.runtime = rc.runtime;
+  bx.stream = sc.stream;
+  bx.kind = CUASYNC_MEMORY_DEVICE;
+  bx.size = n * sizeof(float);
+  by = bx;
+  CHECK(api->buffer_allocate(&bx) == NULL && api->buffer_allocate(&by) == NULL);
+  cuasync_copy_args cp;
+  memset(&cp, 0, sizeof cp);
+  cp.struct_size = CUASYNC_COPY_ARGS_SIZE;
+  cp.stream = sc.stream;
+  cp.size = n * sizeof(float);
+  cp.completion.queue = qc.queue;
+  cp.dst = bx.pointer, cp.src = x, cp.completion.token = 1;
+  CHECK(ok(api->copy(&cp), "copy x"));
+  cp.dst = by.pointer, cp.src = y, cp.completion.token = 2;
+  CHECK(ok(api->copy(&cp), "copy y"));
+
+  float alpha = 2.0f;
+  int count = n;
+  void* xp = bx.pointer;
+  void* yp = by.pointer;
+  cuasync_kernel_arg args[4] = {{&alpha, sizeof alpha}, {&xp, sizeof xp}, {&yp, sizeof yp}, {&count, sizeof count}};
+  cuasync_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  la.stream = sc.stream;
+  la.kernel = kg.kernel;
+  la.grid[0] = (n + 255) / 256;
+  la.block[0] = 256;
+  la.args = args;
+  la.num_args = 4;
+  la.completion.queue = qc.queue;
+  la.completion.token = 3;
+  /* A wrong argument size is refused before anything is enqueued. */
+  args[3].size = 8;
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  args[3].size = sizeof count;
+  CHECK(ok(api->launch(&la), "launch"));
+  cp.dst = out, cp.src = by.pointer, cp.completion.token = 4;
+  cp.completion.callback = on_copied;
+  CHECK(ok(api->copy(&cp), "copy out"));
+
+  cuasync_completion_record recs[8];
+  CHECK(drain_until(qc.queue, qf.fd, recs, 3) == 3);
+  for (int i = 0; i < 3; ++i) CHECK(recs[i].code == CUASYNC_OK);
+  for (int i = 0; i < 3000 && !atomic_load(&callback_done); ++i) {
+    struct timespec t = {0, 10000000};
+    nanosleep(&t, NULL);
+  }
+  CHECK(atomic_load(&callback_done) && atomic_load(&callback_code) == CUASYNC_OK);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += out[i] != 2.0f * x[i] + y[i];
+  printf("gpu: saxpy of %d floats through the C ABI on a framework's stream: %d wrong\n", n, wrong);
+  CHECK(wrong == 0);
+
+  /* A fault reaches every pending completion: the faulting launch, then waits behind it. */
+  cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0};
+  CHECK(ok(api->kernel_get(&kw), "kernel_get write_to"));
+  void* bad = (void*)(uintptr_t)0x10;
+  int value = 1;
+  cuasync_kernel_arg fault_args[2] = {{&bad, sizeof bad}, {&value, sizeof value}};
+  la.kernel = kw.kernel;
+  la.grid[0] = 1;
+  la.block[0] = 1;
+  la.args = fault_args;
+  la.num_args = 2;
+  la.completion.token = 10;
+  CHECK(ok(api->launch(&la), "launch write_to"));
+  cuasync_stream_wait_args sw;
+  memset(&sw, 0, sizeof sw);
+  sw.struct_size = CUASYNC_STREAM_WAIT_ARGS_SIZE;
+  sw.stream = sc.stream;
+  sw.completion.queue = qc.queue;
+  for (int i = 0; i < 3; ++i) {
+    sw.completion.token = 11 + (uint64_t)i;
+    CHECK(ok(api->stream_wait(&sw), "stream_wait"));
+  }
+  CHECK(drain_until(qc.queue, qf.fd, recs, 4) == 4);
+  for (int i = 0; i < 4; ++i) CHECK(recs[i].code == CUASYNC_ERROR_CUDA && recs[i].cuda_result == 700);
+  printf("gpu: a fault reached %d pending completions as CUDA_ERROR_ILLEGAL_ADDRESS\n", 4);
+  free(x);
+  free(y);
+  free(out);
+  return;
+}
