@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int checks = 0, failures = 0;
 const cuasync_api* api;
@@ -161,6 +162,40 @@ static void test_null_and_stale(void) {
   CHECK(code_of(api->queue_create(&none)) == CUASYNC_ERROR_INVALID_ARGUMENT);
   qd.queue = qc.queue;
   CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+/* A malformed kernel package is reported with its file and line, before anything needs a GPU. */
+static void test_package_errors(void) {
+  char dir[] = "/tmp/cuasync-conformance-XXXXXX";
+  if (!mkdtemp(dir)) {
+    CHECK(0);
+    return;
+  }
+  char path[256];
+  snprintf(path, sizeof path, "%s/cuasync.manifest", dir);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("package broken\n# a comment\nsourse kernels.cu\n", f);
+  fclose(f);
+  cuasync_package_load_args pl;
+  memset(&pl, 0, sizeof pl);
+  pl.struct_size = CUASYNC_PACKAGE_LOAD_ARGS_SIZE;
+  pl.directory = dir;
+  cuasync_error* e = api->package_load(&pl);
+  CHECK(e != NULL);
+  if (e) {
+    cuasync_error_info_args info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = CUASYNC_ERROR_INFO_ARGS_SIZE;
+    info.error = e;
+    api->error_info(&info);
+    CHECK(info.code == CUASYNC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(info.message, "cuasync.manifest:3: unknown entry 'sourse'") != NULL);
+    api->error_destroy(e);
+  }
+  remove(path);
+  rmdir(dir);
 }
 
 static int test_no_driver(void) {
@@ -313,6 +348,7 @@ int main(int argc, char** argv) {
   if (!api) return 1;
   test_struct_sizes();
   test_null_and_stale();
+  test_package_errors();
   const int devices = test_no_driver();
   test_fd_stress();
   test_callbacks();

@@ -4,6 +4,7 @@
 #include "completion_queue.hpp"
 
 #include <cuasync/driver/stream.hpp>
+#include <cuasync/engine/admission.hpp>
 
 namespace cuasync::c_api {
 
@@ -38,8 +39,12 @@ cuasync_error* compile(cuasync_compile_args* a) noexcept;
 cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept;
 cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept;
 cuasync_error* launch(cuasync_launch_args* a) noexcept;
+cuasync_error* package_load(cuasync_package_load_args* a) noexcept;
 
-//! Reports `to` when the work enqueued on `s` so far completes (a pooled event and the engine's callbacks).
-void complete_after(stream_ref s, delivery to);
+//! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
+admission_ticket admit(stream_ref s, const char* call, bool hold = false);
+//! Reports `to` (if any) when the work enqueued on `s` so far completes, and gives `ticket`'s place back then (a
+//! pooled event and the engine's callbacks). Never throws once the event is recorded. @throws cuda_error
+void complete_after(stream_ref s, admission_ticket ticket, delivery to);
 
 }  // namespace cuasync::c_api

@@ -19,12 +19,20 @@ struct gpu_completion final : completion_callback {
 };
 }  // namespace
 
-void complete_after(stream_ref s, delivery to) {
-  if (!to) return;
+admission_ticket admit(stream_ref s, const char* call, bool hold) {
+  admission_ticket t = cuda_completion_source::instance().try_admit(s, hold);
+  if (!t)
+    fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.describe() +
+                                 " (or its context) has as much work in flight as admitted; retry after a completion");
+  return t;
+}
+
+void complete_after(stream_ref s, admission_ticket ticket, delivery to) {
   auto* c = new gpu_completion;
   c->to = std::move(to);
   try {
-    completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), c);
+    completion_callbacks::instance().wait(cuda_completion_source::instance().record(s, std::move(ticket)).into_target(),
+                                          c);
   } catch (...) {
     delete c;
     throw;
@@ -102,7 +110,7 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "stream_wait");
     if (!to) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_wait: no queue to complete to");
-    complete_after(s->ref, std::move(to));
+    complete_after(s->ref, admission_ticket(), std::move(to));  // enqueues nothing: needs no place
   });
 }
 

@@ -4,10 +4,25 @@
 
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/jit/compiler.hpp>
+#include <cuasync/jit/kernel_package.hpp>
 
 #include <vector>
 
 namespace cuasync::c_api {
+
+namespace {
+// Compiles `p` for the runtime's device (memory cache, disk cache, then NVRTC) and loads it into its context.
+std::shared_ptr<module_object> load_module(const std::shared_ptr<runtime_object>& r, const jit::program& p,
+                                           const jit::compile_options& o) {
+  const context_ref ctx = r->rt->context();
+  jit::compile_result compiled = jit::default_compiler().compile(p, ctx.device().compute_capability(), o);
+  auto m = std::make_shared<module_object>();
+  m->owner = r;
+  m->mod = module::load(ctx, compiled.program->bytes(), compiled.program->name);
+  for (const auto& [expression, lowered] : compiled.program->lowered_names) m->mod.add_name_alias(expression, lowered);
+  return m;
+}
+}  // namespace
 
 cuasync_error* compile(cuasync_compile_args* a) noexcept {
   return call("compile", a, [](args<cuasync_compile_args>& x) {
@@ -31,12 +46,19 @@ cuasync_error* compile(cuasync_compile_args* a) noexcept {
       if (!x->options[i]) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a NULL option");
       o.extra.emplace_back(x->options[i]);
     }
-    const context_ref ctx = r->rt->context();
-    jit::compile_result compiled = jit::default_compiler().compile(p, ctx.device().compute_capability(), o);
-    auto m = std::make_shared<module_object>();
-    m->owner = r;
-    m->mod = module::load(ctx, compiled.program->bytes(), compiled.program->name);
-    for (const auto& [expression, lowered] : compiled.program->lowered_names) m->mod.add_name_alias(expression, lowered);
+    x->module = to_handle<cuasync_module>(registry::instance().add(kind::module, load_module(r, p, o)));
+  });
+}
+
+cuasync_error* package_load(cuasync_package_load_args* a) noexcept {
+  return call("package_load", a, [](args<cuasync_package_load_args>& x) {
+    if (!x->directory) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "package_load: directory is NULL");
+    const jit::kernel_package k = jit::kernel_package::load(x->directory);  // a bad manifest is reported first
+    auto r = runtime_of(x->runtime, "runtime");
+    std::shared_ptr<module_object> m = load_module(r, k.program, k.options);
+    const std::vector<std::string> entries = k.entry_points();
+    for (const std::string& e : entries) (void)m->mod.kernel(e);  // each declared entry point exists
+    x->num_entry_points = entries.size();
     x->module = to_handle<cuasync_module>(registry::instance().add(kind::module, std::move(m)));
   });
 }
@@ -104,8 +126,13 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     config.grid = dim(x->grid);
     config.block = dim(x->block);
     config.shared_memory_bytes = x->shared_memory_bytes;
+    // The configuration is checked before a place is taken (bad input costs none); the launch checks it again, cheaply.
+    const detail::kernel_info& info = k->kernel.info();
+    if (!detail::config_fits(info, config) || !(info.ctx == s->ref.context()))
+      detail::check_config_slow(info, config, s->ref, std::source_location::current());
+    admission_ticket ticket = admit(s->ref, "launch");
     launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-    complete_after(s->ref, std::move(to));
+    complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }
 

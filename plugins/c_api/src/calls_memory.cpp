@@ -4,6 +4,8 @@
 
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
 
 namespace cuasync::c_api {
@@ -12,13 +14,75 @@ namespace {
 // A staged copy on its way to a queue: reported once done, then deletes itself.
 struct staged_completion final : runtime::staged_copy_callback {
   delivery to;
+  admission_ticket ticket;  // holds the stream until every chunk is enqueued, its place until done
+  void enqueued() noexcept override { ticket.end_hold(); }
   void done(std::error_code ec) noexcept override {
+    ticket.reset();
     to(ec);
     delete this;
   }
 };
 
 CUdeviceptr device_address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Copies up to this size through one pinned block of their whole size, in stream order (larger ones through the
+// staged copier's ring, which holds the stream until its last chunk is enqueued).
+constexpr std::size_t whole_staging_limit = std::size_t{256} << 20;
+
+// D2H through a whole pinned block: once the DMA into it completes, the copy threads copy it out, then the
+// completion is reported. Deletes itself.
+struct copy_out final : completion_callback {
+  runtime::pinned_block block;
+  std::byte* dst = nullptr;
+  runtime::memcpy_team* team = nullptr;
+  bool streaming = false;
+  delivery to;
+  void complete(std::error_code ec) noexcept override {
+    if (ec) {
+      to(ec);
+      delete this;
+      return;
+    }
+    try {
+      team->submit(dst, block.get(), block.size(), streaming, [this] {
+        to({});
+        delete this;
+      });
+    } catch (...) {
+      to(std::make_error_code(std::errc::not_enough_memory));
+      delete this;
+    }
+  }
+};
+
+// Pageable memory through a pinned block of the copy's size: the host copy happens in the call (H2D, on the copy
+// threads, no GPU wait) or after the DMA (D2H), and the DMA is enqueued in the call, so stream order is call order.
+void copy_whole(stream_object& s, runtime::device_runtime& rt, void* dst, const void* src, std::size_t size,
+                bool to_device, admission_ticket ticket, delivery to) {
+  runtime::staged_copier& staging = rt.staging();
+  runtime::pinned_block block = rt.pinned()->allocate(size);
+  if (to_device) {
+    staging.team().copy(block.get(), src, size, staging.options().h2d_streaming_stores);
+    copy_async(s.ref, device_span{device_address(dst), size}, std::span<const std::byte>(block.bytes()));
+    block.record_use(s.ref);  // the pool hands it out again only after the DMA
+    complete_after(s.ref, std::move(ticket), std::move(to));
+    return;
+  }
+  copy_async(s.ref, block.bytes(), device_span{device_address(src), size});
+  auto* c = new copy_out;
+  c->block = std::move(block);
+  c->dst = static_cast<std::byte*>(dst);
+  c->team = &staging.team();
+  c->streaming = size >= staging.options().d2h_streaming_from_bytes;
+  c->to = std::move(to);
+  try {
+    completion_callbacks::instance().wait(
+        cuda_completion_source::instance().record(s.ref, std::move(ticket)).into_target(), c);
+  } catch (...) {
+    delete c;
+    throw;
+  }
+}
 }  // namespace
 
 cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept {
@@ -58,11 +122,22 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     const bool src_host = sk == memory_kind::pageable_host || sk == memory_kind::pinned_host;
     if (dst_host && src_host) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: host to host (use memcpy)");
     const bool pageable = dk == memory_kind::pageable_host || sk == memory_kind::pageable_host;
-    if (pageable) {
+    if (pageable && x->size <= whole_staging_limit) {
       // Staged: the driver's own pageable copy would wait on this thread for the work ahead of it on the stream.
+      copy_whole(*s, s->staging_runtime("copy"), x->dst, x->src, x->size, src_host, admit(s->ref, "copy"),
+                 std::move(to));
+      return;
+    }
+    if (pageable) {
       runtime::staged_copier& staging = s->staging_runtime("copy").staging();
       auto* c = new staged_completion;
       c->to = std::move(to);
+      try {
+        c->ticket = admit(s->ref, "copy", true);
+      } catch (...) {
+        delete c;
+        throw;
+      }
       try {
         if (src_host)
           staging.start_to_device(s->ref, {device_address(x->dst), x->size},
@@ -76,6 +151,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
       }
       return;
     }
+    admission_ticket ticket = admit(s->ref, "copy");
     if (src_host)
       copy_async(s->ref, device_span{device_address(x->dst), x->size},
                  std::span<const std::byte>(static_cast<const std::byte*>(x->src), x->size));
@@ -84,7 +160,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
                  device_span{device_address(x->src), x->size});
     else
       copy_async(s->ref, device_span{device_address(x->dst), x->size}, device_span{device_address(x->src), x->size});
-    complete_after(s->ref, std::move(to));
+    complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }
 
@@ -92,8 +168,9 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
   return call("memset", a, [](args<cuasync_memset_args>& x) {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "memset");
+    admission_ticket ticket = admit(s->ref, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
-    complete_after(s->ref, std::move(to));
+    complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }
 

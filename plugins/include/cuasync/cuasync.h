@@ -23,6 +23,10 @@
  *   records remain and becomes unreadable only inside the drain that empties the queue, so a record queued after
  *   that makes it readable again.
  *
+ * No call waits for the GPU on the caller's thread. Copies, memsets and launches take a place among the work in flight
+ * first (at most 64 per stream and 500 per context by default, below what the driver's hardware queues hold): with no
+ * place they fail with CUASYNC_ERROR_BUSY and enqueue nothing, where the driver would have blocked the caller.
+ *
  * Ownership and lifetime of every pointer are stated next to it. "Borrowed" pointers are read during the call only.
  */
 #ifndef CUASYNC_H
@@ -53,7 +57,10 @@ typedef enum cuasync_error_code {
   CUASYNC_ERROR_COMPILE = 6,           /* NVRTC missing or a compile error: see nvrtc_result and the message */
   CUASYNC_ERROR_OUT_OF_MEMORY = 7,
   CUASYNC_ERROR_CANCELLED = 8,         /* a completion cancelled (its GPU work goes on) */
-  CUASYNC_ERROR_INTERNAL = 9
+  CUASYNC_ERROR_INTERNAL = 9,
+  CUASYNC_ERROR_BUSY = 10              /* the stream (or its context) has as much work in flight as cuasync admits: the
+                                          driver's queue could block the call; nothing was enqueued: retry after one of
+                                          the stream's completions */
 } cuasync_error_code;
 
 typedef struct cuasync_error cuasync_error; /* opaque; owned by the caller once returned */
@@ -261,9 +268,12 @@ typedef struct cuasync_buffer_free_args {
 } cuasync_buffer_free_args;
 #define CUASYNC_BUFFER_FREE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_free_args, buffer)
 
-/* Copies `size` bytes from `src` to `dst` on `stream`: host (pinned or pageable: pageable memory is staged through
- * pinned chunks on cuasync's copy threads, never through the driver's slow, host-waiting path) to device, device to
- * host, or device to device. Never waits for the GPU. Host memory must stay valid until the completion. */
+/* Copies `size` bytes from `src` to `dst` on `stream`: host to device, device to host, or device to device. Never
+ * waits for the GPU; enqueued in stream order in the call. Pageable host memory never takes the driver's slow,
+ * host-waiting path: up to 256 MiB it goes through a pooled pinned block of its size (H2D: copied into it in the call,
+ * by cuasync's copy threads; D2H: copied out of it after the DMA, before the completion); larger copies go through the
+ * staged copier's ring, and hold the stream until their last chunk is enqueued (other copies, memsets and launches on
+ * it meanwhile fail with CUASYNC_ERROR_BUSY). Host memory must stay valid until the completion. */
 typedef struct cuasync_copy_args {
   size_t struct_size;
   cuasync_stream stream;         /* in */
@@ -306,6 +316,18 @@ typedef struct cuasync_compile_args {
   cuasync_module module;                /* out: destroy with module_destroy */
 } cuasync_compile_args;
 #define CUASYNC_COMPILE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_compile_args, module)
+
+/* Loads a kernel package: a directory with a `cuasync.manifest` naming the program's source, headers, options and
+ * entry points (its format: jit/include/cuasync/jit/kernel_package.hpp), compiled for the runtime's device through
+ * the caches. A malformed manifest is an error naming the file, the line and the problem. */
+typedef struct cuasync_package_load_args {
+  size_t struct_size;
+  cuasync_runtime runtime;  /* in */
+  const char* directory;    /* in: borrowed */
+  cuasync_module module;    /* out: destroy with module_destroy; kernel_get finds the manifest's entry points */
+  size_t num_entry_points;  /* out: its `kernel` and `template` entries, each checked to exist */
+} cuasync_package_load_args;
+#define CUASYNC_PACKAGE_LOAD_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_package_load_args, num_entry_points)
 
 typedef struct cuasync_module_destroy_args {
   size_t struct_size;
@@ -379,8 +401,9 @@ typedef struct cuasync_api {
   cuasync_error* (*module_destroy)(cuasync_module_destroy_args* args);
   cuasync_error* (*kernel_get)(cuasync_kernel_get_args* args);
   cuasync_error* (*launch)(cuasync_launch_args* args);
+  cuasync_error* (*package_load)(cuasync_package_load_args* args);
 } cuasync_api;
-#define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, launch)
+#define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, package_load)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

@@ -90,6 +90,8 @@ class staged_copier {
                     std::source_location where = std::source_location::current());
 
   const staged_copy_options& options() const noexcept { return options_; }
+  //! The copy threads (for callers that stage whole copies themselves: the C ABI).
+  memcpy_team& team() noexcept { return team_; }
   context_ref context() const noexcept { return ctx_; }
 
  private:
