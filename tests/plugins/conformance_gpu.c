@@ -38,6 +38,27 @@ static int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, 
   return got;
 }
 
+/* The layout of DLPack 1.x's DLManagedTensorVersioned, flattened (declared here, as cuasync does). */
+typedef struct dl_managed {
+  uint32_t version_major, version_minor;
+  void* manager_ctx;
+  void (*deleter)(struct dl_managed*);
+  uint64_t flags;
+  void* data;
+  int32_t device_type, device_id;
+  int32_t ndim;
+  uint8_t dtype_code, dtype_bits;
+  uint16_t dtype_lanes;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} dl_managed;
+static atomic_int deleted;
+static void count_deleter(dl_managed* m) {
+  (void)m;
+  atomic_fetch_add(&deleted, 1);
+}
+
 static atomic_int callback_done;
 static atomic_int callback_code;
 static void on_copied(const cuasync_completion_record* r, void* user) {
@@ -162,6 +183,53 @@ void run_gpu_part(void) {
   for (int i = 0; i < n; ++i) wrong += out[i] != 2.0f * x[i] + y[i];
   printf("gpu: saxpy of %d floats through the C ABI on a framework's stream: %d wrong\n", n, wrong);
   CHECK(wrong == 0);
+
+  /* DLPack: y exported to "the framework" (its stream made to wait on the device), and a tensor of the framework's
+   * imported: its deleter runs once, after cuasync's work on it. */
+  cuasync_buffer_export_dlpack_args ex;
+  memset(&ex, 0, sizeof ex);
+  ex.struct_size = CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE;
+  ex.buffer = by.buffer;
+  ex.stream = sc.stream;
+  ex.consumer_stream = (intptr_t)framework_stream;
+  ex.dtype_code = 2; /* float */
+  ex.dtype_bits = 32;
+  if (ok(api->buffer_export_dlpack(&ex), "buffer_export_dlpack")) {
+    dl_managed* m = (dl_managed*)ex.managed;
+    CHECK(m->version_major == 1 && m->data == by.pointer && m->ndim == 1 && m->shape[0] == n);
+    m->deleter(m); /* the consumer is done with it */
+  }
+  dl_managed mine;
+  memset(&mine, 0, sizeof mine);
+  int64_t shape = n;
+  mine.version_major = 1;
+  mine.deleter = count_deleter;
+  mine.data = bx.pointer;
+  mine.device_type = 2; /* kDLCUDA */
+  mine.device_id = 0;
+  mine.ndim = 1;
+  mine.dtype_code = 2;
+  mine.dtype_bits = 32;
+  mine.dtype_lanes = 1;
+  mine.shape = &shape;
+  cuasync_buffer_import_dlpack_args im;
+  memset(&im, 0, sizeof im);
+  im.struct_size = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
+  im.runtime = rc.runtime;
+  im.stream = sc.stream;
+  im.managed = &mine;
+  if (ok(api->buffer_import_dlpack(&im), "buffer_import_dlpack")) {
+    CHECK(im.pointer == bx.pointer && im.size == (size_t)n * sizeof(float));
+    cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, im.buffer};
+    CHECK(ok(api->buffer_free(&bf), "buffer_free (imported)"));
+    for (int i = 0; i < 500 && atomic_load(&deleted) == 0; ++i) {
+      struct timespec t = {0, 10000000};
+      nanosleep(&t, NULL);
+    }
+    struct timespec t = {0, 50000000};
+    nanosleep(&t, NULL);
+    CHECK(atomic_load(&deleted) == 1); /* once */
+  }
 
   /* A fault reaches every pending completion: the faulting launch, then waits behind it. */
   cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0};

@@ -34,6 +34,7 @@ constexpr cuasync_api table = {
     event_record, event_query, event_wait, event_destroy,
     buffer_allocate, buffer_free, copy, memset,
     compile, module_destroy, kernel_get, launch, package_load,
+    buffer_import_dlpack, buffer_export_dlpack,
 };
 }  // namespace
 
@@ -42,7 +43,7 @@ constexpr cuasync_api table = {
 // The layout of ABI 1.0 as shipped (x86-64, LP64): a field added later goes at the end, never between. A change that
 // moves any of these breaks every caller built against 1.0.
 static_assert(sizeof(void*) == 8, "the pinned layouts below are those of LP64");
-static_assert(CUASYNC_API_SIZE_1_0 == 8 + 4 + 4 + 28 * 8);
+static_assert(CUASYNC_API_SIZE_1_0 == 8 + 4 + 4 + 30 * 8);
 static_assert(offsetof(cuasync_api, error_destroy) == 16 && offsetof(cuasync_api, launch) == 16 + 26 * 8);
 static_assert(CUASYNC_ERROR_INFO_ARGS_SIZE == 48);
 static_assert(sizeof(cuasync_completion) == 32 && sizeof(cuasync_completion_record) == 16);
@@ -55,6 +56,7 @@ static_assert(CUASYNC_MEMSET_ARGS_SIZE == 72 && CUASYNC_COMPILE_ARGS_SIZE == 88)
 static_assert(CUASYNC_KERNEL_GET_ARGS_SIZE == 40 && CUASYNC_LAUNCH_ARGS_SIZE == 104);
 static_assert(sizeof(cuasync_kernel_arg) == 16 && sizeof(cuasync_header) == 16);
 static_assert(CUASYNC_PACKAGE_LOAD_ARGS_SIZE == 40);
+static_assert(CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE == 56 && CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE == 56);
 
 extern "C" __attribute__((visibility("default"))) cuasync_error* cuasync_get_api(uint32_t major,
                                                                                  const cuasync_api** api) {

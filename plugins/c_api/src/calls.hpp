@@ -40,6 +40,8 @@ cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept;
 cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept;
 cuasync_error* launch(cuasync_launch_args* a) noexcept;
 cuasync_error* package_load(cuasync_package_load_args* a) noexcept;
+cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexcept;
+cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexcept;
 
 //! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
 admission_ticket admit(stream_ref s, const char* call, bool hold = false);

@@ -101,6 +101,8 @@ cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept {
     } else {
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_allocate: kind " + std::to_string(x->kind));
     }
+    b->data = x->pointer;
+    b->size = x->size;
     x->buffer = to_handle<cuasync_buffer>(registry::instance().add(kind::buffer, std::move(b)));
   });
 }

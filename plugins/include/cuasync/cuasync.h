@@ -294,6 +294,42 @@ typedef struct cuasync_memset_args {
 } cuasync_memset_args;
 #define CUASYNC_MEMSET_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_memset_args, completion)
 
+/* ---- DLPack ------------------------------------------------------------------------------------------------------ */
+/* Tensors cross frameworks as DLPack 1.x `DLManagedTensorVersioned` (from the caller's own dlpack.h: cuasync declares
+ * the layout itself and takes it as `void*`). */
+
+/* Imports a tensor (CUDA device, pinned host or managed memory, contiguous) as a buffer. Its deleter is called exactly
+ * once: when the buffer is freed and the work enqueued on `stream` up to then has completed (cuasync's uses of the
+ * tensor belong on `stream`), on a cuasync thread. */
+typedef struct cuasync_buffer_import_dlpack_args {
+  size_t struct_size;
+  cuasync_runtime runtime; /* in: the tensor's device must be the runtime's */
+  cuasync_stream stream;   /* in: where cuasync uses the tensor (the consumer's stream of the exchange) */
+  void* managed;           /* in: a DLManagedTensorVersioned*; owned by cuasync from a successful call on */
+  cuasync_buffer buffer;   /* out: free with buffer_free */
+  void* pointer;           /* out: data + byte_offset */
+  size_t size;             /* out: bytes */
+} cuasync_buffer_import_dlpack_args;
+#define CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_import_dlpack_args, size)
+
+/* Exports a buffer as a DLManagedTensorVersioned (a view: the buffer's memory stays alive until the consumer calls
+ * the deleter, even after buffer_free). The handshake as DLPack defines it: `consumer_stream` is the consumer's
+ * stream (a CUstream; 1: the legacy default stream; 2: the per-thread default stream; -1: no synchronisation); it is
+ * made to wait, on the device, for the work enqueued on `stream` so far. The host never waits. */
+typedef struct cuasync_buffer_export_dlpack_args {
+  size_t struct_size;
+  cuasync_buffer buffer;     /* in */
+  cuasync_stream stream;     /* in: the producer's stream: where the buffer's pending writes are */
+  intptr_t consumer_stream;  /* in */
+  uint8_t dtype_code;        /* in: DLDataTypeCode (0 int, 1 uint, 2 float, 4 bfloat...) */
+  uint8_t dtype_bits;        /* in: 0 means 8 (bytes) */
+  uint16_t dtype_lanes;      /* in: 0 means 1 */
+  int32_t ndim;              /* in: 0 means one dimension covering the buffer */
+  const int64_t* shape;      /* in: borrowed, ndim entries (contiguous, row-major) */
+  void* managed;             /* out: a DLManagedTensorVersioned* the consumer owns (call its deleter once) */
+} cuasync_buffer_export_dlpack_args;
+#define CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_export_dlpack_args, managed)
+
 /* ---- JIT and launches ------------------------------------------------------------------------------------------- */
 
 typedef struct cuasync_header {
@@ -402,8 +438,10 @@ typedef struct cuasync_api {
   cuasync_error* (*kernel_get)(cuasync_kernel_get_args* args);
   cuasync_error* (*launch)(cuasync_launch_args* args);
   cuasync_error* (*package_load)(cuasync_package_load_args* args);
+  cuasync_error* (*buffer_import_dlpack)(cuasync_buffer_import_dlpack_args* args);
+  cuasync_error* (*buffer_export_dlpack)(cuasync_buffer_export_dlpack_args* args);
 } cuasync_api;
-#define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, package_load)
+#define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, buffer_export_dlpack)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

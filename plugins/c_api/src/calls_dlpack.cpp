@@ -1,0 +1,185 @@
+// DLPack 1.x: tensors imported as buffers (their deleter called once, after cuasync's work on them) and buffers
+// exported as tensors (the consumer's stream made to wait on the device, never the host).
+#include "calls.hpp"
+#include "objects.hpp"
+
+#include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+
+#include <numeric>
+#include <vector>
+
+namespace cuasync::c_api {
+
+namespace {
+// The DLPack 1.x ABI (dlpack.h), declared here rather than copied in: the layout of DLManagedTensorVersioned.
+struct dl_version {
+  std::uint32_t major, minor;
+};
+struct dl_device {
+  std::int32_t device_type, device_id;
+};
+struct dl_data_type {
+  std::uint8_t code, bits;
+  std::uint16_t lanes;
+};
+struct dl_tensor_layout {
+  void* data;
+  dl_device device;
+  std::int32_t ndim;
+  dl_data_type dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;
+  std::uint64_t byte_offset;
+};
+struct dl_managed_tensor_versioned {
+  dl_version version;
+  void* manager_ctx;
+  void (*deleter)(dl_managed_tensor_versioned*);
+  std::uint64_t flags;
+  dl_tensor_layout dl_tensor;
+};
+static_assert(sizeof(dl_tensor_layout) == 48 && sizeof(dl_managed_tensor_versioned) == 80);
+constexpr std::int32_t kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+void call_deleter(void* managed) noexcept {
+  auto* m = static_cast<dl_managed_tensor_versioned*>(managed);
+  if (m && m->deleter) m->deleter(m);
+}
+
+// Calls an imported tensor's deleter once the work enqueued on its stream so far is done. Deletes itself.
+struct deleter_after final : completion_callback {
+  void* managed;
+  explicit deleter_after(void* m) : managed(m) {}
+  void complete(std::error_code) noexcept override {
+    call_deleter(managed);  // also after a device error: cuasync's work will never touch it again
+    delete this;
+  }
+};
+
+// What an exported tensor owns: the buffer (kept alive), its shape.
+struct export_context {
+  std::shared_ptr<buffer_object> buffer;
+  std::vector<std::int64_t> shape;
+  dl_managed_tensor_versioned tensor{};
+};
+void delete_export(dl_managed_tensor_versioned* t) {
+  delete static_cast<export_context*>(t->manager_ctx);
+}
+
+std::size_t element_bytes(const dl_data_type& t) { return (std::size_t{t.bits} * std::max<std::uint16_t>(t.lanes, 1) + 7) / 8; }
+}  // namespace
+
+buffer_object::~buffer_object() {
+  if (!imported) return;
+  try {
+    auto* d = new deleter_after(imported);
+    try {
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record(import_stream).into_target(), d);
+    } catch (...) {
+      delete d;
+      throw;
+    }
+  } catch (...) {
+    // The stream can take no event (its context failed): no work of cuasync's can still run on the tensor.
+    call_deleter(imported);
+  }
+}
+
+cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexcept {
+  return call("buffer_import_dlpack", a, [](args<cuasync_buffer_import_dlpack_args>& x) {
+    auto r = runtime_of(x->runtime, "runtime");
+    auto s = stream_of(x->stream, "stream");
+    auto* m = static_cast<dl_managed_tensor_versioned*>(x->managed);
+    if (!m) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: managed is NULL");
+    if (m->version.major != 1)
+      fail(CUASYNC_ERROR_UNSUPPORTED, "buffer_import_dlpack: DLPack major version " +
+                                          std::to_string(m->version.major) + " (1 is supported)");
+    const dl_tensor_layout& t = m->dl_tensor;
+    const std::int32_t type = t.device.device_type;
+    if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: device type " + std::to_string(type) +
+                                               " (CUDA, CUDA host or CUDA managed memory can be imported)");
+    if (type == kDLCUDA && t.device.device_id != r->rt->context().device_ordinal())
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: the tensor is on device " +
+                                               std::to_string(t.device.device_id) + ", the runtime on device " +
+                                               std::to_string(r->rt->context().device_ordinal()));
+    if (t.ndim < 0 || (t.ndim > 0 && !t.shape)) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: bad shape");
+    std::size_t count = 1;
+    for (std::int32_t i = 0; i < t.ndim; ++i) {
+      if (t.shape[i] < 0) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: a negative extent");
+      count *= static_cast<std::size_t>(t.shape[i]);
+    }
+    if (t.strides) {  // compact row-major only
+      std::int64_t expected = 1;
+      for (std::int32_t i = t.ndim; i-- > 0;) {
+        if (t.shape[i] != 1 && t.strides[i] != expected)
+          fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: the tensor is not contiguous");
+        expected *= t.shape[i];
+      }
+    }
+    auto b = std::make_shared<buffer_object>();
+    b->owner = r;
+    b->data = static_cast<std::byte*>(t.data) + t.byte_offset;
+    b->size = count * element_bytes(t.dtype);
+    b->import_stream = s->ref;
+    x->pointer = b->data;
+    x->size = b->size;
+    buffer_object* raw = b.get();
+    x->buffer = to_handle<cuasync_buffer>(registry::instance().add(kind::buffer, std::move(b)));
+    raw->imported = m;  // owned from here on: the deleter runs once, when the buffer goes
+  });
+}
+
+cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexcept {
+  return call("buffer_export_dlpack", a, [](args<cuasync_buffer_export_dlpack_args>& x) {
+    auto b = registry::instance().get<buffer_object>(x->buffer, kind::buffer, "buffer");
+    auto s = stream_of(x->stream, "stream");
+    const dl_data_type dtype{x->dtype_code, x->dtype_bits ? x->dtype_bits : std::uint8_t{8},
+                             x->dtype_lanes ? x->dtype_lanes : std::uint16_t{1}};
+    auto ctx = std::make_unique<export_context>();
+    ctx->buffer = b;
+    const std::size_t elem = element_bytes(dtype);
+    if (x->ndim < 0 || (x->ndim > 0 && !x->shape)) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: bad shape");
+    if (x->ndim == 0) {
+      if (b->size % elem) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: size is not a whole number of elements");
+      ctx->shape.push_back(static_cast<std::int64_t>(b->size / elem));
+    } else {
+      ctx->shape.assign(x->shape, x->shape + x->ndim);
+    }
+    const std::size_t count = std::accumulate(ctx->shape.begin(), ctx->shape.end(), std::size_t{1},
+                                              [](std::size_t acc, std::int64_t e) { return acc * std::size_t(e); });
+    if (count * elem > b->size)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: the shape needs " + std::to_string(count * elem) +
+                                               " bytes, the buffer has " + std::to_string(b->size));
+    // The handshake: the consumer's stream waits, on the device, for the producer's work so far.
+    if (x->consumer_stream != -1) {
+      if (x->consumer_stream == 0)
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: consumer stream 0 is ambiguous in DLPack: pass 1 "
+                                             "for the legacy default stream, 2 for the per-thread one, -1 for none");
+      const auto handle = reinterpret_cast<CUstream>(x->consumer_stream);
+      const stream_ref consumer = handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD
+                                      ? stream_ref(handle, s->ref.context())
+                                      : stream_ref::adopt(handle);
+      if (!(consumer == s->ref)) event_pool::for_context(s->ref.context())->record(s->ref).make_wait(consumer);
+    }
+    const memory_kind mk = classify_pointer(b->data);
+    dl_managed_tensor_versioned& t = ctx->tensor;
+    t.version = {1, 0};
+    t.manager_ctx = ctx.get();
+    t.deleter = delete_export;
+    t.dl_tensor.data = b->data;
+    t.dl_tensor.device = {mk == memory_kind::pinned_host ? kDLCUDAHost : mk == memory_kind::managed ? kDLCUDAManaged
+                                                                                                    : kDLCUDA,
+                          mk == memory_kind::pinned_host ? 0 : s->ref.context().device_ordinal()};
+    t.dl_tensor.ndim = static_cast<std::int32_t>(ctx->shape.size());
+    t.dl_tensor.dtype = dtype;
+    t.dl_tensor.shape = ctx->shape.data();
+    t.dl_tensor.strides = nullptr;  // compact row-major
+    t.dl_tensor.byte_offset = 0;
+    x->managed = &ctx.release()->tensor;
+  });
+}
+
+}  // namespace cuasync::c_api
