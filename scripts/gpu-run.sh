@@ -39,8 +39,8 @@ for ex in "$build"/examples/*/example_*; do
   summary+=("$name: rc=$? $(tail -1 "$work/$name.log")")
 done
 
-for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io}; do
-  bin="$build/bench/$bnch/cuasync_${bnch}_bench"
+for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi}; do
+  bin=$(find "$build/bench" -name "cuasync_${bnch}_bench" -type f | head -1)
   [ -x "$bin" ] || continue
   start=$(date +%s)
   timeout 300 "$bin" "$work" > "$work/bench-$bnch.log" 2>&1

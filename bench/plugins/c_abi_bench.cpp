@@ -1,0 +1,191 @@
+// bench/plugins: what the C ABI costs over the C++ API, and how fast its fd wakes a host up.
+//   1. a launch and its completion, closed loop (the next launch once the completion is seen): through the C ABI
+//      (completion records on an fd-queue, drained by a spinning consumer) against the C++ API (cuasync::launch and
+//      the engine's callbacks), alternating;
+//   2. the round trip of a 20 µs kernel seen through the fd (poll() sleeping on it, then a drain) against the raw
+//      busy query (launch, record, spin on cuEventQuery).
+// Usage: cuasync_c_abi_bench [output folder] [libcuasync.so]   (writes c_abi.json and c_abi.md)
+#include <cuasync/cuasync.h>
+#include <cuasync/engine/completion_callbacks.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+
+#include "bench.hpp"
+#include "gpu.hpp"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+using namespace cuasync;
+using bench_clock = cuasync::bench::clock;
+using cuasync::bench::summarize;
+using cuasync::bench::us_since;
+
+namespace {
+const cuasync_api* api;
+const launch_config one{.grid = 1, .block = 1};
+constexpr unsigned long long kernel_ns = 20'000;
+
+void must(cuasync_error* e, const char* what) {
+  if (!e) return;
+  cuasync_error_info_args info{};
+  info.struct_size = sizeof info;
+  info.error = e;
+  api->error_info(&info);
+  std::fprintf(stderr, "%s: %s\n", what, info.message);
+  std::exit(1);
+}
+
+const char* source = R"(extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void sleep_ns(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+})";
+
+struct c_side {
+  cuasync_runtime rt;
+  cuasync_stream stream;
+  cuasync_kernel empty, sleep;
+  cuasync_queue queue;
+  int fd;
+};
+
+c_side setup_c(CUstream native) {
+  c_side c{};
+  cuasync_runtime_create_args rc{CUASYNC_RUNTIME_CREATE_ARGS_SIZE, 0, nullptr, nullptr};
+  must(api->runtime_create(&rc), "runtime_create");
+  c.rt = rc.runtime;
+  cuasync_stream_create_args sc{CUASYNC_STREAM_CREATE_ARGS_SIZE, c.rt, native, 0, nullptr};
+  must(api->stream_create(&sc), "stream_create");
+  c.stream = sc.stream;
+  cuasync_compile_args cc{};
+  cc.struct_size = CUASYNC_COMPILE_ARGS_SIZE;
+  cc.runtime = c.rt;
+  cc.name = "bench.cu";
+  cc.source = source;
+  must(api->compile(&cc), "compile");
+  cuasync_kernel_get_args k1{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "empty_kernel", nullptr, 0};
+  cuasync_kernel_get_args k2{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "sleep_ns", nullptr, 0};
+  must(api->kernel_get(&k1), "kernel_get");
+  must(api->kernel_get(&k2), "kernel_get");
+  c.empty = k1.kernel;
+  c.sleep = k2.kernel;
+  cuasync_queue_create_args qc{CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, nullptr};
+  must(api->queue_create(&qc), "queue_create");
+  c.queue = qc.queue;
+  cuasync_queue_fd_args qf{CUASYNC_QUEUE_FD_ARGS_SIZE, c.queue, -1};
+  must(api->queue_fd(&qf), "queue_fd");
+  c.fd = qf.fd;
+  return c;
+}
+
+// One launch through the C ABI with its completion on the fd-queue; returns once the record is drained.
+void c_launch_and_wait(const c_side& c, cuasync_kernel k, const cuasync_kernel_arg* args, std::size_t n, bool sleep) {
+  cuasync_launch_args la{};
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  la.stream = c.stream;
+  la.kernel = k;
+  la.grid[0] = la.block[0] = 1;
+  la.args = args;
+  la.num_args = n;
+  la.completion.queue = c.queue;
+  la.completion.token = 1;
+  must(api->launch(&la), "launch");
+  cuasync_completion_record r;
+  for (;;) {
+    if (sleep) {
+      pollfd p{c.fd, POLLIN, 0};
+      ::poll(&p, 1, -1);
+    }
+    cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.queue, &r, 1, 0};
+    must(api->queue_drain(&d), "queue_drain");
+    if (d.count == 1) return;
+  }
+}
+
+struct flag_callback final : completion_callback {
+  std::atomic<bool> done{false};
+  void complete(std::error_code) noexcept override { done.store(true, std::memory_order_release); }
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string reason;
+  if (!test::gpu_available(&reason)) {
+    std::fprintf(stderr, "cuasync_c_abi_bench needs a GPU: %s\n", reason.c_str());
+    return 2;
+  }
+  const std::string out = bench::output_dir(argc, argv);
+  // The library: argv[2], else beside this build (bench/plugins/../../plugins), else where it was built.
+  std::string path = argc > 2 ? argv[2] : "";
+  if (path.empty()) {
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    const std::string exe = n > 0 ? std::string(self, n) : "";
+    path = exe.substr(0, exe.rfind('/')) + "/../../plugins/libcuasync.so";
+    if (::access(path.c_str(), R_OK) != 0) path = CUASYNC_C_ABI_LIBRARY;
+  }
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    std::fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 2;
+  }
+  auto get_api = reinterpret_cast<cuasync_get_api_fn>(dlsym(lib, "cuasync_get_api"));
+  must(get_api(CUASYNC_ABI_MAJOR, &api), "cuasync_get_api");
+
+  stream s = stream::create(test::ctx());
+  const c_side c = setup_c(s.get());
+  kernel_ref empty = test::kernels().kernel("empty_kernel"), sleep = test::kernels().kernel("sleep_ns");
+  const cuasync_kernel_arg sleep_arg{&kernel_ns, sizeof kernel_ns};
+
+  bench::report rep("c_abi");
+  rep.note("device", test::ctx().device().name());
+  constexpr int reps = 7, per = 4000;
+  std::vector<double> c_rates, cpp_rates;
+  for (int r = 0; r < reps + 1; ++r) {
+    auto t0 = bench_clock::now();
+    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.empty, nullptr, 0, false);
+    const double c_us = us_since(t0) / per;
+    t0 = bench_clock::now();
+    for (int i = 0; i < per; ++i) {
+      launch(s, empty, one);
+      flag_callback cb;
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+      while (!cb.done.load(std::memory_order_acquire)) {
+      }
+    }
+    const double cpp_us = us_since(t0) / per;
+    if (r == 0) continue;  // warm-up
+    c_rates.push_back(c_us);
+    cpp_rates.push_back(cpp_us);
+  }
+  rep.add({"launch + completion, closed loop, C ABI (fd queue)", "us", summarize(c_rates), summarize(cpp_rates),
+           "C++ API (launch + engine callback)", true, "<= 1.10"});
+
+  std::vector<double> fd_rt, busy_rt;
+  event ev = event::create(test::ctx());
+  for (int i = 0; i < 2200; ++i) {
+    auto t0 = bench_clock::now();
+    c_launch_and_wait(c, c.sleep, &sleep_arg, 1, true);
+    const double f = us_since(t0);
+    t0 = bench_clock::now();
+    launch(s, sleep, one, kernel_ns);
+    ev.record(s);
+    while (ev.query_result() == CUDA_ERROR_NOT_READY) {
+    }
+    const double b = us_since(t0);
+    if (i >= 200) {
+      fd_rt.push_back(f);
+      busy_rt.push_back(b);
+    }
+  }
+  rep.add({"round trip 20 us kernel, C ABI fd (poll sleeping)", "us", summarize(fd_rt), summarize(busy_rt),
+           "raw busy cuEventQuery", true, "<= 1.3"});
+  rep.write(out);
+  return 0;
+}
