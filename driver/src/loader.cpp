@@ -43,7 +43,6 @@ driver_entry_points* open_driver() {
                                "needs a driver for CUDA 12.4 or newer");
   }
   auto d = std::make_unique<driver_entry_points>();
-  d->library = ::strdup(path.c_str());  // lives as long as the process, like the library
 
   auto fetch = [&](const char* name, int version, void** slot) {
     CUdriverProcAddressQueryResult status{};
@@ -88,6 +87,8 @@ driver_entry_points* open_driver() {
                                    "') lacks the entry point " + missing + "; cuasync needs a driver for CUDA 12.4 or "
                                    "newer: update the NVIDIA driver");
   if (r != CUDA_SUCCESS) throw_cu(r, "cuInit", "initialising the driver '" + path + "'", std::source_location::current());
+  // Only now: a failed load leaves nothing behind (the path lives as long as the process, like the library).
+  d->library = ::strdup(path.c_str());
   return d.release();
 }
 

@@ -11,13 +11,10 @@ std::error_code aborted() noexcept { return {ECANCELED, std::system_category()};
 }  // namespace
 
 completion_callbacks& completion_callbacks::instance() {
-  static completion_callbacks* c = [] {
-    auto p = std::shared_ptr<completion_callbacks>(new completion_callbacks(poll_policy::from_environment()));
-    auto* raw = p.get();
-    new std::shared_ptr<completion_callbacks>(std::move(p));  // never destroyed: the poller may outlive statics
-    return raw;
-  }();
-  return *c;
+  // Never destroyed (the poller may outlive statics); held through a static pointer, so leak checkers see it reachable.
+  static std::shared_ptr<completion_callbacks>* held =
+      new std::shared_ptr<completion_callbacks>(new completion_callbacks(poll_policy::from_environment()));
+  return **held;
 }
 
 std::shared_ptr<completion_callbacks> completion_callbacks::create(poll_policy policy) {

@@ -4,7 +4,13 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFI
 if(r)
   message(FATAL_ERROR "install failed: ${r}")
 endif()
+# A sanitizer build's libraries need the consumer built with the same sanitizer.
+set(flags "")
+if(SANITIZE)
+  set(flags "-fsanitize=${SANITIZE}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${CONSUMER_BUILD} -DCMAKE_PREFIX_PATH=${PREFIX}
+                "-DCMAKE_CXX_FLAGS=${flags}" "-DCMAKE_EXE_LINKER_FLAGS=${flags}"
                 RESULT_VARIABLE r)
 if(r)
   message(FATAL_ERROR "configuring the consumer failed: ${r}")
