@@ -9,4 +9,9 @@ status=0
 ctest --output-on-failure -j"$(nproc)" || status=$?
 # What each test executable left out (the "gpu: N test cases not run: reason" lines).
 grep -h "^gpu: " Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^ *[0-9]* */  /' || true
+cd ..
+# The same suites under the host sanitizers (CUASYNC_SANITIZERS=0 skips them, e.g. for a quick local run).
+if [ "${CUASYNC_SANITIZERS:-1}" != 0 ]; then
+  scripts/sanitize.sh || status=$?
+fi
 exit $status
