@@ -10,8 +10,10 @@ ctest --output-on-failure -j"$(nproc)" || status=$?
 # What each test executable left out (the "gpu: N test cases not run: reason" lines).
 grep -h "^gpu: " Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^ *[0-9]* */  /' || true
 cd ..
-# The same suites under the host sanitizers (CUASYNC_SANITIZERS=0 skips them, e.g. for a quick local run).
+# The same suites under the host sanitizers, then a short run of every fuzz target (CUASYNC_SANITIZERS=0 skips both,
+# e.g. for a quick local run).
 if [ "${CUASYNC_SANITIZERS:-1}" != 0 ]; then
   scripts/sanitize.sh || status=$?
+  scripts/fuzz.sh "${CUASYNC_FUZZ_SECONDS:-30}" || status=$?
 fi
 exit $status

@@ -288,46 +288,9 @@ std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept 
       return std::nullopt;
     };
     if (!read_ok) return bad("not a regular file, or unreadable");
-    entry_header h{};
-    if (bytes.size() < sizeof h)
-      return bad("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
-    std::memcpy(&h, bytes.data(), sizeof h);
-    if (std::memcmp(h.magic, magic, sizeof magic) != 0) return bad("not a cuasync cache entry (bad magic)");
-    if (h.format_version != cache_format_version)
-      return bad("format version " + std::to_string(h.format_version) + ", but this cuasync reads version " +
-                 std::to_string(cache_format_version));
-    if (h.header_size != sizeof h) return bad("header size " + std::to_string(h.header_size));
-    if (h.payload_size != bytes.size() - sizeof h)
-      return bad((bytes.size() - sizeof h < h.payload_size ? "truncated: " : "trailing bytes: ") +
-                 std::to_string(bytes.size()) + " bytes, expected " + std::to_string(sizeof h + h.payload_size));
-    if (h.key_low != key.low || h.key_high != key.high)
-      return bad("holds the entry of another key (" + cache_key{h.key_low, h.key_high}.hex() + ")");
-    const cache_key stored{h.checksum_low, h.checksum_high};
-    entry_header zeroed = h;
-    zeroed.checksum_low = zeroed.checksum_high = 0;
-    std::memcpy(bytes.data(), &zeroed, sizeof zeroed);
-    if (checksum(bytes.data(), bytes.size()) != stored) return bad("checksum mismatch: the entry is corrupt");
-
-    reader r{std::string_view(bytes).substr(sizeof h)};
-    compiled_program p;
-    const auto kind = r.value<std::uint8_t>();
-    p.target.arch = r.value<std::int32_t>();
-    p.nvrtc_version = r.value<std::int32_t>();
-    p.name = r.str();
-    p.log = r.str();
-    const auto n = r.value<std::uint64_t>();
-    if (!r.ok || kind > static_cast<std::uint8_t>(output_kind::ltoir) || n > bytes.size())
-      return bad("malformed payload");
-    p.target.kind = static_cast<output_kind>(kind);
-    for (std::uint64_t i = 0; i < n && r.ok; ++i) {
-      std::string expr = r.str();
-      std::string lowered = r.str();
-      p.lowered_names.emplace_back(std::move(expr), std::move(lowered));
-    }
-    const std::string image = r.str();
-    if (!r.ok || !r.in.empty() || image.empty()) return bad("malformed payload");
-    p.image.resize(image.size());
-    std::memcpy(p.image.data(), image.data(), image.size());
+    std::string why;
+    std::optional<compiled_program> p = detail::decode_entry(std::move(bytes), key, why);
+    if (!p) return bad(std::move(why));
     touch(fd);
     ::close(fd);
     counters_.hits.fetch_add(1, std::memory_order_relaxed);
@@ -339,6 +302,64 @@ std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept 
 }
 
 namespace detail {
+
+std::uint64_t parse_cache_size(const std::string& text, std::source_location where) { return parse_size(text, where); }
+
+std::optional<compiled_program> decode_entry(std::string bytes, const cache_key& key, std::string& why) {
+  auto bad = [&](std::string w) -> std::optional<compiled_program> {
+    why = std::move(w);
+    return std::nullopt;
+  };
+  entry_header h{};
+  if (bytes.size() < sizeof h)
+    return bad("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, magic, sizeof magic) != 0) return bad("not a cuasync cache entry (bad magic)");
+  if (h.format_version != cache_format_version)
+    return bad("format version " + std::to_string(h.format_version) + ", but this cuasync reads version " +
+               std::to_string(cache_format_version));
+  if (h.header_size != sizeof h) return bad("header size " + std::to_string(h.header_size));
+  if (h.payload_size != bytes.size() - sizeof h)
+    return bad((bytes.size() - sizeof h < h.payload_size ? "truncated: " : "trailing bytes: ") +
+               std::to_string(bytes.size()) + " bytes, expected " + std::to_string(sizeof h + h.payload_size));
+  if (h.key_low != key.low || h.key_high != key.high)
+    return bad("holds the entry of another key (" + cache_key{h.key_low, h.key_high}.hex() + ")");
+  const cache_key stored{h.checksum_low, h.checksum_high};
+  entry_header zeroed = h;
+  zeroed.checksum_low = zeroed.checksum_high = 0;
+  std::memcpy(bytes.data(), &zeroed, sizeof zeroed);
+  if (checksum(bytes.data(), bytes.size()) != stored) return bad("checksum mismatch: the entry is corrupt");
+  return decode_payload(std::string_view(bytes).substr(sizeof h), why);
+}
+
+std::optional<compiled_program> decode_payload(std::string_view payload, std::string& why) {
+  reader r{payload};
+  compiled_program p;
+  const auto kind = r.value<std::uint8_t>();
+  p.target.arch = r.value<std::int32_t>();
+  p.nvrtc_version = r.value<std::int32_t>();
+  p.name = r.str();
+  p.log = r.str();
+  const auto n = r.value<std::uint64_t>();
+  if (!r.ok || kind > static_cast<std::uint8_t>(output_kind::ltoir) || n > payload.size()) {
+    why = "malformed payload";
+    return std::nullopt;
+  }
+  p.target.kind = static_cast<output_kind>(kind);
+  for (std::uint64_t i = 0; i < n && r.ok; ++i) {
+    std::string expr = r.str();
+    std::string lowered = r.str();
+    p.lowered_names.emplace_back(std::move(expr), std::move(lowered));
+  }
+  const std::string image = r.str();
+  if (!r.ok || !r.in.empty() || image.empty()) {
+    why = "malformed payload";
+    return std::nullopt;
+  }
+  p.image.resize(image.size());
+  std::memcpy(p.image.data(), image.data(), image.size());
+  return p;
+}
 
 std::string read_up_to(int fd, std::size_t size) {
   std::string bytes(size, '\0');

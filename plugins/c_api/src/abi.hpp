@@ -1,6 +1,8 @@
 #pragma once
 // Internal: what every C ABI call shares — version-tolerant argument structs, error objects, and the translation of
 // C++ exceptions into them (no exception crosses the boundary).
+#include "shipped_sizes.hpp"
+
 #include <cuasync/cuasync.h>
 
 #include <cstring>
@@ -39,8 +41,11 @@ class args {
     static_assert(std::is_trivially_copyable_v<T>);
     if (!caller) fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": null arguments");
     std::memcpy(&size_, caller, sizeof size_);
-    if (size_ < sizeof(std::size_t))
-      fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": struct_size " + std::to_string(size_) + " is too small");
+    static_assert(shipped_size_1_0<T> != 0, "every args struct has its 1.0 size in shipped_sizes.hpp");
+    if (size_ < shipped_size_1_0<T>)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": struct_size " + std::to_string(size_) +
+                                               " is smaller than any version of its arguments struct (1.0: " +
+                                               std::to_string(shipped_size_1_0<T>) + ")");
     if (size_ > sizeof(T)) {
       const auto* tail = reinterpret_cast<const unsigned char*>(caller) + sizeof(T);
       for (std::size_t i = 0; i < size_ - sizeof(T); ++i)

@@ -7,7 +7,8 @@
  *   it is append-only within a major version: a caller may use a function only when `api->struct_size` covers it.
  * - Every call takes one arguments struct whose first field is `struct_size`, set by the caller to the size it was
  *   built with (CUASYNC_<NAME>_ARGS_SIZE, or sizeof). A library reads older (smaller) structs with the missing fields
- *   as zero, and accepts newer (larger) ones when the fields it does not know are all zero.
+ *   as zero, and accepts newer (larger) ones when the fields it does not know are all zero; a struct_size smaller than
+ *   the struct's first version is refused (it would cut a field in two).
  * - Every call returns NULL on success or a cuasync_error* that the caller frees with api->error_destroy. No C++
  *   exception crosses this boundary.
  *

@@ -110,6 +110,13 @@ void write_file_atomically(const std::filesystem::path& final_path, std::string_
                            std::source_location where);
 //! Reads `size` bytes from `fd` (retrying when interrupted); fewer when the file ends first or a read fails.
 std::string read_up_to(int fd, std::size_t size);
+//! A cache size as `$CUASYNC_CACHE_SIZE` gives it ("1048576", "512M", "2G"). @throws cuda_error naming the text
+std::uint64_t parse_cache_size(const std::string& text, std::source_location where);
+//! An entry file's bytes (as `disk_cache::serialize` writes them) decoded for `key`: every field checked (header,
+//! key, checksum, then the payload); nullopt with `why` set when anything is wrong. For `disk_cache::load` and fuzzing.
+std::optional<compiled_program> decode_entry(std::string bytes, const cache_key& key, std::string& why);
+//! The payload part alone (after the header and its checksum were checked).
+std::optional<compiled_program> decode_payload(std::string_view payload, std::string& why);
 }  // namespace detail
 
 }  // namespace cuasync::jit

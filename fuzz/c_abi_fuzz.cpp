@@ -1,0 +1,101 @@
+// libFuzzer: the C ABI's argument decoding, as a buggy or hostile host would call it. The input picks a call and
+// fills its arguments struct byte for byte (struct_size included: smaller, larger, with or without an unknown tail),
+// except for pointer fields, which point at valid memory (a caller's wild pointer is its own fault). Handles are
+// whatever the bytes say: made up, stale, of another kind. Every call must return NULL or an error with a message.
+#include <cuasync/cuasync.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+const cuasync_api* table() {
+  static const cuasync_api* api = [] {
+    const cuasync_api* a = nullptr;
+    if (cuasync_error* e = cuasync_get_api(CUASYNC_ABI_MAJOR, &a)) a->error_destroy(e);
+    return a;
+  }();
+  return api;
+}
+
+void check(const cuasync_api* api, cuasync_error* e) {
+  if (!e) return;
+  cuasync_error_info_args info{};
+  info.struct_size = sizeof info;
+  info.error = e;
+  api->error_info(&info);
+  if (!info.message || info.message_size == 0) std::abort();  // every error says what it is
+  api->error_destroy(e);
+}
+
+// Fills `args` (of `size` bytes, rounded up to 256 bytes of storage) from the input; struct_size from its first bytes.
+template <class T>
+T* fill(std::vector<unsigned char>& storage, const std::uint8_t* data, std::size_t size) {
+  storage.assign(256, 0);
+  std::memcpy(storage.data(), data, std::min<std::size_t>(size, storage.size()));
+  auto* a = reinterpret_cast<T*>(storage.data());
+  // struct_size within the storage (the caller's struct is that long).
+  a->struct_size = a->struct_size % (storage.size() + 1);
+  return a;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const cuasync_api* api = table();
+  if (!api || size < 2) return 0;
+  const std::uint8_t which = data[0];
+  ++data, --size;
+  std::vector<unsigned char> s;
+  static cuasync_completion_record records[8];
+  static char text[] = "package fuzz\n";
+  switch (which % 10) {
+    case 0: {
+      auto* a = fill<cuasync_queue_create_args>(s, data, size);
+      check(api, api->queue_create(a));
+      if (a->struct_size >= CUASYNC_QUEUE_CREATE_ARGS_SIZE && a->queue) {  // destroyed again: no queue leaks
+        cuasync_queue_destroy_args d{CUASYNC_QUEUE_DESTROY_ARGS_SIZE, a->queue};
+        check(api, api->queue_destroy(&d));
+      }
+      break;
+    }
+    case 1: check(api, api->queue_destroy(fill<cuasync_queue_destroy_args>(s, data, size))); break;
+    case 2: check(api, api->queue_fd(fill<cuasync_queue_fd_args>(s, data, size))); break;
+    case 3: {
+      auto* a = fill<cuasync_queue_drain_args>(s, data, size);
+      a->records = records;
+      a->capacity %= 9;
+      check(api, api->queue_drain(a));
+      break;
+    }
+    case 4: {
+      auto* a = fill<cuasync_host_token_create_args>(s, data, size);
+      a->completion.callback = nullptr;  // a callback pointer would be the caller's code
+      check(api, api->host_token_create(a));
+      if (a->struct_size >= CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE && a->token) {
+        cuasync_host_token_complete_args c{CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE, a->token, CUASYNC_OK};
+        check(api, api->host_token_complete(&c));
+      }
+      break;
+    }
+    case 5: check(api, api->host_token_complete(fill<cuasync_host_token_complete_args>(s, data, size))); break;
+    case 6: check(api, api->stream_destroy(fill<cuasync_stream_destroy_args>(s, data, size))); break;
+    case 7: check(api, api->event_destroy(fill<cuasync_event_destroy_args>(s, data, size))); break;
+    case 8: {
+      auto* a = fill<cuasync_package_load_args>(s, data, size);
+      a->directory = "/nonexistent-cuasync-fuzz";
+      check(api, api->package_load(a));
+      (void)text;
+      break;
+    }
+    default: {
+      auto* a = fill<cuasync_launch_args>(s, data, size);
+      a->args = nullptr;
+      a->num_args = 0;
+      check(api, api->launch(a));
+      break;
+    }
+  }
+  return 0;
+}

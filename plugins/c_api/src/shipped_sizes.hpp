@@ -1,0 +1,70 @@
+#pragma once
+// Internal: the size of each arguments struct as ABI 1.0 shipped it — the smallest struct_size a caller can have. A
+// smaller one would cut a field in two (a pointer half copied is a wild pointer), so it is refused. When a field is
+// added, this stays the 1.0 size and args<T> reads the sizes in between as older versions.
+#include <cuasync/cuasync.h>
+
+#include <cstddef>
+
+namespace cuasync::c_api {
+
+template <class T>
+inline constexpr std::size_t shipped_size_1_0 = 0;  // every args struct is listed below
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_queue_create_args> = CUASYNC_QUEUE_CREATE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_queue_destroy_args> = CUASYNC_QUEUE_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_queue_fd_args> = CUASYNC_QUEUE_FD_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_queue_drain_args> = CUASYNC_QUEUE_DRAIN_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_host_token_create_args> = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_host_token_complete_args> = CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_device_count_args> = CUASYNC_DEVICE_COUNT_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_runtime_create_args> = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_runtime_destroy_args> = CUASYNC_RUNTIME_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_stream_create_args> = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_stream_destroy_args> = CUASYNC_STREAM_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_stream_native_args> = CUASYNC_STREAM_NATIVE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_stream_wait_args> = CUASYNC_STREAM_WAIT_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_event_record_args> = CUASYNC_EVENT_RECORD_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_event_query_args> = CUASYNC_EVENT_QUERY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_event_wait_args> = CUASYNC_EVENT_WAIT_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_event_destroy_args> = CUASYNC_EVENT_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_allocate_args> = CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_free_args> = CUASYNC_BUFFER_FREE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_copy_args> = CUASYNC_COPY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_memset_args> = CUASYNC_MEMSET_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_import_dlpack_args> = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_export_dlpack_args> = CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_compile_args> = CUASYNC_COMPILE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_package_load_args> = CUASYNC_PACKAGE_LOAD_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_module_destroy_args> = CUASYNC_MODULE_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_kernel_get_args> = CUASYNC_KERNEL_GET_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_launch_args> = CUASYNC_LAUNCH_ARGS_SIZE;
+
+}  // namespace cuasync::c_api
