@@ -357,3 +357,21 @@ TEST_CASE("with host words off, waits complete by their events alone", "[async_i
   CHECK(done == 20);
   CHECK(src.host_word_waits() == words);
 }
+
+TEST_CASE("async_launch takes any completion token as its last argument; launch_future is its use_future form",
+          "[async_io][gpu]") {
+  stream s = stream::create(test::ctx());
+  kernel_ref add = test::kernels().kernel("add_value");
+  pinned_buffer counter = pinned_buffer::allocate(test::ctx(), sizeof(int));
+  *counter.data<int>() = 0;
+  std::future<void> a = launch_future(s, add, one, counter.data<int>(), 1, 2);
+  std::future<void> b = async_launch(s, add, one, counter.data<int>(), 1, 3, asio::use_future);
+  std::error_code seen{1, std::generic_category()};
+  async_launch(s, add, one, counter.data<int>(), 1, 4, [&](std::error_code ec) { seen = ec; });
+  a.get();
+  b.get();
+  CHECK(eventually([&] { return !seen; }));
+  CHECK(*counter.data<volatile int>() == 9);
+  // A bad argument still throws from the call, whatever the token.
+  CHECK_THROWS_AS(async_launch(s, add, one, counter.data<int>(), 1, asio::use_future), cuda_error);
+}

@@ -24,6 +24,9 @@
 #include <boost/asio/system_executor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <boost/asio/use_future.hpp>
+
+#include <future>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -89,6 +92,13 @@ auto async_launch(located_stream s, kernel_ref kernel, const launch_config& conf
                                      std::make_index_sequence<sizeof...(ArgsAndToken) - 1>());
   else
     return detail::start_launch(s, kernel, config, boost::asio::use_awaitable, std::forward<ArgsAndToken>(rest)...);
+}
+
+//! The same for code that is not coroutine-based: the future becomes ready when the kernel has completed (`get()`
+//! throws `cuda_error` with the error). Equivalent to `async_launch(s, kernel, config, args..., use_future)`.
+template <class... Args>
+std::future<void> launch_future(located_stream s, kernel_ref kernel, const launch_config& config, Args&&... args) {
+  return async_launch(s, kernel, config, std::forward<Args>(args)..., boost::asio::use_future);
 }
 
 }  // namespace cuasync

@@ -61,6 +61,10 @@ class cuda_completion_source final : public completion_source {
 
   //! The wait target for a caller's event (queue: the event itself; no order; the event is not pooled).
   static wait_target target(event_ref e, std::shared_ptr<void> keep_alive);
+  //! The wait target for a pooled event (`std::move(e).into_target(keep_alive)`).
+  static wait_target target(pooled_event e, std::shared_ptr<void> keep_alive) {
+    return std::move(e).into_target(std::move(keep_alive));
+  }
 
   poll_result query(std::uintptr_t token) noexcept override;
   void release(std::uintptr_t token) noexcept override;

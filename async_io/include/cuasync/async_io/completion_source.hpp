@@ -1,0 +1,4 @@
+#pragma once
+//! @file Moved to engine/ (the completion engine has no Asio in it): include <cuasync/engine/completion_source.hpp>. This header
+//! keeps code written against the earlier path compiling.
+#include <cuasync/engine/completion_source.hpp>
