@@ -25,12 +25,12 @@ for kind in "${kinds[@]}"; do
       (cd build-asan && ctest --output-on-failure -j"$(nproc)")
       ;;
     tsan)
-      echo "sanitize: ThreadSanitizer over the engine, async_io and the C ABI"
+      echo "sanitize: ThreadSanitizer over the engine, async_io, the C ABI and fault injection"
       configure build-tsan thread
       cmake --build build-tsan -j"$(nproc)" --target cuasync_engine_tests cuasync_async_io_tests cuasync_conformance \
-        cuasync_c_api
+        cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
-      (cd build-tsan && ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance)$')
+      (cd build-tsan && ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|fault_injection)$')
       ;;
     *)
       echo "sanitize: unknown kind '$kind' (asan, tsan)" >&2

@@ -139,6 +139,7 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
             .into_target(std::move(op->keep_alive));
   } catch (const std::system_error& e) {
     op->enqueue = nullptr;
+    op->failure = std::current_exception();
     return fail_started(op, e.code());
   }
   op->enqueue = nullptr;
@@ -151,9 +152,10 @@ struct task_link final : task_done {
   std::atomic<wait_op*> op;
   std::shared_ptr<void> keep_alive;  // held until the task is done, even when the operation was cancelled
   explicit task_link(wait_op* o) : op(o) {}
-  void finish(std::error_code ec) noexcept override {
+  void finish(std::error_code ec, std::exception_ptr detail) noexcept override {
     keep_alive.reset();
     if (wait_op* o = op.exchange(nullptr)) {
+      o->failure = std::move(detail);
       try {
         post_to_io(op_ptr(o), ec);
       } catch (...) {
@@ -180,6 +182,7 @@ void service_queues::run_task(wait_op* op, bool stored, const task_ref* ref, adm
   } catch (const std::system_error& e) {
     if (link) link->op.store(nullptr);
     op->task = nullptr;
+    op->failure = std::current_exception();
     return fail_started(op, e.code());
   } catch (...) {
     if (link) link->op.store(nullptr);

@@ -14,11 +14,11 @@ struct staged_report final : runtime::staged_copy_callback {
   admission_ticket ticket;
   std::shared_ptr<task_done> done_link;
   void enqueued() noexcept override { ticket.end_hold(); }
-  void done(std::error_code ec) noexcept override {
+  void done(std::error_code ec, std::exception_ptr detail) noexcept override {
     ticket.reset();
     std::shared_ptr<task_done> link = std::move(done_link);
     delete this;
-    link->finish(ec);
+    link->finish(ec, std::move(detail));
   }
 };
 

@@ -1,16 +1,49 @@
-// What a failed operation throws (use_awaitable, use_future), and the stream wait's start.
+// What a failed operation throws (use_awaitable, use_future) and failure_detail() describes, and the stream wait's
+// start.
+#include "failure_scope.hpp"
+
 #include <cuasync/async_io/detail/initiate.hpp>
 #include <cuasync/async_io/error_tokens.hpp>
+#include <cuasync/async_io/failure_detail.hpp>
 
+#include <cuasync/driver/context.hpp>
 #include <cuasync/driver/error.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
 
 namespace cuasync::detail {
 
+namespace {
+thread_local const failure_info* delivering = nullptr;
+
+std::string describe(std::error_code ec, const failure_info* info) {
+  if (ec == std::errc::operation_canceled) return "the operation was cancelled (GPU work already enqueued goes on)";
+  std::string what = "the GPU work awaited";
+  if (info && info->stream) what += " on " + info->stream.describe();
+  what += " failed";
+  if (ec.category() == cu_category() && cuda_completion_source::is_sticky(static_cast<CUresult>(ec.value())))
+    what += ": a kernel or copy before it faulted";  // the sticky advice is the cuda_error's own
+  return what;
+}
+}  // namespace
+
+failure_scope::failure_scope(std::error_code ec, std::exception_ptr described, stream_ref s,
+                             std::source_location where) noexcept
+    : info_{ec, std::move(described), s, where}, outer_(delivering) {
+  delivering = &info_;
+}
+failure_scope::~failure_scope() { delivering = outer_; }
+
+const failure_info* current_failure() noexcept { return delivering; }
+
 std::exception_ptr make_wait_error(std::error_code ec, const char* api) {
-  return std::make_exception_ptr(cuda_error(ec, api,
-                                            ec == std::errc::operation_canceled
-                                                ? "the operation was cancelled (GPU work already enqueued goes on)"
-                                                : "the awaited GPU work failed"));
+  const failure_info* info = delivering && delivering->ec == ec ? delivering : nullptr;
+  if (info && info->described) return info->described;  // the failed call's own error: names the call
+  try {
+    if (info && info->where.line() != 0) return std::make_exception_ptr(cuda_error(ec, api, describe(ec, info), info->where));
+    return std::make_exception_ptr(cuda_error(ec, api, describe(ec, info)));
+  } catch (...) {
+    return std::current_exception();  // out of memory for the message
+  }
 }
 
 void stream_starter::operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h,
@@ -26,3 +59,11 @@ void stream_starter::operator()(completion_service& svc, boost::asio::any_io_exe
 }
 
 }  // namespace cuasync::detail
+
+namespace cuasync {
+std::exception_ptr failure_detail() noexcept {
+  const detail::failure_info* info = detail::current_failure();
+  if (!info || !info->ec) return nullptr;
+  return detail::make_wait_error(info->ec, "cuasync");
+}
+}  // namespace cuasync

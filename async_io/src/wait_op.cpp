@@ -1,5 +1,7 @@
 #include "wait_op.hpp"
 
+#include "failure_scope.hpp"
+
 #include <cuasync/engine/detail/block_cache.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
@@ -36,6 +38,12 @@ wait_handler free_op(wait_op* op) noexcept {
 void invoke(op_ptr o, std::error_code ec) {
   wait_op* op = o.release();
   if (op->slot.is_connected()) op->slot.clear();
+  if (!ec) {
+    wait_handler h = free_op(op);
+    return std::move(h)(ec);
+  }
+  // The handler sees only the code; failure_detail() (and the exception use_awaitable throws) tell the rest.
+  failure_scope scope(ec, std::move(op->failure), op->stream, op->where);
   wait_handler h = free_op(op);
   std::move(h)(ec);
 }

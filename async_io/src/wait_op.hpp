@@ -36,6 +36,7 @@ struct wait_op final : queued_wait, admission_waiter {
   std::shared_ptr<task_done> link;
   std::shared_ptr<void> keep_alive;
   std::source_location where;
+  std::exception_ptr failure;  // a failed start's full description (the cuda_error naming the call), for the handler
 
   wait_op(wait_handler h, boost::asio::any_io_executor io, boost::asio::any_completion_executor hw, bool c)
       : handler(std::move(h)), io_work(std::move(io)), handler_work(std::move(hw)), cached(c) {}

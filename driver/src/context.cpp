@@ -9,32 +9,40 @@ using detail::check;
 using detail::driver;
 
 namespace {
+struct deferred_failure {
+  CUresult result;
+  const char* api;     // the release call that failed (a literal)
+  const void* handle;  // what it released
+};
 std::mutex deferred_mutex;
-std::unordered_map<CUcontext, CUresult>& deferred() {
-  static std::unordered_map<CUcontext, CUresult> m;
+std::unordered_map<CUcontext, deferred_failure>& deferred() {
+  static std::unordered_map<CUcontext, deferred_failure> m;
   return m;
 }
 }  // namespace
 
 namespace detail {
-void defer_error(CUcontext ctx, CUresult r) noexcept {
+void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept {
   if (r == CUDA_SUCCESS) return;
   try {
     std::lock_guard lock(deferred_mutex);
-    deferred().try_emplace(ctx, r);
+    deferred().try_emplace(ctx, deferred_failure{r, api, handle});
   } catch (...) {
   }
 }
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where) {
-  CUresult r = CUDA_SUCCESS;
+  deferred_failure f{};
   {
     std::lock_guard lock(deferred_mutex);
     auto it = deferred().find(ctx);
     if (it == deferred().end()) return;
-    r = it->second;
+    f = it->second;
     deferred().erase(it);
   }
-  throw_cu(r, api, "a failure deferred by an earlier destructor in context " + handle_string(ctx), where);
+  throw_cu(f.result, api,
+           std::string(f.api) + "(" + handle_string(f.handle) + ") failed in an earlier destructor in context " +
+               handle_string(ctx) + " (reported once, here)",
+           where);
 }
 void forget_context(CUcontext ctx) noexcept {
   std::lock_guard lock(deferred_mutex);
@@ -54,7 +62,7 @@ std::error_code context_ref::take_deferred_error() const noexcept {
   std::lock_guard lock(deferred_mutex);
   auto it = deferred().find(ctx_);
   if (it == deferred().end()) return {};
-  auto code = make_error_code(it->second);
+  auto code = make_error_code(it->second.result);
   deferred().erase(it);
   return code;
 }

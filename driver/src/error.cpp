@@ -53,6 +53,9 @@ std::string compose(const std::error_code& code, const std::string& api, const s
   const char* file = where.file_name();
   if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
   msg += " at " + std::string(file) + ":" + std::to_string(where.line()) + " in " + where.function_name();
+  if (code.category() == cu_category() && is_sticky(static_cast<CUresult>(code.value())))
+    msg += ". The error is sticky: the context can run nothing more. Destroy every object of the context (for a "
+           "primary context: release it everywhere) and start anew";
   return msg;
 }
 
@@ -71,6 +74,30 @@ cuda_error::cuda_error(std::error_code code, std::string api, std::string detail
 
 CUresult cuda_error::result() const noexcept {
   return code().category() == cu_category() ? static_cast<CUresult>(code().value()) : CUDA_ERROR_UNKNOWN;
+}
+
+bool cuda_error::sticky() const noexcept {
+  return code().category() == cu_category() && is_sticky(static_cast<CUresult>(code().value()));
+}
+
+bool is_sticky(CUresult r) noexcept {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_DEINITIALIZED:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace detail {

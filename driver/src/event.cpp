@@ -51,7 +51,7 @@ event& event::operator=(event&& o) noexcept {
 
 void event::destroy_nothrow() noexcept {
   if (!event_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuEventDestroy(event_));
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuEventDestroy(event_), "cuEventDestroy", event_);
   event_ = nullptr;
 }
 

@@ -39,10 +39,8 @@ device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void device_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_.get(), std::nothrow);
-    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
-  }
+  detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
+                          [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
   ptr_ = 0;
 }
 
@@ -59,10 +57,8 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_.get(), std::nothrow);
-    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFreeHost(ptr_));
-  }
+  detail::release_nothrow(ctx_.get(), "cuMemFreeHost", ptr_,
+                          [&](const detail::driver_entry_points& d) { return d.cuMemFreeHost(ptr_); });
   ptr_ = nullptr;
 }
 CUdeviceptr pinned_buffer::device_pointer(std::source_location where) const {
@@ -92,10 +88,8 @@ host_registration& host_registration::operator=(host_registration&& o) noexcept 
 }
 void host_registration::unregister_nothrow() noexcept {
   if (!ptr_) return;
-  if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_.get(), std::nothrow);
-    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemHostUnregister(ptr_));
-  }
+  detail::release_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_,
+                          [&](const detail::driver_entry_points& d) { return d.cuMemHostUnregister(ptr_); });
   ptr_ = nullptr;
 }
 
@@ -111,10 +105,8 @@ managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std:
 managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void managed_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  if (auto* d = detail::driver_if_loaded()) {
-    scoped_context guard(ctx_.get(), std::nothrow);
-    if (guard.active()) detail::defer_error(ctx_.get(), d->cuMemFree(ptr_));
-  }
+  detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
+                          [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
   ptr_ = 0;
 }
 void managed_buffer::prefetch_async(stream_ref s, memory_location location, std::source_location where) const {

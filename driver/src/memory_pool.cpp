@@ -76,13 +76,23 @@ memory_pool& memory_pool::operator=(memory_pool&& o) noexcept {
 
 memory_pool::~memory_pool() {
   if (!pool_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuMemPoolDestroy(pool_));
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuMemPoolDestroy(pool_), "cuMemPoolDestroy", pool_);
   pool_ = nullptr;
 }
 
 void pool_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(stream_.context().get(), d->cuMemFreeAsync(ptr_, stream_.get()));
+  if (auto* d = detail::driver_if_loaded()) {
+    const CUcontext ctx = stream_.context().get();
+    const auto* handle = reinterpret_cast<const void*>(ptr_);
+    if (CUresult r = d->cuMemFreeAsync(ptr_, stream_.get()); r != CUDA_SUCCESS) {
+      // Not freed in stream order: cuMemFree frees it once the stream is done with it.
+      detail::defer_error(ctx, r, "cuMemFreeAsync", handle);
+      (void)d->cuStreamSynchronize(stream_.get());
+      detail::release_nothrow(ctx, "cuMemFree", handle,
+                              [&](const detail::driver_entry_points& dd) { return dd.cuMemFree(ptr_); });
+    }
+  }
   ptr_ = 0;
   size_ = 0;
 }

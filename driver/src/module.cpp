@@ -208,10 +208,8 @@ module& module::operator=(module&& o) noexcept {
 module::~module() {
   if (!state_) return;
   if (state_->handle)
-    if (auto* d = detail::driver_if_loaded()) {
-      scoped_context guard(state_->ctx.get(), std::nothrow);
-      if (guard.active()) detail::defer_error(state_->ctx.get(), d->cuModuleUnload(state_->handle));
-    }
+    detail::release_nothrow(state_->ctx.get(), "cuModuleUnload", state_->handle,
+                            [&](const detail::driver_entry_points& d) { return d.cuModuleUnload(state_->handle); });
   delete state_;
   state_ = nullptr;
 }

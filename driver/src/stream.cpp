@@ -90,7 +90,7 @@ stream& stream::operator=(stream&& o) noexcept {
 
 void stream::destroy_nothrow() noexcept {
   if (!stream_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuStreamDestroy(stream_));
+  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuStreamDestroy(stream_), "cuStreamDestroy", stream_);
   stream_ = nullptr;
 }
 

@@ -26,8 +26,15 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
 pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticket, std::source_location where) {
   if (!s) detail::throw_invalid("cuasync::cuda_completion_source::record", "empty stream", where);
   state& st = this->st();
-  const std::shared_ptr<event_pool> pool = event_pool::for_context(s.context(), where);
-  detail::event_slot* slot = pool->acquire(where);
+  std::shared_ptr<event_pool> pool;
+  detail::event_slot* slot = nullptr;
+  try {
+    pool = event_pool::for_context(s.context(), where);
+    slot = pool->acquire(where);
+  } catch (...) {
+    detail::settle_stream(s);  // see event_pool::record
+    throw;
+  }
   event_ref ev(slot->event, s.context());
   std::uint64_t order = 0;
   std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
@@ -64,6 +71,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
   } catch (...) {
     slot->expected = 0;
     pool->give_back(slot);
+    detail::settle_stream(s);
     throw;  // the ticket's place is given back by its destructor
   }
   if (ticket) {
@@ -95,25 +103,7 @@ wait_target cuda_completion_source::target(event_ref e, std::shared_ptr<void> ke
           std::move(keep_alive)};
 }
 
-bool cuda_completion_source::is_sticky(CUresult r) noexcept {
-  switch (r) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_DEINITIALIZED:
-      return true;
-    default:
-      return false;
-  }
-}
+bool cuda_completion_source::is_sticky(CUresult r) noexcept { return cuasync::is_sticky(r); }
 
 poll_result cuda_completion_source::query(std::uintptr_t token) noexcept {
   CUevent ev;

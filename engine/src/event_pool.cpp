@@ -189,11 +189,22 @@ void event_pool::give_back(detail::event_slot* slot) noexcept {
   idle_.push_back(slot);  // capacity reserved at creation (slots_.size() >= idle_.size())
 }
 
+void detail::settle_stream(stream_ref s) noexcept {
+  if (const auto* d = detail::driver_if_loaded()) (void)d->cuStreamSynchronize(s.get());
+}
+
 pooled_event event_pool::record(stream_ref s, std::source_location where) {
   if (!s) detail::throw_invalid("cuasync::event_pool::record", "empty stream", where);
-  detail::event_slot* slot = acquire(where);
+  detail::event_slot* slot = nullptr;
+  try {
+    slot = acquire(where);
+  } catch (...) {
+    detail::settle_stream(s);
+    throw;
+  }
   if (CUresult r = detail::driver().cuEventRecord(slot->event, s.get()); r != CUDA_SUCCESS) {
     give_back(slot);
+    detail::settle_stream(s);
     detail::throw_cu(r, "cuEventRecord", "pooled event on " + s.describe(), where);
   }
   return pooled_event(slot, s, 0, 0);

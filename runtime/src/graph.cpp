@@ -38,7 +38,7 @@ graph& graph::operator=(graph&& o) noexcept {
 
 graph::~graph() {
   if (graph_)
-    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_));
+    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_), "cuGraphDestroy", graph_);
 }
 
 std::size_t graph::node_count(std::source_location where) const {
@@ -76,7 +76,7 @@ graph_exec& graph_exec::operator=(graph_exec&& o) noexcept {
 
 graph_exec::~graph_exec() {
   if (exec_)
-    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphExecDestroy(exec_));
+    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphExecDestroy(exec_), "cuGraphExecDestroy", exec_);
   exec_ = nullptr;
 }
 

@@ -34,11 +34,13 @@ struct staged_copier::job {
   std::size_t dmas = 0;       // chunk DMAs enqueued
   std::size_t finished = 0;   // chunks whose slot is free again
   std::size_t in_flight = 0;  // chunks holding a slot
-  std::error_code error;      // the first error; no chunk is started after it
-  bool streaming;             // non-temporal stores for this copy's host copies
+  std::error_code error{};    // the first error; no chunk is started after it
+  bool streaming = false;     // non-temporal stores for this copy's host copies
   std::source_location where;  // the caller's, for the errors of chunks enqueued later
-  bool reported_enqueued = false;
+  bool reported_enqueued = false;  // `enqueued` is decided (a thread is about to call it)
+  bool enqueued_called = false;    // ... and has returned: `done` may follow
   bool reported_done = false;
+  std::exception_ptr error_detail{};  // the error's description, when a call failed (not for a failed DMA)
   bool stopped() const noexcept { return error || started == total; }
   std::size_t offset(std::size_t chunk, std::size_t cb_bytes) const noexcept { return chunk * cb_bytes; }
 };
@@ -54,8 +56,13 @@ struct staged_copier::slot final : completion_callback {
 
 // Callbacks decided under the lock, made after it.
 struct staged_copier::outcalls {
-  std::vector<staged_copy_callback*> enqueued;
-  std::vector<std::pair<staged_copy_callback*, std::error_code>> done;
+  std::vector<job*> enqueued;  // jobs stay (not reaped) until their `enqueued` call has returned
+  struct done_call {
+    staged_copy_callback* cb;
+    std::error_code ec;
+    std::exception_ptr detail;
+  };
+  std::vector<done_call> done;
   std::vector<std::unique_ptr<job>> finished_jobs;
 };
 
@@ -83,16 +90,18 @@ void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<con
                                     staged_copy_callback* cb, std::source_location where) {
   check_sizes(to_device_api, src.size(), dst.size, s, where);
   const std::size_t total = (src.size() + options_.chunk_bytes - 1) / options_.chunk_bytes;
-  start(std::unique_ptr<job>(new job{true, s, const_cast<std::byte*>(src.data()), dst.ptr, src.size(), cb, total, 0,
-                                     0, 0, 0, {}, options_.h2d_streaming_stores, where}));
+  start(std::unique_ptr<job>(new job{.to_device = true, .s = s, .host = const_cast<std::byte*>(src.data()),
+                                     .dev = dst.ptr, .n = src.size(), .cb = cb, .total = total,
+                                     .streaming = options_.h2d_streaming_stores, .where = where}));
 }
 
 void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
                                   std::source_location where) {
   check_sizes(to_host_api, src.size, dst.size(), s, where);
   const std::size_t total = (src.size + options_.chunk_bytes - 1) / options_.chunk_bytes;
-  start(std::unique_ptr<job>(new job{false, s, dst.data(), src.ptr, src.size, cb, total, 0, 0, 0, 0, {},
-                                     src.size >= options_.d2h_streaming_from_bytes, where}));
+  start(std::unique_ptr<job>(new job{.to_device = false, .s = s, .host = dst.data(), .dev = src.ptr, .n = src.size,
+                                     .cb = cb, .total = total,
+                                     .streaming = src.size >= options_.d2h_streaming_from_bytes, .where = where}));
 }
 
 void staged_copier::start(std::unique_ptr<job> j) {
@@ -142,10 +151,11 @@ void staged_copier::enqueue_dma_locked(job& j, slot& sl, outcalls& out) {
     ++j.dmas;
     if (j.dmas == j.total && !j.reported_enqueued) {
       j.reported_enqueued = true;
-      out.enqueued.push_back(j.cb);
+      out.enqueued.push_back(&j);
     }
     completion_callbacks::instance().wait(std::move(ev).into_target(), &sl);
   } catch (const std::system_error& e) {
+    if (!j.error) j.error_detail = std::current_exception();
     chunk_finished_locked(j, sl, e.code(), out);
   } catch (...) {
     chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
@@ -201,11 +211,18 @@ void staged_copier::chunk_finished_locked(job& j, slot& sl, std::error_code ec, 
   sl.j = nullptr;
   --j.in_flight;
   ++j.finished;
+  report_done_locked(j, out);
+  pump_locked(out);
+}
+
+void staged_copier::report_done_locked(job& j, outcalls& out) {
+  // Never before `enqueued` has returned: the last chunk may complete (on another thread) while `enqueued` is still
+  // being called, and `done` may free the callback.
+  if (j.reported_enqueued && !j.enqueued_called) return;
   if (j.in_flight == 0 && (j.error || j.finished == j.total) && !j.reported_done) {
     j.reported_done = true;
-    out.done.emplace_back(j.cb, j.error);
+    out.done.push_back({j.cb, j.error, j.error_detail});
   }
-  pump_locked(out);
 }
 
 void staged_copier::reap_locked(outcalls& out) {
@@ -221,8 +238,16 @@ void staged_copier::reap_locked(outcalls& out) {
 }
 
 void staged_copier::run(outcalls& out) noexcept {
-  for (staged_copy_callback* cb : out.enqueued) cb->enqueued();
-  for (auto& [cb, ec] : out.done) cb->done(ec);
+  if (!out.enqueued.empty()) {
+    for (job* j : out.enqueued) j->cb->enqueued();
+    std::lock_guard lock(mutex_);
+    for (job* j : out.enqueued) {
+      j->enqueued_called = true;
+      report_done_locked(*j, out);  // its last chunk may have completed meanwhile
+    }
+    reap_locked(out);
+  }
+  for (auto& d : out.done) d.cb->done(d.ec, d.detail);
   if (!out.finished_jobs.empty()) {
     std::lock_guard lock(mutex_);
     if (jobs_.empty()) idle_cv_.notify_all();
@@ -238,6 +263,7 @@ struct sync_wait final : staged_copy_callback {
     std::condition_variable cv;
     bool enqueued = false, done = false;
     std::error_code error;
+    std::exception_ptr detail;
   };
   std::shared_ptr<state> st = std::make_shared<state>();
   void enqueued() noexcept override {
@@ -245,12 +271,13 @@ struct sync_wait final : staged_copy_callback {
     st->enqueued = true;
     st->cv.notify_all();
   }
-  void done(std::error_code ec) noexcept override {
+  void done(std::error_code ec, std::exception_ptr detail) noexcept override {
     std::shared_ptr<state> keep = st;
     delete this;
     std::lock_guard lock(keep->mutex);
     keep->done = true;
     keep->error = ec;
+    keep->detail = detail;
     keep->cv.notify_all();
   }
 };
@@ -259,7 +286,10 @@ void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, cons
               std::source_location where) {
   std::unique_lock lock(st->mutex);
   st->cv.wait(lock, [&] { return st->done || (!until_done && st->enqueued); });
-  if (st->done && st->error) throw cuda_error(st->error, api, "staged copy on " + s.describe(), where);
+  if (st->done && st->error) {
+    if (st->detail) std::rethrow_exception(st->detail);  // names the call that failed
+    throw cuda_error(st->error, api, "staged copy on " + s.describe(), where);
+  }
 }
 }  // namespace
 

@@ -71,13 +71,26 @@ void tracked_buffer::use(stream_ref s, access a, std::source_location where) {
 void tracked_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   const std::source_location unreported{};  // a failure here is deferred, never thrown to a caller
-  try {
-    // Every other stream's last use must be done before the memory returns to the pool (seed §15.4).
-    for (auto& u : others_) wait_for(home_, u, unreported);
-    memory_pool_ref::free_async(home_, ptr_, unreported);
-  } catch (const cuda_error& e) {
-    detail::defer_error(home_.context().get(), e.result());
-  } catch (...) {
+  const CUcontext ctx = home_.context().get();
+  const auto* handle = reinterpret_cast<const void*>(ptr_);
+  // Every other stream's last use must be done before the memory returns to the pool (seed §15.4). When home cannot
+  // be made to wait for one, the host waits for it instead.
+  for (auto& u : others_) {
+    try {
+      wait_for(home_, u, unreported);
+    } catch (const cuda_error& e) {
+      detail::defer_error(ctx, e.result(), "cuStreamWaitEvent", handle);
+      detail::settle_stream(u.stream);
+    } catch (...) {
+      detail::settle_stream(u.stream);
+    }
+  }
+  if (CUresult r = detail::driver().cuMemFreeAsync(ptr_, home_.get()); r != CUDA_SUCCESS) {
+    // Not freed in stream order: cuMemFree frees it once the device is done with it (it waits).
+    detail::defer_error(ctx, r, "cuMemFreeAsync", handle);
+    detail::settle_stream(home_);
+    detail::release_nothrow(ctx, "cuMemFree", handle,
+                            [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
   }
   ptr_ = 0;
   others_.clear();

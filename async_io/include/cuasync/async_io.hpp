@@ -8,6 +8,7 @@
 #include <cuasync/async_io/async_wait.hpp>
 #include <cuasync/async_io/completion_service.hpp>
 #include <cuasync/async_io/error_tokens.hpp>
+#include <cuasync/async_io/failure_detail.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/host_completion_source.hpp>
 #include <cuasync/engine/poll_policy.hpp>

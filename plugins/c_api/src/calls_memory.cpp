@@ -16,7 +16,7 @@ struct staged_completion final : runtime::staged_copy_callback {
   delivery to;
   admission_ticket ticket;  // holds the stream until every chunk is enqueued, its place until done
   void enqueued() noexcept override { ticket.end_hold(); }
-  void done(std::error_code ec) noexcept override {
+  void done(std::error_code ec, std::exception_ptr) noexcept override {
     ticket.reset();
     to(ec);
     delete this;

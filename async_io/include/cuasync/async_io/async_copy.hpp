@@ -3,7 +3,8 @@
 //! `co_await async_copy(stream, dst, src)`, optionally with a keep-alive and any completion token as the last
 //! arguments (`async_copy(s, dst, src, owner, use_future)`).
 //!
-//! Either side may be: host memory (`std::span<std::byte>` / `std::span<const std::byte>`), pinned or pageable;
+//! Either side may be: host memory (`std::span<std::byte>` / `std::span<const std::byte>`, or a span of any trivially
+//! copyable type), pinned or pageable;
 //! device memory (`device_span`); a `runtime::tracked_buffer` (the stream first waits for its conflicting uses on
 //! other streams); a `runtime::pinned_block` (not handed out again before the copy completes).
 //!

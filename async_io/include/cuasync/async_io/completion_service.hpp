@@ -67,7 +67,8 @@ struct enqueue_ref {
 //! How a task (work that reports its own completion, such as a staged copy) reports it: exactly once, from any thread.
 class task_done {
  public:
-  virtual void finish(std::error_code ec) noexcept = 0;
+  //! `detail`: the failure's full description (a `cuda_error` naming the failed call) when there is one.
+  virtual void finish(std::error_code ec, std::exception_ptr detail) noexcept = 0;
 
  protected:
   ~task_done() = default;

@@ -88,20 +88,27 @@ class scoped_context {
   explicit scoped_context(context_ref ctx, std::source_location where = std::source_location::current())
       : scoped_context(ctx.get(), where) {}
   //! For destructors: never throws; `active()` says whether `ctx` is current (it is not when the driver is already
-  //! shutting down at process exit, `CUDA_ERROR_DEINITIALIZED`; then there is nothing left to release).
+  //! shutting down at process exit, `CUDA_ERROR_DEINITIALIZED`: then there is nothing left to release; `error()`
+  //! says why). A push that fails otherwise is tried once more: a destructor that cannot make its context current
+  //! leaks what it owns.
   scoped_context(CUcontext ctx, std::nothrow_t) noexcept {
     const auto* d = detail::driver_if_loaded();
-    CUcontext current = nullptr;
-    if (!d || d->cuCtxGetCurrent(&current) != CUDA_SUCCESS) {
+    if (!d) {
       failed_ = true;
+      error_ = CUDA_ERROR_DEINITIALIZED;
       return;
     }
-    if (current != ctx) {
-      pushed_ = d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
-      failed_ = !pushed_;
+    CUcontext current = nullptr;
+    if (d->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
+    for (int attempt = 0; attempt < 2 && !pushed_; ++attempt) {
+      error_ = d->cuCtxPushCurrent(ctx);
+      pushed_ = error_ == CUDA_SUCCESS;
+      if (error_ == CUDA_ERROR_DEINITIALIZED) break;
     }
+    failed_ = !pushed_;
   }
   bool active() const noexcept { return !failed_; }
+  CUresult error() const noexcept { return error_; }
   ~scoped_context() {
     if (pushed_) {
       CUcontext popped = nullptr;
@@ -114,11 +121,27 @@ class scoped_context {
  private:
   bool pushed_ = false;
   bool failed_ = false;
+  CUresult error_ = CUDA_SUCCESS;
 };
 
 namespace detail {
-//! Keeps a failure from a destructor for `take_deferred_error` (first failure per context wins).
-void defer_error(CUcontext ctx, CUresult r) noexcept;
+//! Keeps a failure of `api` (on the object `handle`) in a destructor for `take_deferred_error` and the context's
+//! next `synchronize` (first failure per context wins).
+void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept;
+//! In a destructor: calls `release(driver)` (a driver call releasing `handle`, named `api`) with `ctx` current. A
+//! failure (of the release, or of making `ctx` current) is deferred (`defer_error`); at process exit, when the driver
+//! is shutting down, nothing is left to release.
+template <class Release>
+void release_nothrow(CUcontext ctx, const char* api, const void* handle, Release&& release) noexcept {
+  const auto* d = driver_if_loaded();
+  if (!d) return;
+  scoped_context guard(ctx, std::nothrow);
+  if (!guard.active()) {
+    if (guard.error() != CUDA_ERROR_DEINITIALIZED) defer_error(ctx, guard.error(), "cuCtxPushCurrent", handle);
+    return;
+  }
+  defer_error(ctx, release(*d), api, handle);
+}
 //! Throws a deferred failure of `ctx`, if any.
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where);
 //! Drops what cuasync keeps for a context that is gone (its deferred failure). Never throws.

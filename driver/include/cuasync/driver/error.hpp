@@ -34,12 +34,18 @@ class cuda_error : public std::system_error {
   const std::source_location& where() const noexcept { return where_; }
   //! The `CUresult`, or `CUDA_ERROR_UNKNOWN` when the code is not in `cu_category()`.
   CUresult result() const noexcept;
+  //! A sticky error (a kernel faulted: illegal address, trap, assert, ...): the context can run nothing more. Every
+  //! object of it must be destroyed (a primary context released by all its users) before the device is used again.
+  bool sticky() const noexcept;
 
  private:
   std::string api_;
   std::string detail_;
   std::source_location where_;
 };
+
+//! Whether `r` is a sticky error (see `cuda_error::sticky`).
+bool is_sticky(CUresult r) noexcept;
 
 //! Loader errors: each says what is missing and what to do. All are `cuda_error`s.
 //! `libcuda.so.1` (or `$CUASYNC_LIBCUDA`) could not be opened.

@@ -32,7 +32,9 @@ class cuda_completion_source final : public completion_source {
   static cuda_completion_source& instance();
 
   //! Records a wait on `s`: an event from the pool of `s`'s context (and a host word, see above). Host cost: one
-  //! `cuEventRecord` (~0.15 µs), plus one `cuStreamWriteValue64` (~0.7 µs) for a word. @throws cuda_error
+  //! `cuEventRecord` (~0.15 µs), plus one `cuStreamWriteValue64` (~0.7 µs) for a word. @throws cuda_error, once the
+  //! work already on `s` has completed (a blocking wait, on this failure path only: the caller learns of the failure
+  //! when no enqueued work uses its memory any more).
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
   //! The same for an admitted operation: the wait takes over `ticket`'s place, given back when its event completes.
   pooled_event record(stream_ref s, admission_ticket ticket,

@@ -32,6 +32,11 @@
 
 namespace cuasync {
 
+namespace detail {
+//! Waits for the work on `s` (errors ignored): what a failed record does before throwing.
+void settle_stream(stream_ref s) noexcept;
+}  // namespace detail
+
 class event_pool;
 struct wait_target;
 
@@ -110,7 +115,8 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   event_pool& operator=(const event_pool&) = delete;
 
   //! Records a plain pooled event on `s`: for another stream to wait on (`make_wait`) or the host to `poll`. Not a
-  //! wait of the completion source: no order, no host word. @throws cuda_error
+  //! wait of the completion source: no order, no host word. @throws cuda_error — after waiting (blocking) for the
+  //! work already on `s`: its completion would otherwise be unknowable, and the caller frees what it used on failure.
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
 
   context_ref context() const noexcept { return ctx_; }

@@ -9,6 +9,7 @@
 //! host copying. No thread waits for the GPU, and the thread that starts a copy does no copying. The synchronous
 //! forms wait (sleeping, not spinning) for the asynchronous one.
 
+#include <exception>
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
@@ -50,7 +51,8 @@ class staged_copy_callback {
   virtual void enqueued() noexcept {}
   //! The copy completed (D2H: the host destination holds the data; H2D: the data is on the device) or failed with
   //! `ec` (the first error). The last call: the callback may be destroyed in it.
-  virtual void done(std::error_code ec) noexcept = 0;
+  //! `detail`: the failure's full description when there is one (a `cuda_error` naming the failed call), else null.
+  virtual void done(std::error_code ec, std::exception_ptr detail) noexcept = 0;
 
  protected:
   ~staged_copy_callback() = default;
@@ -107,6 +109,7 @@ class staged_copier {
   void on_dma_done(slot& sl, std::error_code ec);            // poller thread: the slot's DMA completed
   void on_drained(slot& sl);                                 // team thread: D2H chunk out of the ring
   void chunk_finished_locked(job& j, slot& sl, std::error_code ec, outcalls& out);
+  void report_done_locked(job& j, outcalls& out);  // `done`, once every chunk has finished (after `enqueued`)
   void reap_locked(outcalls& out);  // takes finished jobs out of jobs_
   void run(outcalls& out) noexcept;
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <source_location>
 #include <span>
+#include <type_traits>
 
 namespace cuasync::detail {
 
@@ -28,6 +29,15 @@ inline copy_end endpoint(std::span<const std::byte> b) noexcept {
   return {const_cast<std::byte*>(b.data()), 0, b.size(), false};
 }
 inline copy_end endpoint(std::span<std::byte> b) noexcept { return {b.data(), 0, b.size(), true}; }
+//! Typed host memory (`std::span<const float>`, a `std::vector<int>`'s span): its bytes.
+template <class T>
+  requires(std::is_trivially_copyable_v<T> && !std::is_same_v<std::remove_const_t<T>, std::byte>)
+copy_end endpoint(std::span<T> b) noexcept {
+  if constexpr (std::is_const_v<T>)
+    return endpoint(std::as_bytes(b));
+  else
+    return endpoint(std::as_writable_bytes(b));
+}
 inline copy_end endpoint(device_span d) noexcept { return {nullptr, d.ptr, d.size, true}; }
 inline copy_end endpoint(runtime::tracked_buffer& b) noexcept { return {nullptr, b.get(), b.size(), true, &b}; }
 inline copy_end endpoint(runtime::pinned_block& b) noexcept {

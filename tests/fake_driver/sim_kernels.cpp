@@ -1,0 +1,47 @@
+// The kernels the simulated driver runs (any other kernel does nothing): enough for a test to see that arguments
+// arrive, that work runs in stream order, and what a faulting kernel does to its context.
+//   sim_fill_u32(u32* p, u32 n, u32 value)   p[i] = value
+//   sim_add_u32(u32* p, u32 n, u32 value)    p[i] += value
+//   sim_sleep_ms(u32 ms)                     takes that long
+//   sim_trap()                               CUDA_ERROR_LAUNCH_FAILED (sticky, like __trap())
+//   sim_illegal_address()                    CUDA_ERROR_ILLEGAL_ADDRESS (sticky)
+#include "simulated_device.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace sim {
+
+namespace {
+template <class T>
+T arg(const function_state& f, const std::vector<unsigned char>& args, std::size_t i) {
+  T v{};
+  if (i < f.params.size() && f.params[i].offset + sizeof(T) <= args.size())
+    std::memcpy(&v, args.data() + f.params[i].offset, sizeof(T));
+  return v;
+}
+}  // namespace
+
+CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& args) {
+  if (f.name == "sim_fill_u32" || f.name == "sim_add_u32") {
+    auto* p = reinterpret_cast<std::uint32_t*>(arg<std::uint64_t>(f, args, 0));
+    const auto n = arg<std::uint32_t>(f, args, 1), value = arg<std::uint32_t>(f, args, 2);
+    std::uintptr_t base = 0;
+    {
+      std::lock_guard lock(model().m);
+      allocation* a = find_memory(model(), reinterpret_cast<std::uintptr_t>(p), &base);
+      if (n && (!a || reinterpret_cast<std::uintptr_t>(p + n) > base + a->size)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    for (std::uint32_t i = 0; i < n; ++i) p[i] = f.name == "sim_fill_u32" ? value : p[i] + value;
+  } else if (f.name == "sim_sleep_ms") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(arg<std::uint32_t>(f, args, 0)));
+  } else if (f.name == "sim_trap") {
+    return CUDA_ERROR_LAUNCH_FAILED;
+  } else if (f.name == "sim_illegal_address") {
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace sim

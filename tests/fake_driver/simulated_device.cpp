@@ -1,0 +1,205 @@
+// The simulated driver's model: the device thread that runs queued work in order, the per-thread context stack,
+// object lookups, call counting and failure injection.
+#include "simulated_device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace sim {
+
+namespace {
+
+void read_injection(injection& inj) {
+  const char* spec = std::getenv("FAKE_CUDA_FAIL");
+  if (!spec || !*spec) return;
+  std::string s = spec;
+  const auto a = s.find(':');
+  if (a == std::string::npos) return;
+  inj.entry = s.substr(0, a);
+  const auto b = s.find(':', a + 1);
+  inj.nth = std::strtol(s.c_str() + a + 1, nullptr, 10);
+  if (b != std::string::npos) inj.code = static_cast<int>(std::strtol(s.c_str() + b + 1, nullptr, 10));
+}
+
+// The device thread: runs queued work one item at a time, in submission order (which keeps every stream's order and
+// every event wait, since a wait can only name work submitted before it).
+void device_thread(device_model* d) {
+  std::unique_lock lock(d->m);
+  for (;;) {
+    d->work.wait(lock, [&] { return d->queue_head < d->queue.size(); });
+    device_model::work_item item = std::move(d->queue[d->queue_head++]);
+    if (d->queue_head == d->queue.size()) {
+      d->queue.clear();
+      d->queue_head = 0;
+    }
+    const std::uint64_t seq = item.seq;
+    if (!item.ctx || item.ctx->sticky == CUDA_SUCCESS) {
+      lock.unlock();
+      item.fn();
+      lock.lock();
+    }
+    d->done = seq;
+    d->progress.notify_all();
+  }
+}
+
+thread_local std::vector<context_state*> context_stack;
+
+}  // namespace
+
+device_model::device_model() {
+  if (const char* n = std::getenv("FAKE_CUDA_DEVICES")) device_count = std::atoi(n);
+  if (const char* m = std::getenv("FAKE_CUDA_DEVICE_MEMORY_MIB")) device_memory = std::size_t(std::atoll(m)) << 20;
+  device_used.assign(static_cast<std::size_t>(device_count > 0 ? device_count : 0), 0);
+  primary.assign(device_used.size(), nullptr);
+  read_injection(inject);
+}
+
+device_model& model() {
+  static device_model* d = [] {
+    auto* m = new device_model;  // never destroyed (see the header)
+    std::thread(device_thread, m).detach();
+    return m;
+  }();
+  return *d;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+CUresult enter(const char* entry, CUresult injected_default) {
+  device_model& d = model();
+  std::lock_guard lock(d.m);
+  const long n = ++d.calls[d.phase][entry];
+  if (d.phase == 1 && !d.inject.fired && n == d.inject.nth && d.inject.entry == entry) {
+    d.inject.fired = true;
+    return d.inject.code ? static_cast<CUresult>(d.inject.code) : injected_default;
+  }
+  return CUDA_SUCCESS;
+}
+
+void make_sticky(context_state* c, CUresult r) {
+  if (c && c->sticky == CUDA_SUCCESS) c->sticky = r;
+}
+
+std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn) {
+  const std::uint64_t seq = ++d.submitted;
+  d.queue.push_back({seq, s ? s->ctx : current_context(), std::move(fn)});
+  if (s) s->last = seq;
+  d.work.notify_one();
+  return seq;
+}
+
+void wait_done(device_model& d, std::unique_lock<std::mutex>& lock, std::uint64_t seq) {
+  d.progress.wait(lock, [&] { return d.done >= seq; });
+}
+
+context_state* current_context() { return context_stack.empty() ? nullptr : context_stack.back(); }
+void set_current_context(context_state* c) {
+  if (context_stack.empty())
+    context_stack.push_back(c);
+  else
+    context_stack.back() = c;
+}
+void push_context(context_state* c) { context_stack.push_back(c); }
+context_state* pop_context() {
+  if (context_stack.empty()) return nullptr;
+  context_state* c = context_stack.back();
+  context_stack.pop_back();
+  return c;
+}
+
+stream_state* find_stream(device_model& d, CUstream s, CUresult* r) {
+  *r = CUDA_SUCCESS;
+  const auto v = reinterpret_cast<std::uintptr_t>(s);
+  if (v == 0 || v == 1 || v == 2) return nullptr;  // the legacy, per-thread and null default streams
+  auto it = d.streams.find(s);
+  if (it == d.streams.end()) {
+    *r = CUDA_ERROR_INVALID_HANDLE;
+    return nullptr;
+  }
+  context_state* c = it->second->ctx;
+  if (!c->alive) *r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  else if (c->sticky != CUDA_SUCCESS) *r = c->sticky;
+  return it->second.get();
+}
+
+allocation* find_memory(device_model& d, std::uintptr_t p, std::uintptr_t* base) {
+  auto it = d.memory.upper_bound(p);
+  if (it == d.memory.begin()) return nullptr;
+  --it;
+  if (p >= it->first + it->second.size) return nullptr;
+  if (base) *base = it->first;
+  return &it->second;
+}
+
+// ---- PTX: `.entry name(.param .u64 a, .param .align 8 .b8 b[16], ...)` ----
+
+namespace {
+// "u64" -> 8, "b8" -> 1
+std::size_t scalar_size(const std::string& type) {
+  if (type.size() < 2) return 0;
+  const int bits = std::atoi(type.c_str() + 1);
+  return bits >= 8 ? static_cast<std::size_t>(bits / 8) : 0;
+}
+}  // namespace
+
+bool parse_ptx(const char* text, module_state& m) {
+  const std::string ptx = text;
+  std::size_t at = 0;
+  bool any = false;
+  while ((at = ptx.find(".entry", at)) != std::string::npos) {
+    at += 6;
+    std::size_t open = ptx.find('(', at);
+    std::size_t brace = ptx.find('{', at);
+    std::string name;
+    for (std::size_t i = at; i < ptx.size() && i < std::min(open, brace); ++i)
+      if (!std::isspace(static_cast<unsigned char>(ptx[i]))) name += ptx[i];
+    auto f = std::make_unique<function_state>();
+    f->module = &m;
+    f->name = name;
+    if (open != std::string::npos && open < brace) {
+      const std::size_t close = ptx.find(')', open);
+      std::string list = ptx.substr(open + 1, close - open - 1);
+      std::size_t offset = 0, p = 0;
+      while ((p = list.find(".param", p)) != std::string::npos) {
+        p += 6;
+        std::size_t end = list.find(',', p);
+        std::string decl = list.substr(p, end == std::string::npos ? std::string::npos : end - p);
+        std::size_t align = 0, size = 0;
+        if (auto a = decl.find(".align"); a != std::string::npos) {
+          align = static_cast<std::size_t>(std::atoi(decl.c_str() + a + 6));
+          auto lb = decl.find('['), rb = decl.find(']');
+          const auto t = decl.find(".b", a + 6);
+          const std::size_t elem = t != std::string::npos ? scalar_size(decl.substr(t + 1, 3)) : 1;
+          size = (lb != std::string::npos && rb != std::string::npos)
+                     ? elem * static_cast<std::size_t>(std::atoi(decl.c_str() + lb + 1))
+                     : elem;
+        } else {
+          auto t = decl.find('.');
+          std::string type;
+          for (std::size_t i = t + 1; i < decl.size() && std::isalnum(static_cast<unsigned char>(decl[i])); ++i)
+            type += decl[i];
+          size = align = scalar_size(type);
+        }
+        if (align == 0) align = 1;
+        offset = (offset + align - 1) / align * align;
+        f->params.push_back({offset, size});
+        offset += size;
+        if (end == std::string::npos) break;
+        p = end;
+      }
+    }
+    m.functions[name] = std::move(f);
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace sim

@@ -1,0 +1,153 @@
+#pragma once
+// The state of the simulated driver (tests/fake_driver): devices, contexts, streams, events, memory, modules and
+// the one work queue that a "device" thread executes in submission order. Device memory is host memory, so a device
+// pointer is a host address; kernels do nothing except the few `sim_*` kernels (sim_kernels.cpp) that tests use to
+// check argument passing and faults. Every object the driver hands out is counted by kind, so a test can compare
+// what is still alive at the end of a run with a run that never failed.
+#include <cuda.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sim {
+
+enum class kind { context, stream, event, device_memory, pinned_host, registered_host, managed, module, pool, count };
+inline constexpr const char* kind_names[] = {"contexts", "streams",  "events", "device_memory", "pinned_host",
+                                             "registered_host", "managed", "modules", "pools"};
+inline constexpr int kinds = static_cast<int>(kind::count);
+
+struct context_state {
+  int device = 0;
+  bool primary = false;
+  bool alive = true;
+  int primary_refs = 0;
+  unsigned long long id = 0;
+  CUresult sticky = CUDA_SUCCESS;  // a faulted kernel (sim_trap): every later call in the context answers it
+};
+
+struct stream_state {
+  context_state* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+  unsigned long long id = 0;
+  std::uint64_t last = 0;  // sequence number of its last queued work
+};
+
+struct event_state {
+  context_state* ctx = nullptr;
+  unsigned flags = 0;
+  std::uint64_t seq = 0;  // the work it waits for; 0: never recorded (complete)
+  double at_ms = 0;       // when that work was done (for cuEventElapsedTime)
+};
+
+struct param { std::size_t offset, size; };
+struct function_state;
+struct module_state {
+  context_state* ctx = nullptr;
+  std::map<std::string, std::unique_ptr<function_state>> functions;
+};
+struct function_state {
+  module_state* module = nullptr;
+  std::string name;
+  std::vector<param> params;
+  int max_dynamic_shared = 0;
+};
+
+struct pool_state {
+  int device = 0;
+  bool is_default = false;
+  std::uint64_t release_threshold = 0;
+  std::uint64_t used = 0, used_high = 0;
+  int attributes[16] = {};
+};
+
+struct allocation {
+  kind k;
+  std::size_t size;
+  context_state* ctx;
+  pool_state* pool;  // stream-ordered allocations
+  int device;
+};
+
+// Injected failures: FAKE_CUDA_FAIL="<entry>:<n>[:<code>]" makes the n-th call of <entry> (counted from the
+// moment the program starts phase 1, see control.h) answer <code> (default: CUDA_ERROR_OUT_OF_MEMORY for
+// allocations, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES for launches, CUDA_ERROR_UNKNOWN otherwise).
+struct injection {
+  std::string entry;
+  long nth = 0;
+  int code = 0;
+  bool fired = false;
+};
+
+struct device_model {
+  std::mutex m;
+  std::condition_variable progress;  // work finished
+  std::condition_variable work;      // work queued
+  // Devices
+  int device_count = 1;
+  std::size_t device_memory = std::size_t{1} << 30;
+  std::vector<std::size_t> device_used;
+  std::vector<context_state*> primary;  // one per device, created on first retain
+  // Objects (handles are the addresses of these states)
+  std::map<void*, std::unique_ptr<context_state>> contexts;
+  std::map<void*, std::unique_ptr<stream_state>> streams;
+  std::map<void*, std::unique_ptr<event_state>> events;
+  std::map<void*, std::unique_ptr<module_state>> modules;
+  std::map<void*, std::unique_ptr<pool_state>> pools;
+  std::map<std::uintptr_t, allocation> memory;  // by start address
+  unsigned long long next_id = 1;
+  // Work
+  struct work_item {
+    std::uint64_t seq;
+    context_state* ctx;  // work of a context with a sticky error does not run (as on a GPU after a fault)
+    std::function<void()> fn;
+  };
+  std::vector<work_item> queue;  // FIFO (front at queue_head)
+  std::size_t queue_head = 0;
+  std::uint64_t submitted = 0, done = 0;
+  // Bookkeeping
+  long live[kinds] = {};
+  long refused[kinds] = {};  // destroy calls that an injected failure refused: the object stays
+  int phase = 0;
+  std::map<std::string, long> calls[3];  // per phase
+  injection inject;
+
+  device_model();
+};
+
+// The model (created on first use, never destroyed: threads of the program may call in during exit).
+device_model& model();
+double now_ms();
+
+// Called first by every entry point: counts the call and answers an injected failure (CUDA_SUCCESS: go on).
+CUresult enter(const char* entry, CUresult injected_default);
+// For the entry points that observe the device (queries, synchronizes): a failure injected there is what a real
+// driver reports there, a sticky fault of the context (CUDA_ERROR_LAUNCH_FAILED): `c` is marked with it. Lock held.
+void make_sticky(context_state* c, CUresult r);
+
+// Queues `fn` as the next work of `s` (nullptr: the default stream); returns its sequence number. Lock held.
+std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn);
+// Waits (lock held, released while waiting) until work `seq` is done.
+void wait_done(device_model& d, std::unique_lock<std::mutex>& lock, std::uint64_t seq);
+
+// Lookups (lock held); nullptr when the handle is not live.
+context_state* current_context();
+void set_current_context(context_state* c);
+void push_context(context_state* c);
+context_state* pop_context();
+stream_state* find_stream(device_model& d, CUstream s, CUresult* r);  // default streams answer a null state
+allocation* find_memory(device_model& d, std::uintptr_t p, std::uintptr_t* base = nullptr);
+
+// The `sim_*` kernels (sim_kernels.cpp): runs `f` with its packed arguments when its work comes up; answers the
+// error the kernel raises (CUDA_SUCCESS when it has none).
+CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& args);
+// Parses the `.entry` declarations of a PTX text into functions; false when it has none.
+bool parse_ptx(const char* text, module_state& m);
+
+}  // namespace sim
