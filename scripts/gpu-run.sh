@@ -14,7 +14,7 @@ summary=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$work/gpu.txt" 2>&1 || true
 [ -x "$build/tools/cuasync" ] && "$build/tools/cuasync" info > "$work/info.txt" 2>&1
 
-for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io plugins}; do
+for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io fault_injection plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
   [ -x "$bin" ] || continue
   start=$(date +%s)
@@ -29,6 +29,13 @@ conformance="$build/tests/plugins/cuasync_conformance"
 if [ -x "$conformance" ] && [ "${CUASYNC_GPU_TESTS-plugins}" != "" ]; then
   timeout 120 "$conformance" "$build/plugins/libcuasync.so" --gpu > "$work/tests-c_abi.log" 2>&1
   summary+=("tests c_abi conformance --gpu: rc=$? $(tail -1 "$work/tests-c_abi.log")")
+fi
+
+# The soak (docs/reliability.md): resources sampled over long runs; CUASYNC_SOAK_SCALE=0.1 shortens it, 0 skips it.
+if [ -x "$build/tests/soak/cuasync_soak" ] && [ "${CUASYNC_SOAK_SCALE:-1}" != 0 ]; then
+  start=$(date +%s)
+  timeout 300 "$build/tests/soak/cuasync_soak" "${CUASYNC_SOAK_SCALE:-1}" > "$work/soak.log" 2>&1
+  summary+=("soak: rc=$? $(( $(date +%s) - start ))s $(tail -1 "$work/soak.log")")
 fi
 
 for ex in "$build"/examples/*/example_*; do
@@ -64,6 +71,7 @@ done
   done
   echo "== bench tables =="
   cat "$work"/*.md 2>/dev/null
+  [ -f "$work/soak.log" ] && { echo "== soak =="; grep -E "^(#|soak|.*growth)" "$work/soak.log"; }
   echo "== summary ($CUASYNC_COMMIT) =="
   cat "$work/gpu.txt"
   printf '%s\n' "${summary[@]}"

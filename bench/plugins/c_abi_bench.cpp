@@ -167,6 +167,56 @@ int main(int argc, char** argv) {
   rep.add({"launch + completion, closed loop, C ABI (fd queue)", "us", summarize(c_rates), summarize(cpp_rates),
            "C++ API (launch + engine callback)", true, "<= 1.10"});
 
+  // Where the difference lies: the launch alone (32 at a time, then the stream drains) and the completion alone (a
+  // wait on an idle stream, seen through the fd queue or the engine's callback), alternating.
+  std::vector<double> c_launch, cpp_launch, c_done, cpp_done;
+  cuasync_launch_args plain{};
+  plain.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  plain.stream = c.stream;
+  plain.kernel = c.empty;
+  plain.grid[0] = plain.block[0] = 1;
+  for (int r = 0; r < reps + 1; ++r) {
+    double c_us = 0, cpp_us = 0;
+    for (int batch = 0; batch < per / 32; ++batch) {
+      auto t0 = bench_clock::now();
+      for (int i = 0; i < 32; ++i) must(api->launch(&plain), "launch");
+      c_us += us_since(t0);
+      s.synchronize();
+      t0 = bench_clock::now();
+      for (int i = 0; i < 32; ++i) launch(s, empty, one);
+      cpp_us += us_since(t0);
+      s.synchronize();
+    }
+    auto t0 = bench_clock::now();
+    for (int i = 0; i < per / 4; ++i) {
+      cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c.stream, {c.queue, 1, nullptr, nullptr}};
+      must(api->stream_wait(&w), "stream_wait");
+      cuasync_completion_record rec;
+      for (;;) {
+        cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.queue, &rec, 1, 0};
+        must(api->queue_drain(&d), "queue_drain");
+        if (d.count == 1) break;
+      }
+    }
+    const double c_wait = us_since(t0) / (per / 4);
+    t0 = bench_clock::now();
+    for (int i = 0; i < per / 4; ++i) {
+      flag_callback cb;
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+      while (!cb.done.load(std::memory_order_acquire)) {
+      }
+    }
+    const double cpp_wait = us_since(t0) / (per / 4);
+    if (r == 0) continue;
+    c_launch.push_back(c_us / per);
+    cpp_launch.push_back(cpp_us / per);
+    c_done.push_back(c_wait);
+    cpp_done.push_back(cpp_wait);
+  }
+  rep.add({"launch alone, C ABI", "us", summarize(c_launch), summarize(cpp_launch), "cuasync::launch", true, ""});
+  rep.add({"completion alone (idle stream), C ABI fd queue", "us", summarize(c_done), summarize(cpp_done),
+           "C++ record + engine callback", true, ""});
+
   std::vector<double> fd_rt, busy_rt;
   event ev = event::create(test::ctx());
   for (int i = 0; i < 2200; ++i) {

@@ -1,4 +1,5 @@
 // Kernels for the tests and benchmarks, built by nvcc as CUBIN, PTX and fatbin (tests/CMakeLists.txt).
+#include <assert.h>
 #include <cstdint>
 
 extern "C" __global__ void empty_kernel() {}
@@ -62,4 +63,12 @@ extern "C" __global__ void burn(const float* in, float* out, int n, int iters) {
     for (int k = 0; k < iters; ++k) x = x * 0.999f + 0.5f;
     out[i] = x;
   }
+}
+
+// Faults for tests/fault_injection/gpu_faults_test.cpp.
+extern "C" __global__ void trap_kernel() { __trap(); }
+extern "C" __global__ void assert_zero(int v) { assert(v == 0); }
+// Built for at most 256 threads per block: a launch of 1024 asks for more than the kernel has registers for.
+extern "C" __global__ void __launch_bounds__(256) bounded_256(int* p) {
+  if (p) p[threadIdx.x] = threadIdx.x;
 }
