@@ -24,7 +24,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <execinfo.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <thread>
 
 #include <chrono>
 #include <cstdio>
@@ -242,8 +247,31 @@ void surviving_fault(const std::string& kind) {
 
 // A kernel that never ends: the waiters give up (a coroutine's wait is cancelled at its deadline, the C ABI's queue
 // is destroyed with its completions pending), and everything is torn down while the kernel still runs.
+// If the process has not ended `limit` after main returned, prints the main thread's stack (where exit hangs) and
+// ends it with status 3.
+void on_dump_signal(int) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  static const char head[] = "EXIT HANG: the main thread is at\n";
+  (void)!::write(1, head, sizeof head - 1);
+  backtrace_symbols_fd(frames, n, 1);
+}
+void arm_exit_watchdog(std::chrono::seconds limit) {
+  std::signal(SIGUSR1, on_dump_signal);
+  const pid_t main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::thread([main_tid, limit] {
+    std::this_thread::sleep_for(limit);
+    ::syscall(SYS_tgkill, ::getpid(), main_tid, SIGUSR1);
+    std::this_thread::sleep_for(2s);
+    ::_exit(3);
+  }).detach();
+}
+
 void abandoned_kernel() {
-  (void)test::ctx();  // the framework keeps the primary context, as PyTorch does
+  // The framework's own objects: the primary context (kept, as PyTorch keeps it), the kernel's module and its flag.
+  // A framework with an endless kernel cannot release them (each would wait for the kernel); it leaves them to the
+  // process's end, which is what this child does (never destroyed).
+  new primary_context(primary_context::retain(device::get(0)));
   auto d = std::make_unique<device_setup>();
   auto c = std::make_unique<test::c_abi_client>(c_abi_library(), d->s.get());
   d->close_gate();  // never opened
@@ -267,13 +295,13 @@ void abandoned_kernel() {
   const auto start = std::chrono::steady_clock::now();
   for (const auto& line : c->teardown()) std::printf("TEARDOWN said %s\n", one_line(line).c_str());
   c.reset();
-  // cuasync's objects go; the kernel's module and flag stay with the framework (the kernel still uses them).
-  static module kept_module = std::move(d->kernels);
-  static pinned_buffer kept_flag = std::move(d->flag);
-  d.reset();
+  new module(std::move(d->kernels));
+  new pinned_buffer(std::move(d->flag));
+  d.reset();  // cuasync's runtime and the stream
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   std::printf("TEARDOWN ok in %lld ms (the kernel still runs)\n", static_cast<long long>(ms.count()));
   std::fflush(stdout);
+  arm_exit_watchdog(20s);  // then the process ends (exit: cuasync's and the driver's static teardown)
 }
 
 }  // namespace
@@ -368,4 +396,5 @@ TEST_CASE("a kernel that never ends is abandoned: waiters give up, teardown ends
   CHECK(c.output.find("WAITER c-abi before-abandon: pending") != std::string::npos);
   CHECK(c.output.find("TEARDOWN ok in") != std::string::npos);
   CHECK(c.output.find("CHILD END") != std::string::npos);
+  CHECK(c.output.find("EXIT HANG") == std::string::npos);  // the process ended by itself, kernel and all
 }
