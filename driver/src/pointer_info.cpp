@@ -4,15 +4,16 @@
 namespace cuasync {
 
 memory_kind classify_pointer(const void* p) {
-  const auto& d = detail::driver();
-  const auto addr = reinterpret_cast<CUdeviceptr>(p);
+  // cuPointerGetAttributes, not cuPointerGetAttribute: memory the driver does not know (ordinary malloc/new/stack
+  // memory) reads as type 0 with CUDA_SUCCESS instead of an API error (which compute-sanitizer would report), and
+  // one call answers both questions.
   unsigned managed = 0;
-  if (d.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, addr) == CUDA_SUCCESS && managed)
-    return memory_kind::managed;
   CUmemorytype type{};
-  // Memory the driver does not know (ordinary malloc/new/stack memory) answers CUDA_ERROR_INVALID_VALUE.
-  if (d.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, addr) != CUDA_SUCCESS)
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+  void* data[2] = {&managed, &type};
+  if (detail::driver().cuPointerGetAttributes(2, attrs, data, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
     return memory_kind::pageable_host;
+  if (managed) return memory_kind::managed;
   switch (type) {
     case CU_MEMORYTYPE_HOST: return memory_kind::pinned_host;
     case CU_MEMORYTYPE_DEVICE:

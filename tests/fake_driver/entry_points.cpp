@@ -864,6 +864,23 @@ CUresult CUDAAPI PointerGetAttribute(void* data, CUpointer_attribute attr, CUdev
   }
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI PointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr p) {
+  ENTER(cuPointerGetAttributes, unknown);
+  {
+    lock_t lock(d.m);
+    if (!find_memory(d, p)) {  // unknown memory: default values and success, as the driver does
+      for (unsigned i = 0; i < n; ++i)
+        if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED || attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+          *static_cast<unsigned*>(data[i]) = 0;
+        else
+          return CUDA_ERROR_NOT_SUPPORTED;
+      return CUDA_SUCCESS;
+    }
+  }
+  for (unsigned i = 0; i < n; ++i)
+    if (CUresult r = PointerGetAttribute(data[i], attrs[i], p); r != CUDA_SUCCESS) return r;
+  return CUDA_SUCCESS;
+}
 
 // ---- modules and launches ----
 
@@ -1040,7 +1057,7 @@ const entry entries[] = {
     E(cuMemAllocAsync, MemAllocAsync), E(cuMemFreeAsync, MemFreeAsync), E(cuMemsetD8Async, MemsetD8Async),
     E(cuMemsetD32Async, MemsetD32Async), E(cuMemcpyAsync, MemcpyAsync), E(cuMemcpyPeerAsync, MemcpyPeerAsync),
     E(cuMemcpyHtoDAsync, MemcpyHtoDAsync), E(cuMemcpyDtoHAsync, MemcpyDtoHAsync),
-    E(cuPointerGetAttribute, PointerGetAttribute), E(cuModuleLoadDataEx, ModuleLoadDataEx),
+    E(cuPointerGetAttribute, PointerGetAttribute), E(cuPointerGetAttributes, PointerGetAttributes), E(cuModuleLoadDataEx, ModuleLoadDataEx),
     E(cuModuleUnload, ModuleUnload), E(cuModuleGetFunction, ModuleGetFunction),
     E(cuFuncGetAttribute, FuncGetAttribute), E(cuFuncSetAttribute, FuncSetAttribute),
     E(cuFuncGetParamInfo, FuncGetParamInfo),

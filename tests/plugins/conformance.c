@@ -1,5 +1,5 @@
 /* The C ABI's conformance suite, in C11, as a framework would use the library: it only dlopen()s libcuasync.so.
- * Usage: cuasync_conformance PATH/libcuasync.so [--gpu]
+ * Usage: cuasync_conformance PATH/libcuasync.so [--gpu]   (CUASYNC_NO_FAULT=1: without the final fault)
  * Without --gpu (CI): version negotiation, struct_size in both directions, NULL and stale handles, error messages,
  * a clear error without a driver, and the completion queue's fd protocol under stress (host tokens, several threads).
  * With --gpu (the GPU machine): also a framework's own stream (made with raw driver calls) adopted, a kernel compiled

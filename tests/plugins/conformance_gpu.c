@@ -67,6 +67,23 @@ static void on_copied(const cuasync_completion_record* r, void* user) {
   atomic_store(&callback_done, 1);
 }
 
+/* Everything the GPU part made, destroyed (after the fault the destroys may report it: their errors are freed). */
+static void destroy_all(cuasync_buffer* buffers, int n, cuasync_queue q, cuasync_module m, cuasync_stream s,
+                        cuasync_runtime rt) {
+  for (int i = 0; i < n; ++i) {
+    cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, buffers[i]};
+    api->error_destroy(api->buffer_free(&bf));
+  }
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, q};
+  api->error_destroy(api->queue_destroy(&qd));
+  cuasync_module_destroy_args md = {CUASYNC_MODULE_DESTROY_ARGS_SIZE, m};
+  api->error_destroy(api->module_destroy(&md));
+  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, s};
+  api->error_destroy(api->stream_destroy(&sd));
+  cuasync_runtime_destroy_args rd = {CUASYNC_RUNTIME_DESTROY_ARGS_SIZE, rt};
+  api->error_destroy(api->runtime_destroy(&rd));
+}
+
 void run_gpu_part(void) {
   /* The framework's side: its own stream on the device's primary context, made with raw driver calls. */
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -231,7 +248,17 @@ void run_gpu_part(void) {
     CHECK(atomic_load(&deleted) == 1); /* once */
   }
 
-  /* A fault reaches every pending completion: the faulting launch, then waits behind it. */
+  /* A fault reaches every pending completion: the faulting launch, then waits behind it. Left out under
+   * compute-sanitizer (CUASYNC_NO_FAULT=1): the sanitizer would report the intended out-of-bounds write. */
+  if (getenv("CUASYNC_NO_FAULT")) {
+    printf("gpu: the fault part left out (CUASYNC_NO_FAULT)\n");
+    cuasync_buffer bufs[2] = {bx.buffer, by.buffer};
+    destroy_all(bufs, 2, qc.queue, cc.module, sc.stream, rc.runtime);
+    free(x);
+    free(y);
+    free(out);
+    return;
+  }
   cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0};
   CHECK(ok(api->kernel_get(&kw), "kernel_get write_to"));
   void* bad = (void*)(uintptr_t)0x10;
@@ -256,6 +283,8 @@ void run_gpu_part(void) {
   CHECK(drain_until(qc.queue, qf.fd, recs, 4) == 4);
   for (int i = 0; i < 4; ++i) CHECK(recs[i].code == CUASYNC_ERROR_CUDA && recs[i].cuda_result == 700);
   printf("gpu: a fault reached %d pending completions as CUDA_ERROR_ILLEGAL_ADDRESS\n", 4);
+  cuasync_buffer bufs[2] = {bx.buffer, by.buffer};
+  destroy_all(bufs, 2, qc.queue, cc.module, sc.stream, rc.runtime);
   free(x);
   free(y);
   free(out);

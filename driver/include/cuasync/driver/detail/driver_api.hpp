@@ -34,6 +34,7 @@ namespace cuasync::detail {
   X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemsetD8Async, 3020) X(cuMemsetD32Async, 3020)      \
   X(cuMemcpyAsync, 4000) X(cuMemcpyPeerAsync, 4000) X(cuMemcpyHtoDAsync, 3020) X(cuMemcpyDtoHAsync, 3020)     \
   X(cuPointerGetAttribute, 4000)                                                                             \
+  X(cuPointerGetAttributes, 7000)                                                                            \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                            \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuFuncGetParamInfo, 12040)                        \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050) X(cuLaunchKernelEx, 11060) X(cuLaunchKernel, 4000)    \
