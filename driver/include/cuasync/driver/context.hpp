@@ -129,8 +129,10 @@ namespace detail {
 //! next `synchronize` (first failure per context wins).
 void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept;
 //! In a destructor: calls `release(driver)` (a driver call releasing `handle`, named `api`) with `ctx` current. A
-//! failure (of the release, or of making `ctx` current) is deferred (`defer_error`); at process exit, when the driver
-//! is shutting down, nothing is left to release.
+//! failure that is not sticky is tried once more (a release that failed did nothing, and an object left behind
+//! outlives its owner: memory left registered makes the next registration of that address fail); what still fails
+//! (the release, or making `ctx` current) is deferred (`defer_error`); at process exit, when the driver is shutting
+//! down, nothing is left to release.
 template <class Release>
 void release_nothrow(CUcontext ctx, const char* api, const void* handle, Release&& release) noexcept {
   const auto* d = driver_if_loaded();
@@ -140,7 +142,10 @@ void release_nothrow(CUcontext ctx, const char* api, const void* handle, Release
     if (guard.error() != CUDA_ERROR_DEINITIALIZED) defer_error(ctx, guard.error(), "cuCtxPushCurrent", handle);
     return;
   }
-  defer_error(ctx, release(*d), api, handle);
+  CUresult r = release(*d);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED && !is_sticky(r) && release(*d) == CUDA_SUCCESS)
+    r = CUDA_SUCCESS;
+  defer_error(ctx, r, api, handle);
 }
 //! Throws a deferred failure of `ctx`, if any.
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where);
