@@ -64,7 +64,8 @@ struct admission_guard {
 };
 }  // namespace
 
-TEST_CASE("awaited 64 MiB pageable copies behind 300 ms kernels never block the io thread", "[async_io][gpu]") {
+// [timing]: asserts a gap meter's longest io-thread gap <= 5 ms and >= 300 ticks.
+TEST_CASE("awaited 64 MiB pageable copies behind 300 ms kernels never block the io thread", "[async_io][gpu][timing]") {
   auto rt = runtime::device_runtime::for_device(0);
   rt->staging();  // the ring and copy threads exist before the measurement (created once per runtime)
   stream s = stream::create(rt->context());
@@ -96,8 +97,9 @@ TEST_CASE("awaited 64 MiB pageable copies behind 300 ms kernels never block the 
   CHECK(gaps.longest_ms() <= max_gap_ms);
 }
 
+// [timing]: 5,000 coroutines, and asserts a gap meter's longest io-thread gap <= 5 ms.
 TEST_CASE("5,000 coroutines over 32 streams, some behind long kernels: admission waits, the io thread never blocks",
-          "[async_io][gpu]") {
+          "[async_io][gpu][timing]") {
   admission_guard guard;
   guard.pool->set_admission_limits({});  // the defaults
   constexpr int coroutines = 5000, streams_n = 32, long_streams = 4;
@@ -140,8 +142,9 @@ TEST_CASE("5,000 coroutines over 32 streams, some behind long kernels: admission
   CHECK(guard.pool->waiting_for_admission() == 0);
 }
 
+// [timing]: asserts a gap meter's longest io-thread gap <= 5 ms (and 256 100 ms kernels, ~26 s serialized).
 TEST_CASE("tracked buffers and pinned blocks released inside coroutines behind long kernels never block the io thread",
-          "[async_io][gpu]") {
+          "[async_io][gpu][timing]") {
   auto rt = runtime::device_runtime::for_device(0);
   std::vector<stream> ss;
   for (int i = 0; i < 8; ++i) ss.push_back(stream::create(rt->context()));
@@ -183,8 +186,9 @@ TEST_CASE("tracked buffers and pinned blocks released inside coroutines behind l
   CHECK(gaps.longest_ms() <= max_gap_ms);
 }
 
+// [timing]: asserts a gap meter's longest io-thread gap >= 50 ms.
 TEST_CASE("the gap meter sees a blocking free: a device_buffer freed behind a long kernel (the control)",
-          "[async_io][gpu]") {
+          "[async_io][gpu][timing]") {
   stream s = stream::create(test::ctx());
   asio::io_context io;
   gap_meter gaps(io);
@@ -314,8 +318,9 @@ TEST_CASE("admission: past the bound operations wait in order; cancelled waiters
   CHECK(guard.pool->admitted() == 0);
 }
 
+// [timing]: asserts a gap meter's longest io-thread gap <= 5 ms.
 TEST_CASE("the slot pipeline driven from a coroutine: every batch right, slots reused only when done, io thread free",
-          "[async_io][gpu]") {
+          "[async_io][gpu][timing]") {
   auto rt = runtime::device_runtime::for_device(0);
   constexpr int n = 1 << 16, batches = 48;
   runtime::slot_pipeline pipe(*rt, {.slots = 3, .input_bytes = n * sizeof(int), .output_bytes = n * sizeof(int)});

@@ -96,7 +96,8 @@ TEST_CASE("async_wait on a caller's event", "[async_io][gpu]") {
   CHECK(done);
 }
 
-TEST_CASE("10,000 concurrent coroutines over 64 streams all complete with correct results", "[async_io][gpu]") {
+// [timing]: 10,000 coroutines x 3 policies, 90,000 launches and copies.
+TEST_CASE("10,000 concurrent coroutines over 64 streams all complete with correct results", "[async_io][gpu][timing]") {
   auto policy = GENERATE(poll_policy::balanced(), poll_policy::latency(), poll_policy::efficient());
   constexpr int n = 10'000, streams = 64;
   asio::io_context io;
@@ -180,7 +181,8 @@ TEST_CASE("cancelling a wait while the kernel runs completes it at once; the GPU
   CHECK(calls == 1);
 }
 
-TEST_CASE("the io thread is never blocked while a long kernel is awaited", "[async_io][gpu]") {
+// [timing]: asserts at least 50 1 ms timer ticks run on the io thread during a 300 ms kernel.
+TEST_CASE("the io thread is never blocked while a long kernel is awaited", "[async_io][gpu][timing]") {
   auto policy = GENERATE(poll_policy::balanced(), poll_policy::latency(), poll_policy::efficient());
   asio::io_context io;
   asio::use_service<completion_service>(io).set_policy(policy);

@@ -17,7 +17,8 @@ constexpr int n = 1 << 16;
 launch_config grid() { return {.grid = n / 256, .block = 256}; }
 }  // namespace
 
-TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[runtime][hazard][gpu]") {
+// [concurrent]: the control section synchronizes stream B's kernel while a gate kernel still spins on stream A.
+TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[runtime][hazard][gpu][concurrent]") {
   auto rt = device_runtime::for_device(0);
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   tracked_buffer x = tracked_buffer::allocate(*rt, a, n * sizeof(int));

@@ -1,13 +1,30 @@
 // The test main of every cuasync test executable. It finds out whether a driver and a device exist: without them
-// it leaves out the [gpu] test cases and says how many and why; with them, everything runs.
+// it leaves out the [gpu] test cases and says how many and why; with them, everything runs. A crash prints the
+// crashing thread's stack (the GPU machine has no debugger): Catch2 reports the signal first, then re-raises it here.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include "gpu.hpp"
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 
+namespace {
+void print_stack(int sig) {
+  static const char head[] = "\nfatal signal: the crashing thread's stack (addresses: addr2line -e <binary>)\n";
+  (void)!::write(2, head, sizeof head - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+}  // namespace
+
 int main(int argc, char* argv[]) {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, print_stack);
   Catch::Session session;
   if (int rc = session.applyCommandLine(argc, argv)) return rc;
 

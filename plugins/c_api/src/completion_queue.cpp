@@ -78,6 +78,7 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
       return;
     }
     records_.push_back(r);
+    queued_.store(records_.size(), std::memory_order_release);
     if (!readable_) {
       readable_ = true;
       const std::uint64_t one = 1;
@@ -89,12 +90,15 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
 }
 
 std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t capacity) {
+  // Empty means the fd was cleared too (both happen under the lock, below): nothing to do.
+  if (queued_.load(std::memory_order_acquire) == 0) return 0;
   std::lock_guard lock(mutex_);
   std::size_t n = 0;
   while (n < capacity && !records_.empty()) {
     out[n++] = records_.front();
     records_.pop_front();
   }
+  queued_.store(records_.size(), std::memory_order_release);
   if (records_.empty() && readable_) {
     // Emptied here, under the lock: a record delivered after this makes the fd readable again.
     std::uint64_t count = 0;
@@ -125,6 +129,7 @@ void completion_queue::close() noexcept {
     closed_ = true;
     pending_.clear();
     records_.clear();
+    queued_.store(0, std::memory_order_release);
   }
   cv_.notify_all();
   if (thread_.joinable()) {

@@ -3,6 +3,7 @@
 // runs C callbacks — and how an operation's completion reaches it.
 #include "abi.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -44,6 +45,9 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   std::condition_variable cv_;
   std::deque<cuasync_completion_record> records_;
   bool readable_ = false;  // the eventfd holds a count (records_ is not empty)
+  // records_.size(), written under the lock: an empty drain returns without the lock, so that a consumer spinning on
+  // drain never makes the delivering thread wait for the lock (measured: a few µs a completion, in a VM).
+  std::atomic<std::size_t> queued_{0};
   std::deque<pending_callback> pending_;
   bool closed_ = false;
   std::thread thread_;
