@@ -236,7 +236,9 @@ TEST_CASE("awaited pageable copies are byte-exact at 1 B, 4 KiB + 1, unaligned o
   if (offset) CHECK(back[offset - 1] == std::byte{0});
 }
 
-TEST_CASE("an awaited launch with tracked buffers waits for their writer on another stream", "[async_io][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("an awaited launch with tracked buffers waits for their writer on another stream", "[async_io][gpu][concurrent]") {
   auto rt = runtime::device_runtime::for_device(0);
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   constexpr int n = 1024;
@@ -271,7 +273,9 @@ TEST_CASE("an awaited launch with tracked buffers waits for their writer on anot
   CHECK(wrong == 0);
 }
 
-TEST_CASE("admission: past the bound operations wait in order; cancelled waiters never run", "[async_io][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("admission: past the bound operations wait in order; cancelled waiters never run", "[async_io][gpu][concurrent]") {
   admission_guard guard;
   guard.pool->set_admission_limits({.per_stream = 4, .per_context = 8});
   stream s = stream::create(test::ctx());

@@ -34,7 +34,9 @@ namespace {
 const launch_config one{.grid = 1, .block = 1};
 }
 
-TEST_CASE("every completion token awaits GPU work, and none completes before it", "[async_io][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("every completion token awaits GPU work, and none completes before it", "[async_io][gpu][concurrent]") {
   asio::io_context io;
   stream s = stream::create(test::ctx());
   test::gate g;
@@ -132,8 +134,10 @@ TEST_CASE("10,000 concurrent coroutines over 64 streams all complete with correc
   CHECK(asio::use_service<completion_service>(io).stats().pending_tokens == 0);
 }
 
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
 TEST_CASE("cancelling a wait while the kernel runs completes it at once; the GPU work and keep-alive go on",
-          "[async_io][gpu]") {
+          "[async_io][gpu][concurrent]") {
   auto type = GENERATE(asio::cancellation_type::total, asio::cancellation_type::partial,
                        asio::cancellation_type::terminal);
   asio::io_context io;
@@ -232,8 +236,10 @@ TEST_CASE("pooled events are reused, not created per wait", "[async_io][gpu]") {
   CHECK(eventually([&] { return src.idle_events(test::ctx()) == src.created_events(test::ctx()); }));
 }
 
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
 TEST_CASE("a new stream that reuses a destroyed stream's handle never completes the old stream's waits",
-          "[async_io][gpu]") {
+          "[async_io][gpu][concurrent]") {
   // Waits are queued per stream and one query of the newest completes a run: keyed by handle, a new stream with the
   // old handle would share the old (still gated) stream's FIFO, and its newest event would complete the old wait.
   // Keys are stream ids. Whether b's work runs before the gate opens is the hardware's choice (a new stream may get
@@ -267,8 +273,10 @@ TEST_CASE("a new stream that reuses a destroyed stream's handle never completes 
   CHECK(new_done);
 }
 
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
 TEST_CASE("a wait alone on its stream gets a host word while lone waits stay alone; joined ones do not; all complete",
-          "[async_io][gpu]") {
+          "[async_io][gpu][concurrent]") {
   cuda_completion_source& src = cuda_completion_source::instance();
   src.use_host_words(true);
   asio::io_context io;

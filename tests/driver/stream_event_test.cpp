@@ -27,7 +27,9 @@ TEST_CASE("streams are non-blocking by default and keep their priority", "[drive
   CHECK(s.id() != first);
 }
 
-TEST_CASE("stream order is kept: work after a gate waits for it", "[driver][stream][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("stream order is kept: work after a gate waits for it", "[driver][stream][gpu][concurrent]") {
   stream s = stream::create(ctx());
   pinned_buffer host = pinned_buffer::allocate(ctx(), sizeof(int) * 256);
   device_buffer dev = device_buffer::allocate(ctx(), sizeof(int) * 256);
@@ -49,7 +51,9 @@ TEST_CASE("stream order is kept: work after a gate waits for it", "[driver][stre
   for (int i = 0; i < 256; ++i) REQUIRE(host.data<int>()[i] == 1000 + i);
 }
 
-TEST_CASE("a stream waits on an event recorded on another stream", "[driver][stream][event][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("a stream waits on an event recorded on another stream", "[driver][stream][event][gpu][concurrent]") {
   stream a = stream::create(ctx()), b = stream::create(ctx());
   const int n = 4096;
   device_buffer x = device_buffer::allocate(ctx(), n * sizeof(int));

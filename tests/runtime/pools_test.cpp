@@ -53,7 +53,9 @@ TEST_CASE("the pinned pool reuses freed blocks and counts hits and misses", "[ru
   CHECK_THROWS_WITH(pool.allocate(128 << 20), Catch::Contains("exceed the pool's cap"));
 }
 
-TEST_CASE("a freed pinned block is not handed out while GPU work still uses it", "[runtime][pinned][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("a freed pinned block is not handed out while GPU work still uses it", "[runtime][pinned][gpu][concurrent]") {
   auto r = device_runtime::create(0);
   auto& pool = *r->pinned();
   stream s = stream::create(r->context());

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include "gpu.hpp"
 
 #include <thread>
@@ -80,8 +82,13 @@ TEST_CASE("a failing stage stops the pipeline and rethrows after draining", "[ru
   slot_pipeline p(*rt, {.slots = 2, .input_bytes = 1024, .output_bytes = 1024, .post_threads = 1});
   int posts = 0;
   CHECK_THROWS_WITH(p.run(
-                        10, [](std::size_t b, pipeline_slot&) { if (b == 4) throw std::runtime_error("bad batch 4"); },
-                        [](std::size_t, pipeline_slot&) {}, [&](std::size_t, pipeline_slot&) { ++posts; }),
+                        10,
+                        [](std::size_t b, pipeline_slot& s) {
+                          if (b == 4) throw std::runtime_error("bad batch 4");
+                          std::memset(s.input.get(), 0, 1024);  // what is copied is written (initcheck)
+                        },
+                        [](std::size_t, pipeline_slot& s) { memset32_async(s.stream, s.output_device.span(), 0); },
+                        [&](std::size_t, pipeline_slot&) { ++posts; }),
                     "bad batch 4");
   CHECK(posts == 4);
   CHECK_THROWS_AS(slot_pipeline(*rt, {.slots = 0, .input_bytes = 1, .output_bytes = 1}), cuda_error);

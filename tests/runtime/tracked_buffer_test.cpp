@@ -60,8 +60,10 @@ TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[
   }
 }
 
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
 TEST_CASE("a buffer freed while another stream reads it is not reused until that stream is done",
-          "[runtime][hazard][gpu]") {
+          "[runtime][hazard][gpu][concurrent]") {
   auto rt = device_runtime::for_device(0);
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   auto k_fill = test::kernels().kernel("fill_iota");
@@ -90,7 +92,9 @@ TEST_CASE("a buffer freed while another stream reads it is not reused until that
   for (int i = 0; i < n; ++i) REQUIRE(out[i] == (7 + i) * 2 + 1);
 }
 
-TEST_CASE("copies into and out of tracked buffers through pinned blocks", "[runtime][hazard][gpu]") {
+// [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the
+// next launch would wait for the gate this thread must open.
+TEST_CASE("copies into and out of tracked buffers through pinned blocks", "[runtime][hazard][gpu][concurrent]") {
   auto rt = device_runtime::for_device(0);
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   tracked_buffer x = tracked_buffer::allocate(*rt, a, 4096);
