@@ -56,6 +56,20 @@ void poller::wake() {
   cv_.notify_one();
 }
 
+bool poller::linger_for_submission(std::uint64_t seen) const noexcept {
+  // Nothing is pending. In a closed loop (a completion, then the next operation) the next wait comes within
+  // microseconds: watching for it a short while costs less than blocking, which makes its submitter wake this thread
+  // (a futex wake and a scheduler round trip: several µs in a VM).
+  const auto until = std::chrono::steady_clock::now() + idle_linger;
+  do {
+    if (submissions_.load(std::memory_order_seq_cst) != seen) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
 void poller::run(std::uint64_t generation) {
   // Short sleeps stay short: the default 50 µs timer slack would stretch a 10 µs sleep to ~50 µs.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -86,6 +100,7 @@ void poller::run(std::uint64_t generation) {
     }
     snapshot.clear();
     if (delay && delay->count() == 0) continue;  // spin window
+    if (!delay && linger_for_submission(seen)) continue;
     std::unique_lock lock(mutex_);
     sleeping_.store(true, std::memory_order_seq_cst);
     if (submissions_.load(std::memory_order_seq_cst) == seen && !wake_flag_) {

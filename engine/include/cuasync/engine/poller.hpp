@@ -49,6 +49,9 @@ class poller {
   poller() = default;
   void wake();
   void run(std::uint64_t generation);
+  //! Spins up to `idle_linger` for a submission after `seen`; true when one came.
+  bool linger_for_submission(std::uint64_t seen) const noexcept;
+  static constexpr std::chrono::microseconds idle_linger{50};
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<poll_client>> clients_;
