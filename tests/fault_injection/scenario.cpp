@@ -7,6 +7,8 @@
 #include <cuasync/async_io.hpp>
 #include <cuasync/driver.hpp>
 #include <cuasync/driver/host_registration.hpp>
+#include <cuasync/driver/managed_buffer.hpp>
+#include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
@@ -79,6 +81,50 @@ void driver_level_work(context_ref ctx, stream_ref s, kernel_ref fill) {
   expect(registered_memory[0] == 2 && registered_memory[small_n - 1] == 9, "registered copy");
 }
 
+// The rest of what cuasync wraps that a framework uses day to day: timing events, a stream waiting on another's event,
+// a host function, a byte memset, a memory pool of its own, managed memory with prefetch and advice, kernel attributes
+// and occupancy, stream and context queries.
+void more_driver_work(context_ref ctx, stream_ref s, kernel_ref fill, kernel_ref add) {
+  const launch_config one{.grid = 1, .block = 1};
+  stream other = stream::create(ctx, {.non_blocking = true, .priority = -1});
+  event start = event::create(ctx, {.timing = true}), end = event::create(ctx, {.timing = true});
+  device_buffer dev = device_buffer::allocate(ctx, small_n * 4);
+  start.record(s);
+  memset_async(s, dev.span(), 0);
+  launch(s, fill, one, dev.get(), small_n, std::uint32_t{3});
+  end.record(s);
+  other.wait(end);
+  launch(other, add, one, dev.get(), small_n, std::uint32_t{1});
+  int host_calls = 0;
+  other.launch_host_func([](void* p) { ++*static_cast<int*>(p); }, &host_calls);
+  end.synchronize();
+  expect(event::elapsed_ms(start, end) >= 0, "elapsed time");
+  other.synchronize();
+  expect(host_calls == 1 && other.query(), "host function after the work before it");
+  std::vector<std::uint32_t> back(small_n, 0);
+  copy_async(other, std::as_writable_bytes(std::span(back)), dev.span());
+  other.synchronize();
+  expect(back[0] == 4 && back[small_n - 1] == 4, "a stream waiting on another's event");
+
+  memory_pool pool = memory_pool::create(ctx, {});
+  {
+    pool_buffer b = pool_buffer::allocate_async(pool, s, 1 << 20);
+    memset32_async(s, b.span(), 7u);
+  }
+  s.synchronize();
+  pool.trim_to(0);
+
+  managed_buffer m = managed_buffer::allocate(ctx, 1 << 16);
+  m.advise(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, memory_location::on_device(0));
+  m.prefetch_async(s, memory_location::on_device(0));
+  s.synchronize();
+
+  fill.set_max_dynamic_shared_memory(1024);
+  expect(fill.max_active_blocks_per_multiprocessor(256) >= 0, "occupancy");
+  ctx.synchronize();
+  expect(ctx.device().memory_info().second > 0, "memory info");
+}
+
 void one_round() {
   auto rt = runtime::device_runtime::create(0);
   module m = module::load(rt->context(), std::string_view(ptx), "scenario.ptx");
@@ -93,6 +139,7 @@ void one_round() {
   auto fbuf = runtime::tracked_buffer::allocate(*rt, s, small_n * 4);
   launch_future(s, fill, {.grid = 1, .block = 1}, runtime::writes(fbuf), small_n, std::uint32_t{1}).get();
   driver_level_work(rt->context(), s, fill);
+  more_driver_work(rt->context(), s, fill, add);
   s.synchronize();
 }
 
