@@ -11,6 +11,23 @@
 namespace cuasync::c_api {
 
 namespace {
+// The queue's lock is held for a few instructions and at most one eventfd syscall. A thread that finds it taken spins
+// for it a moment before sleeping: sleeping costs a futex wait and, to the holder, a futex wake (measured: a host
+// token's completion took 18 µs to be drained by a spinning consumer, most of it in those two).
+std::unique_lock<std::mutex> lock_briefly_spinning(std::mutex& m) {
+  std::unique_lock lock(m, std::try_to_lock);
+  for (int i = 0; !lock.owns_lock() && i < 4000; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    (void)lock.try_lock();
+  }
+  if (!lock.owns_lock()) lock.lock();
+  return lock;
+}
+}  // namespace
+
+namespace {
 class abi_category_impl final : public std::error_category {
  public:
   const char* name() const noexcept override { return "cuasync"; }
@@ -70,7 +87,7 @@ completion_queue::~completion_queue() {
 
 void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept {
   try {
-    std::lock_guard lock(mutex_);
+    auto lock = lock_briefly_spinning(mutex_);
     if (closed_) return;
     if (cb) {
       pending_.push_back({r, cb, user_data});
@@ -92,7 +109,7 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
 std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t capacity) {
   // Empty means the fd was cleared too (both happen under the lock, below): nothing to do.
   if (queued_.load(std::memory_order_acquire) == 0) return 0;
-  std::lock_guard lock(mutex_);
+  auto lock = lock_briefly_spinning(mutex_);
   std::size_t n = 0;
   while (n < capacity && !records_.empty()) {
     out[n++] = records_.front();
