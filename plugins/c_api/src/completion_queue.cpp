@@ -86,6 +86,7 @@ completion_queue::~completion_queue() {
 }
 
 void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept {
+  bool make_readable = false;
   try {
     auto lock = lock_briefly_spinning(mutex_);
     if (closed_) return;
@@ -97,18 +98,23 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
     records_.push_back(r);
     queued_.store(records_.size(), std::memory_order_release);
     if (!readable_) {
-      readable_ = true;
-      const std::uint64_t one = 1;
-      (void)!::write(fd_, &one, sizeof one);  // cannot overflow: the count is cleared whenever the queue empties
+      readable_ = make_readable = true;
+      writes_in_flight_.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (...) {
     // Out of memory for the queue: the completion is lost; nothing else can be done here.
+    return;
+  }
+  if (make_readable) {
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);  // cannot overflow: the count is cleared whenever the queue empties
+    writes_in_flight_.fetch_sub(1, std::memory_order_release);
   }
 }
 
 std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t capacity) {
-  // Empty means the fd was cleared too (both happen under the lock, below): nothing to do.
-  if (queued_.load(std::memory_order_acquire) == 0) return 0;
+  // Empty, with the fd clear (both written under the lock, below): nothing to do.
+  if (queued_.load(std::memory_order_acquire) == 0 && !fd_left_readable_.load(std::memory_order_acquire)) return 0;
   auto lock = lock_briefly_spinning(mutex_);
   std::size_t n = 0;
   while (n < capacity && !records_.empty()) {
@@ -116,12 +122,23 @@ std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t 
     records_.pop_front();
   }
   queued_.store(records_.size(), std::memory_order_release);
-  if (records_.empty() && readable_) {
-    // Emptied here, under the lock: a record delivered after this makes the fd readable again.
+  if (n < capacity && readable_) {
+    // Found empty, under the lock: a record delivered after this makes the fd readable again. A delivery that made
+    // it readable may still be writing (after its unlock): that write is let finish first, so the read clears it.
+    for (int i = 0; writes_in_flight_.load(std::memory_order_acquire) != 0; ++i) {
+      if (i < 1000) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
     std::uint64_t count = 0;
     (void)!::read(fd_, &count, sizeof count);
     readable_ = false;
   }
+  fd_left_readable_.store(records_.empty() && readable_, std::memory_order_release);
   return n;
 }
 
@@ -147,6 +164,7 @@ void completion_queue::close() noexcept {
     pending_.clear();
     records_.clear();
     queued_.store(0, std::memory_order_release);
+    fd_left_readable_.store(false, std::memory_order_release);
   }
   cv_.notify_all();
   if (thread_.joinable()) {

@@ -26,7 +26,8 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   int fd() const noexcept { return fd_; }
   //! From any thread; never runs user code here and never blocks on it. Dropped after close().
   void deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept;
-  //! Takes up to `capacity` records, oldest first; the fd turns unreadable in the drain that empties the queue.
+  //! Takes up to `capacity` records, oldest first; the fd turns unreadable in the drain that returns fewer than
+  //! `capacity` (the one that finds the queue empty).
   std::size_t drain(cuasync_completion_record* out, std::size_t capacity);
   //! Drops what is queued, stops the callback thread (waiting for a running callback, unless called from it).
   void close() noexcept;
@@ -44,10 +45,18 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<cuasync_completion_record> records_;
-  bool readable_ = false;  // the eventfd holds a count (records_ is not empty)
-  // records_.size(), written under the lock: an empty drain returns without the lock, so that a consumer spinning on
-  // drain never makes the delivering thread wait for the lock (measured: a few µs a completion, in a VM).
+  // The eventfd holds a count, or is about to (a write in flight): set by the delivery that finds the queue's fd
+  // clear, cleared by the drain that returns fewer records than asked for. Both eventfd syscalls are kept off the
+  // path from a completion to the consumer that sees it: the write happens after the lock is let go, and a drain
+  // that returns as many as asked for leaves the read to the next drain (the protocol's re-check), so a closed loop
+  // (drain one, launch the next) pays neither while it waits.
+  bool readable_ = false;
+  std::atomic<int> writes_in_flight_{0};
+  // records_.size(), and whether the fd is readable with nothing queued (left for the next drain), written under the
+  // lock: an empty drain returns without the lock, so that a consumer spinning on drain never makes the delivering
+  // thread wait for the lock (measured: a few µs a completion, in a VM).
   std::atomic<std::size_t> queued_{0};
+  std::atomic<bool> fd_left_readable_{false};
   std::deque<pending_callback> pending_;
   bool closed_ = false;
   std::thread thread_;

@@ -21,8 +21,8 @@
  * - a completion queue with a file descriptor (an eventfd) that is readable while (token, status) records are queued;
  *   epoll, libuv, Qt or Python's asyncio (loop.add_reader) watch it. The protocol (no lost wake-up): when the fd is
  *   readable, call completion_queue_drain until it returns fewer records than asked for; the fd stays readable while
- *   records remain and becomes unreadable only inside the drain that empties the queue, so a record queued after
- *   that makes it readable again.
+ *   records remain and becomes unreadable only inside the drain that returns fewer than asked for (one that found the
+ *   queue empty), so a record queued after that makes it readable again.
  *
  * No call waits for the GPU on the caller's thread. Copies, memsets and launches take a place among the work in flight
  * first (at most 64 per stream and 500 per context by default, below what the driver's hardware queues hold): with no
