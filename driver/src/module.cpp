@@ -1,5 +1,7 @@
 #include <cuasync/driver/module.hpp>
 
+#include "kernel_param_counts.hpp"
+
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -9,6 +11,7 @@
 namespace cuasync {
 
 using detail::driver;
+using detail::read_at;
 using detail::throw_cu;
 
 namespace detail {
@@ -19,6 +22,7 @@ struct module_state {
   std::mutex mutex;
   std::unordered_map<std::string, std::unique_ptr<kernel_info>> kernels;  // by symbol; never erased
   std::unordered_map<std::string, std::string> aliases;                    // name expression -> symbol
+  std::unordered_map<std::string, std::size_t> param_counts;               // by symbol, as the image says
 };
 }  // namespace detail
 
@@ -48,13 +52,6 @@ const char* to_string(image_format f) noexcept {
 }
 
 namespace {
-
-template <class T>
-T read_at(std::span<const std::byte> image, std::size_t offset) {
-  T v{};
-  std::memcpy(&v, image.data() + offset, sizeof v);
-  return v;
-}
 
 // The driver trusts a module image's internal offsets: a truncated or corrupt CUBIN can crash it (seen on driver
 // 580). So the structure is checked here first: every table and section must lie inside the image.
@@ -129,10 +126,13 @@ kernel_ref module_ref::kernel(std::string_view name, std::source_location where)
                                               "or a name expression registered at compile time)"
                                             : ""),
              where);
-  for (std::size_t i = 0;; ++i) {
+  // The count from the image where it says; otherwise probed (an index past the last one is refused).
+  const auto known = state_->param_counts.find(symbol);
+  const bool counted = known != state_->param_counts.end();
+  for (std::size_t i = 0; !counted || i < known->second; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult r = d.cuFuncGetParamInfo(info->function, i, &offset, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (!counted && r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
     if (r != CUDA_SUCCESS)
       throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'", where);
     info->params.push_back({offset, size});
@@ -174,6 +174,7 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
   auto state = std::make_unique<detail::module_state>();
   state->ctx = ctx;
   state->label = std::move(label);
+  state->param_counts = detail::kernel_param_counts(image, format);
   scoped_context guard(ctx, where);
   if (CUresult r = driver().cuModuleLoadDataEx(&state->handle, copy.data(), 4, options, values); r != CUDA_SUCCESS) {
     std::string what = std::string(to_string(format)) + " image '" + state->label + "' of " +

@@ -18,9 +18,17 @@ namespace {
 thread_local std::vector<std::shared_ptr<event_pool>>* deferred_admissions = nullptr;
 }  // namespace
 
+admission_site cuda_completion_source::site_of(stream_ref s, std::source_location where) {
+  return {event_pool::for_context(s.context(), where), stream_key(s, where)};
+}
+
 admission_ticket cuda_completion_source::try_admit(stream_ref s, bool hold, std::source_location where) {
-  std::shared_ptr<event_pool> pool = event_pool::for_context(s.context(), where);
-  const std::uint64_t key = stream_key(s, where);
+  return try_admit(site_of(s, where), hold);
+}
+
+admission_ticket cuda_completion_source::try_admit(const admission_site& site, bool hold) {
+  const std::shared_ptr<event_pool>& pool = site.pool;
+  const std::uint64_t key = site.stream_key;
   record_shard& shard = st().shard(key);
   std::lock_guard lock(shard.mutex);
   stream_state& stream = shard.streams[key];
@@ -31,7 +39,7 @@ admission_ticket cuda_completion_source::try_admit(stream_ref s, bool hold, std:
   if (!take_context_place(pool->in_flight_, pool->limit_context_.load(std::memory_order_relaxed))) return {};
   ++stream.admitted;
   stream.held = hold;
-  return admission_ticket(std::move(pool), key, hold);
+  return admission_ticket(pool, key, hold);
 }
 
 void cuda_completion_source::wait_admission(stream_ref s, admission_waiter* w, bool hold,

@@ -29,7 +29,8 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
   std::shared_ptr<event_pool> pool;
   detail::event_slot* slot = nullptr;
   try {
-    pool = event_pool::for_context(s.context(), where);
+    // An admitted operation's ticket holds its context's pool already (and its stream's key, below).
+    pool = ticket ? ticket.pool_ : event_pool::for_context(s.context(), where);
     slot = pool->acquire(where);
   } catch (...) {
     detail::settle_stream(s);  // see event_pool::record
@@ -42,7 +43,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
     if (is_special_stream(s.get())) {
       ev.record(s, where);
     } else {
-      const std::uint64_t id = s.id(where);
+      const std::uint64_t id = ticket ? ticket.stream_key_ : s.id(where);
       // Top bit set: never equal to a handle (the special streams are the small values 0x1 and 0x2).
       queue_key = static_cast<std::uintptr_t>(id) | (std::uintptr_t{1} << 63);
       record_shard& shard = st.shard(id);

@@ -93,7 +93,7 @@ event_pool::~event_pool() {
   live_count.fetch_sub(1, std::memory_order_relaxed);
   // Every slot is idle (a loan keeps the pool alive). A context that is gone took its events and pinned memory
   // with it: nothing to destroy then.
-  const bool alive = context_alive(ctx_.get(), id_);
+  const bool alive = context_known_alive_ || context_alive(ctx_.get(), id_);
   for (auto& slot : slots_)
     if (alive) {
       if (const auto* d = detail::driver_if_loaded()) d->cuEventDestroy(slot->event);
@@ -107,7 +107,7 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
   registry& r = the_registry();
   {
     std::lock_guard lock(r.mutex);
-    if (auto it = r.pools.find(ctx.get()); it != r.pools.end()) return it->second.pool;
+    if (auto it = r.pools.find(ctx.get()); it != r.pools.end() && it->second.pool) return it->second.pool;
   }
   unsigned long long id = 0;
   if (CUresult res = detail::driver().cuCtxGetId(ctx.get(), &id); res != CUDA_SUCCESS)
@@ -119,6 +119,22 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
   registry::entry& e = r.pools[ctx.get()];
   if (!e.pool || e.id != id) e = {id, std::shared_ptr<event_pool>(new event_pool(ctx, id))};
   return e.pool;
+}
+
+void event_pool::release_if_unused(context_ref ctx) noexcept {
+  std::shared_ptr<event_pool> dropped;  // destroyed after the lock is let go (declared before it)
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.pools.find(ctx.get());
+  if (it == r.pools.end() || !it->second.pool) return;
+  event_pool& p = *it->second.pool;
+  // Nobody can take a new reference meanwhile: they come from the registry, under its lock.
+  if (it->second.pool.use_count() != 1 || p.in_flight_.load() != 0 || p.waiting_.load() != 0) return;
+  const admission_limits defaults;
+  if (p.limit_stream_.load() != defaults.per_stream || p.limit_context_.load() != defaults.per_context) return;
+  // The entry stays (without its pool): sweep() still sees the context end and forgets what is kept per context.
+  p.context_known_alive_ = true;
+  dropped = std::move(it->second.pool);
 }
 
 void event_pool::sweep() noexcept {

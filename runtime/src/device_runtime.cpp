@@ -25,6 +25,7 @@ device_runtime::~device_runtime() {
   pinned_.reset();
   streams_.reset();
   events_.reset();
+  event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
   owned_ = primary_context();
   event_pool::sweep();
 }

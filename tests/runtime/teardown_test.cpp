@@ -85,6 +85,26 @@ TEST_CASE("1,000 runtimes on created contexts come and go: no event pools left, 
   CHECK(after < before + (std::size_t{2} << 20));
 }
 
+TEST_CASE("the last runtime of a context frees its event pool and host words before letting the context go",
+          "[runtime][gpu][teardown]") {
+  const auto& d = detail::driver();
+  CUdevice dev = 0;
+  detail::check(d.cuDeviceGet(&dev, 0), "cuDeviceGet", std::source_location::current());
+  CUcontext raw = nullptr;
+  detail::check(d.cuCtxCreate(&raw, 0, dev), "cuCtxCreate", std::source_location::current());
+  CUcontext popped = nullptr;
+  d.cuCtxPopCurrent(&popped);
+  const std::size_t pools = event_pool::live_pools();
+  {
+    auto rt = device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
+    use(*rt);
+    REQUIRE(event_pool::live_pools() == pools + 1);  // (the engine gives a wait's event back before its callback)
+  }
+  // Gone while the context is alive (its pinned words freed by cuasync, not left to the context's end).
+  CHECK(event_pool::live_pools() == pools);
+  detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
+}
+
 // [timing]: 1,020 runtimes created and destroyed, each with a wait.
 TEST_CASE("1,000 runtimes on the primary context come and go: one event pool, host memory flat",
           "[runtime][gpu][teardown][timing]") {

@@ -43,8 +43,9 @@ cuasync_error* package_load(cuasync_package_load_args* a) noexcept;
 cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexcept;
 cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexcept;
 
+struct stream_object;
 //! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
-admission_ticket admit(stream_ref s, const char* call, bool hold = false);
+admission_ticket admit(const stream_object& s, const char* call, bool hold = false);
 //! Reports `to` (if any) when the work enqueued on `s` so far completes, and gives `ticket`'s place back then (a
 //! pooled event and the engine's callbacks). Never throws once the event is recorded. @throws cuda_error
 void complete_after(stream_ref s, admission_ticket ticket, delivery to);

@@ -19,10 +19,10 @@ struct gpu_completion final : completion_callback {
 };
 }  // namespace
 
-admission_ticket admit(stream_ref s, const char* call, bool hold) {
-  admission_ticket t = cuda_completion_source::instance().try_admit(s, hold);
+admission_ticket admit(const stream_object& s, const char* call, bool hold) {
+  admission_ticket t = cuda_completion_source::instance().try_admit(s.site, hold);
   if (!t)
-    fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.describe() +
+    fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
                                  " (or its context) has as much work in flight as admitted; retry after a completion");
   return t;
 }
@@ -87,6 +87,7 @@ cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept {
       s->owned = stream::create(s->owner->rt->context(), {.non_blocking = true, .priority = x->priority});
       s->ref = s->owned;
     }
+    s->site = cuda_completion_source::instance().site_of(s->ref);
     x->stream = to_handle<cuasync_stream>(registry::instance().add(kind::stream, std::move(s)));
   });
 }

@@ -130,7 +130,7 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     const detail::kernel_info& info = k->kernel.info();
     if (!detail::config_fits(info, config) || !(info.ctx == s->ref.context()))
       detail::check_config_slow(info, config, s->ref, std::source_location::current());
-    admission_ticket ticket = admit(s->ref, "launch");
+    admission_ticket ticket = admit(*s, "launch");
     launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
     complete_after(s->ref, std::move(ticket), std::move(to));
   });

@@ -126,7 +126,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     const bool pageable = dk == memory_kind::pageable_host || sk == memory_kind::pageable_host;
     if (pageable && x->size <= whole_staging_limit) {
       // Staged: the driver's own pageable copy would wait on this thread for the work ahead of it on the stream.
-      copy_whole(*s, s->staging_runtime("copy"), x->dst, x->src, x->size, src_host, admit(s->ref, "copy"),
+      copy_whole(*s, s->staging_runtime("copy"), x->dst, x->src, x->size, src_host, admit(*s, "copy"),
                  std::move(to));
       return;
     }
@@ -135,7 +135,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
       auto* c = new staged_completion;
       c->to = std::move(to);
       try {
-        c->ticket = admit(s->ref, "copy", true);
+        c->ticket = admit(*s, "copy", true);
       } catch (...) {
         delete c;
         throw;
@@ -153,7 +153,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
       }
       return;
     }
-    admission_ticket ticket = admit(s->ref, "copy");
+    admission_ticket ticket = admit(*s, "copy");
     if (src_host)
       copy_async(s->ref, device_span{device_address(x->dst), x->size},
                  std::span<const std::byte>(static_cast<const std::byte*>(x->src), x->size));
@@ -170,7 +170,7 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
   return call("memset", a, [](args<cuasync_memset_args>& x) {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "memset");
-    admission_ticket ticket = admit(s->ref, "memset");
+    admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
     complete_after(s->ref, std::move(ticket), std::move(to));
   });

@@ -5,6 +5,7 @@
 
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
+#include <cuasync/engine/admission.hpp>
 #include <cuasync/engine/event_pool.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/runtime/pinned_pool.hpp>
@@ -25,6 +26,7 @@ struct stream_object {
   std::shared_ptr<runtime_object> owner;  // null for an adopted stream without a runtime of its own
   stream owned;                           // empty for an adopted stream
   stream_ref ref;
+  admission_site site;  // looked up once: admission is on every copy, memset and launch
   //! The runtime whose staging serves pageable copies on this stream. @throws abi_error
   runtime::device_runtime& staging_runtime(const char* call);
   std::shared_ptr<runtime::device_runtime> fallback;  // for_device, for adopted streams on a primary context

@@ -35,6 +35,12 @@ struct admission_limits {
   std::uint32_t per_context = 500;
 };
 
+//! Where a stream's places are counted: its context's pool and the stream's key (cuda_completion_source::site_of).
+struct admission_site {
+  std::shared_ptr<event_pool> pool;
+  std::uint64_t stream_key = 0;
+};
+
 //! A place for one operation on a stream. Move-only; gives the place back when destroyed, unless a recorded wait took
 //! it over (then it is given back when that wait's event completes).
 class admission_ticket {

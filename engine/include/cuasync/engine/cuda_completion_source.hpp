@@ -37,6 +37,7 @@ class cuda_completion_source final : public completion_source {
   //! when no enqueued work uses its memory any more).
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
   //! The same for an admitted operation: the wait takes over `ticket`'s place, given back when its event completes.
+  //! `ticket` was admitted on `s` (its context's pool and the stream's key are taken from it, not looked up again).
   pooled_event record(stream_ref s, admission_ticket ticket,
                       std::source_location where = std::source_location::current());
 
@@ -45,6 +46,11 @@ class cuda_completion_source final : public completion_source {
   //! @throws cuda_error (the stream's context or id cannot be read)
   admission_ticket try_admit(stream_ref s, bool hold = false,
                              std::source_location where = std::source_location::current());
+  //! What try_admit looks up for `s` (its context's event pool, its key: a lock and a driver call), kept by a caller
+  //! that admits on one stream often (the C ABI's streams). @throws cuda_error
+  admission_site site_of(stream_ref s, std::source_location where = std::source_location::current());
+  //! try_admit with the lookups done. @throws std::bad_alloc (a stream's first count)
+  admission_ticket try_admit(const admission_site& site, bool hold = false);
   //! Queues `w` for a place on `s`. `w->admitted` is called once room is made — possibly before this returns, on
   //! this thread, when room appeared meanwhile. @throws cuda_error, std::bad_alloc (then `w` is not queued)
   void wait_admission(stream_ref s, admission_waiter* w, bool hold = false,

@@ -107,6 +107,11 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! Pools whose context is gone are dropped now (their events are released as their loans end). Runs by itself when
   //! a new context is seen; runtimes call it when they are created and destroyed.
   static void sweep() noexcept;
+  //! Drops the pool of `ctx` now if nothing holds it (no runtime, loan, ticket or caller; default admission bounds),
+  //! destroying its events and host words while the context is still alive: a runtime calls it before letting go of
+  //! its context, so the pinned words are not left to the context's end (compute-sanitizer counts them as leaked).
+  //! A later use of `ctx` makes a new pool. Call while `ctx` is alive.
+  static void release_if_unused(context_ref ctx) noexcept;
   //! Pools alive in the process (for tests of teardown).
   static std::size_t live_pools() noexcept;
 
@@ -141,6 +146,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   detail::event_slot* create_slot(std::source_location where);  // under mutex_
   context_ref ctx_;
   unsigned long long id_;
+  bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<detail::event_slot>> slots_;  // every slot this pool made
   std::vector<detail::event_slot*> idle_;
