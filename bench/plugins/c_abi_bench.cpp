@@ -1,7 +1,8 @@
 // bench/plugins: what the C ABI costs over the C++ API, and how fast its fd wakes a host up.
 //   1. a launch and its completion, closed loop (the next launch once the completion is seen): through the C ABI
-//      (completion records on an fd-queue, drained by a spinning consumer) against the C++ API (cuasync::launch and
-//      the engine's callbacks), alternating;
+//      (completion records drained by a polling consumer, from a queue whose fd it never asked for, and from one whose
+//      fd was handed out, which costs an eventfd write and read a completion) against the C++ API (cuasync::launch and
+//      the engine's callbacks, a polled flag), alternating;
 //   2. the round trip of a 20 µs kernel seen through the fd (poll() sleeping on it, then a drain) against the raw
 //      busy query (launch, record, spin on cuEventQuery).
 // Usage: cuasync_c_abi_bench [output folder] [libcuasync.so]   (writes c_abi.json and c_abi.md)
@@ -51,7 +52,8 @@ struct c_side {
   cuasync_runtime rt;
   cuasync_stream stream;
   cuasync_kernel empty, sleep;
-  cuasync_queue queue;
+  cuasync_queue queue;   // its fd handed out
+  cuasync_queue polled;  // drained by polling only: its fd never asked for
   int fd;
 };
 
@@ -78,6 +80,8 @@ c_side setup_c(CUstream native) {
   cuasync_queue_create_args qc{CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, nullptr};
   must(api->queue_create(&qc), "queue_create");
   c.queue = qc.queue;
+  must(api->queue_create(&qc), "queue_create");
+  c.polled = qc.queue;
   cuasync_queue_fd_args qf{CUASYNC_QUEUE_FD_ARGS_SIZE, c.queue, -1};
   must(api->queue_fd(&qf), "queue_fd");
   c.fd = qf.fd;
@@ -85,7 +89,8 @@ c_side setup_c(CUstream native) {
 }
 
 // One launch through the C ABI with its completion on the fd-queue; returns once the record is drained.
-void c_launch_and_wait(const c_side& c, cuasync_kernel k, const cuasync_kernel_arg* args, std::size_t n, bool sleep) {
+void c_launch_and_wait(const c_side& c, cuasync_queue q, cuasync_kernel k, const cuasync_kernel_arg* args,
+                       std::size_t n, bool sleep) {
   cuasync_launch_args la{};
   la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
   la.stream = c.stream;
@@ -93,7 +98,7 @@ void c_launch_and_wait(const c_side& c, cuasync_kernel k, const cuasync_kernel_a
   la.grid[0] = la.block[0] = 1;
   la.args = args;
   la.num_args = n;
-  la.completion.queue = c.queue;
+  la.completion.queue = q;
   la.completion.token = 1;
   must(api->launch(&la), "launch");
   cuasync_completion_record r;
@@ -102,7 +107,7 @@ void c_launch_and_wait(const c_side& c, cuasync_kernel k, const cuasync_kernel_a
       pollfd p{c.fd, POLLIN, 0};
       ::poll(&p, 1, -1);
     }
-    cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.queue, &r, 1, 0};
+    cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, &r, 1, 0};
     must(api->queue_drain(&d), "queue_drain");
     if (d.count == 1) return;
   }
@@ -146,11 +151,14 @@ int main(int argc, char** argv) {
   bench::report rep("c_abi");
   rep.note("device", test::ctx().device().name());
   constexpr int reps = 7, per = 4000;
-  std::vector<double> c_rates, cpp_rates;
+  std::vector<double> c_rates, fd_rates, cpp_rates;
   for (int r = 0; r < reps + 1; ++r) {
     auto t0 = bench_clock::now();
-    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.empty, nullptr, 0, false);
+    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.polled, c.empty, nullptr, 0, false);
     const double c_us = us_since(t0) / per;
+    t0 = bench_clock::now();
+    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.queue, c.empty, nullptr, 0, false);
+    const double fd_us = us_since(t0) / per;
     t0 = bench_clock::now();
     for (int i = 0; i < per; ++i) {
       launch(s, empty, one);
@@ -162,10 +170,13 @@ int main(int argc, char** argv) {
     const double cpp_us = us_since(t0) / per;
     if (r == 0) continue;  // warm-up
     c_rates.push_back(c_us);
+    fd_rates.push_back(fd_us);
     cpp_rates.push_back(cpp_us);
   }
-  rep.add({"launch + completion, closed loop, C ABI (fd queue)", "us", summarize(c_rates), summarize(cpp_rates),
-           "C++ API (launch + engine callback)", true, "<= 1.10"});
+  rep.add({"launch + completion, closed loop, C ABI (queue drained by polling)", "us", summarize(c_rates),
+           summarize(cpp_rates), "C++ API (launch + engine callback)", true, "<= 1.10"});
+  rep.add({"launch + completion, closed loop, C ABI (fd handed out, drained by polling)", "us", summarize(fd_rates),
+           summarize(cpp_rates), "C++ API (launch + engine callback)", true, ""});
 
   // Where the difference lies: the launch alone (32 at a time, then the stream drains) and the completion alone (a
   // wait on an idle stream, seen through the fd queue or the engine's callback), alternating.
@@ -189,11 +200,11 @@ int main(int argc, char** argv) {
     }
     auto t0 = bench_clock::now();
     for (int i = 0; i < per / 4; ++i) {
-      cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c.stream, {c.queue, 1, nullptr, nullptr}};
+      cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c.stream, {c.polled, 1, nullptr, nullptr}};
       must(api->stream_wait(&w), "stream_wait");
       cuasync_completion_record rec;
       for (;;) {
-        cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.queue, &rec, 1, 0};
+        cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.polled, &rec, 1, 0};
         must(api->queue_drain(&d), "queue_drain");
         if (d.count == 1) break;
       }
@@ -214,14 +225,14 @@ int main(int argc, char** argv) {
     cpp_done.push_back(cpp_wait);
   }
   rep.add({"launch alone, C ABI", "us", summarize(c_launch), summarize(cpp_launch), "cuasync::launch", true, ""});
-  rep.add({"completion alone (idle stream), C ABI fd queue", "us", summarize(c_done), summarize(cpp_done),
+  rep.add({"completion alone (idle stream), C ABI queue drained by polling", "us", summarize(c_done), summarize(cpp_done),
            "C++ record + engine callback", true, ""});
 
   std::vector<double> fd_rt, busy_rt;
   event ev = event::create(test::ctx());
   for (int i = 0; i < 2200; ++i) {
     auto t0 = bench_clock::now();
-    c_launch_and_wait(c, c.sleep, &sleep_arg, 1, true);
+    c_launch_and_wait(c, c.queue, c.sleep, &sleep_arg, 1, true);
     const double f = us_since(t0);
     t0 = bench_clock::now();
     launch(s, sleep, one, kernel_ns);

@@ -41,7 +41,7 @@ cuasync_error* queue_fd(cuasync_queue_fd_args* a) noexcept {
   return call("queue_fd", a, [](args<cuasync_queue_fd_args>& x) {
     auto q = registry::instance().get<completion_queue>(x->queue, kind::queue, "queue");
     if (!q->has_fd()) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "queue_fd: the queue was created without CUASYNC_QUEUE_FD");
-    x->fd = q->fd();
+    x->fd = q->hand_out_fd();
   });
 }
 

@@ -97,7 +97,7 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
     }
     records_.push_back(r);
     queued_.store(records_.size(), std::memory_order_release);
-    if (!readable_) {
+    if (!readable_ && fd_handed_out_) {
       readable_ = make_readable = true;
       writes_in_flight_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -140,6 +140,20 @@ std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t 
   }
   fd_left_readable_.store(records_.empty() && readable_, std::memory_order_release);
   return n;
+}
+
+int completion_queue::hand_out_fd() {
+  auto lock = lock_briefly_spinning(mutex_);
+  if (!fd_handed_out_) {
+    fd_handed_out_ = true;
+    if (!records_.empty() && !readable_) {  // records queued before: readable at once
+      readable_ = true;
+      const std::uint64_t one = 1;
+      (void)!::write(fd_, &one, sizeof one);
+      fd_left_readable_.store(false, std::memory_order_release);
+    }
+  }
+  return fd_;
 }
 
 void completion_queue::run_callbacks() {

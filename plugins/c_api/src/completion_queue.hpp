@@ -23,7 +23,9 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
 
   bool has_fd() const noexcept { return fd_ >= 0; }
   bool has_callbacks() const noexcept { return callbacks_; }
-  int fd() const noexcept { return fd_; }
+  //! The eventfd, readable from now on while records are queued. Until it is first asked for, nobody can be waiting
+  //! on it: deliveries and drains make no eventfd syscalls (a consumer that drains by polling pays none).
+  int hand_out_fd();
   //! From any thread; never runs user code here and never blocks on it. Dropped after close().
   void deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept;
   //! Takes up to `capacity` records, oldest first; the fd turns unreadable in the drain that returns fewer than
@@ -51,6 +53,7 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   // that returns as many as asked for leaves the read to the next drain (the protocol's re-check), so a closed loop
   // (drain one, launch the next) pays neither while it waits.
   bool readable_ = false;
+  bool fd_handed_out_ = false;
   std::atomic<int> writes_in_flight_{0};
   // records_.size(), and whether the fd is readable with nothing queued (left for the next drain), written under the
   // lock: an empty drain returns without the lock, so that a consumer spinning on drain never makes the delivering

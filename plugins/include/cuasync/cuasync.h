@@ -22,7 +22,8 @@
  *   epoll, libuv, Qt or Python's asyncio (loop.add_reader) watch it. The protocol (no lost wake-up): when the fd is
  *   readable, call completion_queue_drain until it returns fewer records than asked for; the fd stays readable while
  *   records remain and becomes unreadable only inside the drain that returns fewer than asked for (one that found the
- *   queue empty), so a record queued after that makes it readable again.
+ *   queue empty), so a record queued after that makes it readable again. A queue whose fd is never asked for
+ *   (a consumer that drains by polling, once a frame or in a loop) makes no eventfd syscalls.
  *
  * No call waits for the GPU on the caller's thread. Copies, memsets and launches take a place among the work in flight
  * first (at most 64 per stream and 500 per context by default, below what the driver's hardware queues hold): with no
@@ -132,7 +133,8 @@ typedef struct cuasync_queue_destroy_args {
 typedef struct cuasync_queue_fd_args {
   size_t struct_size;
   cuasync_queue queue; /* in */
-  int fd;              /* out: owned by the queue; readable while records are queued; do not read or close it */
+  int fd;              /* out: owned by the queue; readable while records are queued (from this call on: a queue
+                          whose fd was never asked for is drained without eventfd syscalls); do not read or close it */
 } cuasync_queue_fd_args;
 #define CUASYNC_QUEUE_FD_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_fd_args, fd)
 
