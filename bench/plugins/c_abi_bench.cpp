@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   bench::report rep("c_abi");
   rep.note("device", test::ctx().device().name());
   constexpr int reps = 7, per = 4000;
-  std::vector<double> c_rates, fd_rates, cpp_rates;
+  std::vector<double> c_rates, fd_rates, cpp_rates, admitted_rates;
   for (int r = 0; r < reps + 1; ++r) {
     auto t0 = bench_clock::now();
     for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.polled, c.empty, nullptr, 0, false);
@@ -168,15 +168,32 @@ int main(int argc, char** argv) {
       }
     }
     const double cpp_us = us_since(t0) / per;
+    // The same with a place taken first, as every C ABI launch does (so that no call blocks on a full hardware
+    // queue): what admission costs, apart from the ABI.
+    const admission_site site = cuda_completion_source::instance().site_of(s);
+    t0 = bench_clock::now();
+    for (int i = 0; i < per; ++i) {
+      admission_ticket ticket = cuda_completion_source::instance().try_admit(site);
+      launch(s, empty, one);
+      flag_callback cb;
+      completion_callbacks::instance().wait(
+          cuda_completion_source::instance().record(s, std::move(ticket)).into_target(), &cb);
+      while (!cb.done.load(std::memory_order_acquire)) {
+      }
+    }
+    const double admitted_us = us_since(t0) / per;
     if (r == 0) continue;  // warm-up
     c_rates.push_back(c_us);
     fd_rates.push_back(fd_us);
     cpp_rates.push_back(cpp_us);
+    admitted_rates.push_back(admitted_us);
   }
   rep.add({"launch + completion, closed loop, C ABI (queue drained by polling)", "us", summarize(c_rates),
            summarize(cpp_rates), "C++ API (launch + engine callback)", true, "<= 1.10"});
   rep.add({"launch + completion, closed loop, C ABI (fd handed out, drained by polling)", "us", summarize(fd_rates),
            summarize(cpp_rates), "C++ API (launch + engine callback)", true, ""});
+  rep.add({"launch + completion, closed loop, C ABI (queue drained by polling)", "us", summarize(c_rates),
+           summarize(admitted_rates), "C++ API with admission (try_admit + launch + engine callback)", true, ""});
 
   // Where the difference lies: the launch alone (32 at a time, then the stream drains) and the completion alone (a
   // wait on an idle stream, seen through the fd queue or the engine's callback), alternating.
