@@ -201,6 +201,33 @@ void run_gpu_part(void) {
   printf("gpu: saxpy of %d floats through the C ABI on a framework's stream: %d wrong\n", n, wrong);
   CHECK(wrong == 0);
 
+  /* A stream the framework synchronized takes a full stream's worth of launches at once (64 by default), round after
+   * round: places come back when cuasync sees the work done, which may lag the stream going idle; a launch that
+   * finds none looks again before it answers CUASYNC_ERROR_BUSY. */
+  {
+    CUresult (*stream_sync)(CUstream) = (CUresult(*)(CUstream))dlsym(cuda, "cuStreamSynchronize");
+    int zero = 0, busy = 0;
+    cuasync_kernel_arg empty_args[4] = {
+        {&alpha, sizeof alpha}, {&xp, sizeof xp}, {&yp, sizeof yp}, {&zero, sizeof zero}};
+    cuasync_launch_args burst = la;
+    burst.args = empty_args;
+    burst.grid[0] = 1;
+    memset(&burst.completion, 0, sizeof burst.completion);
+    for (int round = 0; round < 20; ++round) {
+      for (int i = 0; i < 64; ++i) {
+        cuasync_error* e = api->launch(&burst);
+        if (e) {
+          print_error("launch in a burst", e);
+          busy += code_of(e) == CUASYNC_ERROR_BUSY;
+          break;
+        }
+      }
+      CHECK(stream_sync(framework_stream) == CUDA_SUCCESS);
+    }
+    printf("gpu: 20 bursts of 64 launches, the stream synchronized between them: %d refused as busy\n", busy);
+    CHECK(busy == 0);
+  }
+
   /* DLPack: y exported to "the framework" (its stream made to wait on the device), and a tensor of the framework's
    * imported: its deleter runs once, after cuasync's work on it. */
   cuasync_buffer_export_dlpack_args ex;

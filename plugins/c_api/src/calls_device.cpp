@@ -21,6 +21,12 @@ struct gpu_completion final : completion_callback {
 
 admission_ticket admit(const stream_object& s, const char* call, bool hold) {
   admission_ticket t = cuda_completion_source::instance().try_admit(s.site, hold);
+  if (!t) {
+    // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
+    // stream and enqueues again at once): look now, then ask again.
+    completion_callbacks::instance().poll_once();
+    t = cuda_completion_source::instance().try_admit(s.site, hold);
+  }
   if (!t)
     fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
                                  " (or its context) has as much work in flight as admitted; retry after a completion");
