@@ -3,8 +3,9 @@
 # cases and the C conformance suite, on the GPU machine; prints a table (tool, suite, reports, of which API errors by
 # call, leaks, tests, seconds) into OUT_DIR/compute-sanitizer.md, with every log beside it.
 # Left out, and counted: test cases tagged [concurrent] (they need two kernels at once, which the sanitizer
-# serializes), [timing] (wall-clock bounds, thousands of rounds) and [fault] (they fault on purpose); the conformance
-# suite runs without its final fault (CUASYNC_NO_FAULT=1).
+# serializes), [timing] (wall-clock bounds, thousands of rounds), [fault] (they fault on purpose) and [api_error]
+# (they make a driver call fail on purpose: a missing kernel, an allocation past a cap, a destroyed context); the
+# conformance suite runs without its final fault (CUASYNC_NO_FAULT=1).
 # Usage: scripts/compute-sanitizer.sh OUT_DIR [BUILD_DIR]   (CUASYNC_SANITIZER_TOOLS / _SUITES narrow it)
 set -uo pipefail
 out=${1:?usage: compute-sanitizer.sh OUT_DIR [BUILD_DIR]}
@@ -12,7 +13,7 @@ build=${2:-build}
 mkdir -p "$out"
 export PATH=$PATH:/usr/local/cuda/bin
 cs=$(command -v compute-sanitizer) || { echo "compute-sanitizer not found" >&2; exit 2; }
-filter='[gpu]~[concurrent]~[timing]~[fault]'
+filter='[gpu]~[concurrent]~[timing]~[fault]~[api_error]'
 
 # One suite, its tools in turn; the suites run at once (one process each on the GPU), each writing its rows.
 run_suite() {
@@ -24,9 +25,9 @@ run_suite() {
     [ -x "$bin" ] || return 0
     cmd=("$bin" "$filter")
     local n
-    n=$("$bin" --list-tests '[gpu][concurrent],[gpu][timing],[gpu][fault]' 2>/dev/null |
+    n=$("$bin" --list-tests '[gpu][concurrent],[gpu][timing],[gpu][fault],[gpu][api_error]' 2>/dev/null |
         grep -oE "^[0-9]+ matching test case" | grep -oE "^[0-9]+")
-    echo "$suite: $n [gpu] test cases left out ([concurrent], [timing], [fault])" > "$out/left-out-$suite.txt"
+    echo "$suite: $n [gpu] test cases left out ([concurrent], [timing], [fault], [api_error])" > "$out/left-out-$suite.txt"
   fi
   for tool in ${CUASYNC_SANITIZER_TOOLS-memcheck racecheck synccheck initcheck}; do
     local extra=() log="$out/$tool-$suite.log" start rc secs reports tests

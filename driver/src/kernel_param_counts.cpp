@@ -13,14 +13,19 @@ namespace {
 // A section that does not parse to its exact end is not trusted (the kernel is probed instead).
 constexpr std::uint8_t eifmt_sval = 4, eiattr_kparam_info = 0x17;
 
+// Every offset is checked against the image: this also reads CUBINs embedded in a fatbin, which nothing else checked.
 void read_cubin(std::span<const std::byte> image, std::unordered_map<std::string, std::size_t>& out) {
+  const std::size_t n = image.size();
+  auto inside = [n](std::uint64_t offset, std::uint64_t size) { return offset <= n && size <= n - offset; };
+  if (n < 64) return;
   const auto shoff = read_at<std::uint64_t>(image, 40);
   const auto shentsize = read_at<std::uint16_t>(image, 58), shnum = read_at<std::uint16_t>(image, 60),
              shstrndx = read_at<std::uint16_t>(image, 62);
-  if (shstrndx >= shnum) return;
+  if (shstrndx >= shnum || shentsize < 64 || !inside(shoff, std::uint64_t{shentsize} * shnum)) return;
   auto section = [&](std::size_t i) { return shoff + i * shentsize; };
   const auto names_offset = read_at<std::uint64_t>(image, section(shstrndx) + 24);
   const auto names_size = read_at<std::uint64_t>(image, section(shstrndx) + 32);
+  if (!inside(names_offset, names_size)) return;
   const std::string_view names(reinterpret_cast<const char*>(image.data()) + names_offset, names_size);
   constexpr std::string_view prefix = ".nv.info.";
   for (std::size_t i = 0; i < shnum; ++i) {
@@ -31,17 +36,14 @@ void read_cubin(std::span<const std::byte> image, std::unordered_map<std::string
     if (!name.starts_with(prefix) || name.size() == prefix.size()) continue;
     const auto offset = read_at<std::uint64_t>(image, section(i) + 24),
                size = read_at<std::uint64_t>(image, section(i) + 32);
+    if (!inside(offset, size)) continue;
     std::size_t params = 0, p = 0;
     bool well_formed = true;
-    while (p + 2 <= size) {
+    while (p + 4 <= size) {
       const auto format = read_at<std::uint8_t>(image, offset + p),
                  attribute = read_at<std::uint8_t>(image, offset + p + 1);
       std::size_t length = 4;
       if (format == eifmt_sval) {
-        if (p + 4 > size) {
-          well_formed = false;
-          break;
-        }
         length = 4 + read_at<std::uint16_t>(image, offset + p + 2);
         if (attribute == eiattr_kparam_info) ++params;
       } else if (format < 1 || format > 3) {
@@ -51,6 +53,26 @@ void read_cubin(std::span<const std::byte> image, std::unordered_map<std::string
       p += length;
     }
     if (well_formed && p == size) out.emplace(std::string(name.substr(prefix.size())), params);
+  }
+}
+
+// A fatbin: a 16-byte header (u32 magic, u16 version, u16 header size, u64 size of what follows), then entries of a
+// u16 kind (1 PTX, 2 ELF), u16 version, u32 header size, u64 payload size. The uncompressed CUBINs are read (their
+// kernels take the same parameters on every architecture); compressed entries are skipped.
+void read_fatbin(std::span<const std::byte> image, std::unordered_map<std::string, std::size_t>& out) {
+  const std::size_t n = image.size();
+  if (n < 16) return;
+  const std::uint64_t header = read_at<std::uint16_t>(image, 6), body = read_at<std::uint64_t>(image, 8);
+  if (header < 16 || header > n || body > n - header) return;
+  const std::uint64_t end = header + body;
+  for (std::uint64_t p = header; p + 16 <= end;) {
+    const auto kind = read_at<std::uint16_t>(image, p);
+    const std::uint64_t entry_header = read_at<std::uint32_t>(image, p + 4),
+                        payload = read_at<std::uint64_t>(image, p + 8);
+    if (entry_header < 16 || entry_header > end - p || payload > end - p - entry_header) return;
+    const auto bytes = image.subspan(p + entry_header, payload);
+    if (kind == 2 && detect_image_format(bytes) == image_format::cubin) read_cubin(bytes, out);
+    p += entry_header + payload;
   }
 }
 
@@ -89,6 +111,7 @@ std::unordered_map<std::string, std::size_t> kernel_param_counts(std::span<const
   std::unordered_map<std::string, std::size_t> out;
   if (format == image_format::cubin) read_cubin(image, out);
   if (format == image_format::ptx) read_ptx(image, out);
+  if (format == image_format::fatbin) read_fatbin(image, out);
   return out;
 }
 

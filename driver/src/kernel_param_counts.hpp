@@ -20,9 +20,9 @@ T read_at(std::span<const std::byte> image, std::size_t offset) {
   return v;
 }
 
-//! Kernel symbol -> parameter count, for CUBIN (the `.nv.info.<kernel>` sections' KPARAM_INFO records) and PTX (the
-//! `.param`s of each `.entry`). Empty for fatbin images and where the image does not say: those kernels are probed.
-//! Call only on an image that passed the structural check.
+//! Kernel symbol -> parameter count, for CUBIN (the `.nv.info.<kernel>` sections' KPARAM_INFO records), PTX (the
+//! `.param`s of each `.entry`) and fatbin (its uncompressed CUBINs). Kernels the image says nothing of (a fatbin with
+//! compressed entries only, say) are missing: those are probed. Any bytes are safe to pass.
 std::unordered_map<std::string, std::size_t> kernel_param_counts(std::span<const std::byte> image, image_format format);
 
 }  // namespace cuasync::detail

@@ -24,6 +24,26 @@ struct module_state {
   std::unordered_map<std::string, std::string> aliases;                    // name expression -> symbol
   std::unordered_map<std::string, std::size_t> param_counts;               // by symbol, as the image says
 };
+
+namespace {
+// Kernels of loaded modules by function handle, for known_kernel(): added when a kernel is first asked for, removed
+// when its module unloads (a later module may get the same handle).
+struct known_kernels {
+  std::mutex mutex;
+  std::unordered_map<CUfunction, const kernel_info*> by_function;
+};
+known_kernels& known() {
+  static known_kernels* k = new known_kernels;  // never destroyed: modules may unload during static destruction
+  return *k;
+}
+}  // namespace
+
+const kernel_info* known_kernel(CUfunction f) noexcept {
+  auto& k = known();
+  std::lock_guard lock(k.mutex);
+  auto it = k.by_function.find(f);
+  return it == k.by_function.end() ? nullptr : it->second;
+}
 }  // namespace detail
 
 image_format detect_image_format(std::span<const std::byte> image) noexcept {
@@ -142,6 +162,11 @@ kernel_ref module_ref::kernel(std::string_view name, std::source_location where)
                                      info->function),
                 "cuFuncGetAttribute", where);
   auto* raw = info.get();
+  {
+    auto& k = detail::known();
+    std::lock_guard lock(k.mutex);
+    k.by_function.insert_or_assign(raw->function, raw);
+  }
   state_->kernels.emplace(std::move(symbol), std::move(info));
   return kernel_ref(raw);
 }
@@ -208,6 +233,13 @@ module& module::operator=(module&& o) noexcept {
 
 module::~module() {
   if (!state_) return;
+  {
+    auto& k = detail::known();
+    std::lock_guard lock(k.mutex);
+    for (const auto& [symbol, info] : state_->kernels)
+      if (auto it = k.by_function.find(info->function); it != k.by_function.end() && it->second == info.get())
+        k.by_function.erase(it);
+  }
   if (state_->handle)
     detail::release_nothrow(state_->ctx.get(), "cuModuleUnload", state_->handle,
                             [&](const detail::driver_entry_points& d) { return d.cuModuleUnload(state_->handle); });

@@ -99,11 +99,18 @@ void graph_exec::set_kernel_params(std::size_t index, void** params, const std::
   if (!p.func)
     cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " has no CUfunction to check against",
                                    where);
-  // Check count and sizes against the kernel, as cuasync::launch does.
+  // Check count and sizes against the kernel, as cuasync::launch does: from what cuasync read when it loaded the
+  // kernel, else by asking the driver until it refuses an index.
+  const cuasync::detail::kernel_info* known = cuasync::detail::known_kernel(p.func);
   std::size_t expected = 0;
   for (;; ++expected) {
     std::size_t offset = 0, size = 0;
-    if (driver().cuFuncGetParamInfo(p.func, expected, &offset, &size) != CUDA_SUCCESS) break;
+    if (known) {
+      if (expected == known->params.size()) break;
+      size = known->params[expected].size;
+    } else if (driver().cuFuncGetParamInfo(p.func, expected, &offset, &size) != CUDA_SUCCESS) {
+      break;
+    }
     if (expected < count && size != sizes[expected])
       cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " parameter " +
                                               std::to_string(expected) + " is " + std::to_string(size) +

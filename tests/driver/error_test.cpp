@@ -61,7 +61,7 @@ TEST_CASE("refused arguments are errors that name the caller's line rather than 
   check_call_site(error_of([&] { module::load(context_ref{}, std::as_bytes(std::span(elf)), "short.cubin"); }));
 }
 
-TEST_CASE("driver errors name the caller's line rather than cuasync's", "[driver][error][gpu]") {
+TEST_CASE("driver errors name the caller's line rather than cuasync's", "[driver][error][gpu][api_error]") {
   using namespace cuasync;
   using test::check_call_site;
   using test::ctx;

@@ -34,9 +34,15 @@ TEST_CASE("kernel parameter counts come from CUBIN and PTX images", "[driver][mo
     check_counts(cuasync::test::kernels_cubin(), image_format::cubin);
   }
   SECTION("PTX: the .params of each .entry") { check_counts(cuasync::test::kernels_ptx(), image_format::ptx); }
-  SECTION("fatbin: not read (its kernels are probed)") {
-    std::vector<std::byte> fake(64);
-    CHECK(kernel_param_counts(fake, image_format::fatbin).empty());
+  SECTION("fatbin: its uncompressed CUBIN") { check_counts(cuasync::test::kernels_fatbin(), image_format::fatbin); }
+  SECTION("any bytes are safe: truncated images give what their intact part says") {
+    for (auto [image, format] : {std::pair{cuasync::test::kernels_cubin(), image_format::cubin},
+                                 std::pair{cuasync::test::kernels_fatbin(), image_format::fatbin},
+                                 std::pair{cuasync::test::kernels_ptx(), image_format::ptx}})
+      for (std::size_t cut = 0; cut < image.size(); cut += 97) (void)kernel_param_counts(image.first(cut), format);
+    std::vector<std::byte> noise(4096, std::byte{0xff});
+    CHECK(kernel_param_counts(noise, image_format::cubin).empty());
+    CHECK(kernel_param_counts(noise, image_format::fatbin).empty());
   }
   SECTION("a .nv.info section that does not parse to its end is not trusted") {
     const auto cubin = cuasync::test::kernels_cubin();

@@ -52,7 +52,7 @@ TEST_CASE("modules load from CUBIN, PTX and fatbin, and from a file", "[driver][
   }
 }
 
-TEST_CASE("a corrupt module image is a clear error", "[driver][module][gpu]") {
+TEST_CASE("a corrupt module image is a clear error", "[driver][module][gpu][api_error]") {
   SECTION("not an image at all") {
     CHECK_THROWS_WITH(module::load(ctx(), std::string_view("garbage bytes, not CUDA code"), "junk.bin"),
                       Catch::Contains("neither CUBIN (ELF), fatbin nor PTX"));
@@ -87,7 +87,7 @@ TEST_CASE("a corrupt module image is a clear error", "[driver][module][gpu]") {
   }
 }
 
-TEST_CASE("an unknown kernel name is an error naming it", "[driver][module][gpu]") {
+TEST_CASE("an unknown kernel name is an error naming it", "[driver][module][gpu][api_error]") {
   CHECK_THROWS_WITH(kernels().kernel("no_such_kernel"),
                     Catch::Contains("kernel 'no_such_kernel'") && Catch::Contains("CUDA_ERROR_NOT_FOUND"));
 }

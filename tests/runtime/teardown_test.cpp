@@ -86,7 +86,7 @@ TEST_CASE("1,000 runtimes on created contexts come and go: no event pools left, 
 }
 
 TEST_CASE("the last runtime of a context frees its event pool and host words before letting the context go",
-          "[runtime][gpu][teardown]") {
+          "[runtime][gpu][teardown][api_error]") {
   const auto& d = detail::driver();
   CUdevice dev = 0;
   detail::check(d.cuDeviceGet(&dev, 0), "cuDeviceGet", std::source_location::current());

@@ -110,7 +110,7 @@ TEST_CASE("copies into and out of tracked buffers through pinned blocks", "[runt
   CHECK(std::memcmp(out.get(), src.data(), 4096) == 0);
 }
 
-TEST_CASE("runtime errors name the caller's line also when the calls they make fail", "[runtime][error][gpu]") {
+TEST_CASE("runtime errors name the caller's line also when the calls they make fail", "[runtime][error][gpu][api_error]") {
   using test::check_call_site;
   using test::error_of;
   auto rt = device_runtime::for_device(0);

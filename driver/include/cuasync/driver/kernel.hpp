@@ -25,6 +25,10 @@ struct kernel_info {
   const device_properties* device = nullptr;  //!< the limits launches are checked against
   int max_threads_per_block = 0;               //!< this kernel's limit (registers may lower it)
 };
+//! The parameter layout of `f` if it is a kernel of a module cuasync loaded (and has not unloaded), else nullptr:
+//! lets code that holds only the CUfunction (a captured graph's kernel node) check arguments without probing the
+//! driver past the last parameter (an error compute-sanitizer reports). Valid while the module stays loaded.
+const kernel_info* known_kernel(CUfunction f) noexcept;
 }  // namespace detail
 
 //! A kernel of a loaded module. Valid while the module is loaded.
