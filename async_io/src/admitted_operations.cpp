@@ -146,24 +146,25 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
   attach(op, std::move(t), io_ex);
 }
 
-namespace {
-// Between a running task and its operation: the task reports through it; a cancellation detaches the operation.
-struct task_link final : task_done {
-  std::atomic<wait_op*> op;
-  std::shared_ptr<void> keep_alive;  // held until the task is done, even when the operation was cancelled
-  explicit task_link(wait_op* o) : op(o) {}
-  void finish(std::error_code ec, std::exception_ptr detail) noexcept override {
-    keep_alive.reset();
-    if (wait_op* o = op.exchange(nullptr)) {
-      o->failure = std::move(detail);
-      try {
-        post_to_io(op_ptr(o), ec);
-      } catch (...) {
-      }
+void task_link::finish(std::error_code ec, std::exception_ptr detail) noexcept {
+  keep_alive.reset();
+  std::shared_ptr<service_queues> s = std::move(service);
+  s->task_finished(this, ec, std::move(detail));
+}
+
+void service_queues::task_finished(task_link* link, std::error_code ec, std::exception_ptr detail) noexcept {
+  // Under the lock: shutdown takes the operations of running tasks under it too, so this post happens before the
+  // I/O context shuts down (its handler is then destroyed with the context's queue), or the operation is gone.
+  std::lock_guard lock(mutex_);
+  running_tasks_.erase(link);
+  if (wait_op* o = link->op.exchange(nullptr)) {
+    o->failure = std::move(detail);
+    try {
+      post_to_io(op_ptr(o), ec);
+    } catch (...) {
     }
   }
-};
-}  // namespace
+}
 
 void service_queues::run_task(wait_op* op, bool stored, const task_ref* ref, admission_ticket ticket) noexcept {
   if (stored && !leave_admitting(op)) {
@@ -174,18 +175,23 @@ void service_queues::run_task(wait_op* op, bool stored, const task_ref* ref, adm
   try {
     link = std::make_shared<task_link>(op);
     link->keep_alive = std::move(op->keep_alive);
+    link->service = shared_from_this();
+    {
+      std::lock_guard lock(mutex_);
+      running_tasks_.insert(link.get());
+    }
     op->link = link;
     if (stored)
       op->task(op->stream, std::move(ticket), link);
     else
       ref->start(ref->work, op->stream, std::move(ticket), link);
   } catch (const std::system_error& e) {
-    if (link) link->op.store(nullptr);
+    forget_task(link.get());
     op->task = nullptr;
     op->failure = std::current_exception();
     return fail_started(op, e.code());
   } catch (...) {
-    if (link) link->op.store(nullptr);
+    forget_task(link.get());
     op->task = nullptr;
     return fail_started(op, std::make_error_code(std::errc::not_enough_memory));
     return;
@@ -199,6 +205,13 @@ void service_queues::fail_started(wait_op* op, std::error_code ec) noexcept {
     post_to_io(op_ptr(op), ec);
   } catch (...) {
   }
+}
+
+void service_queues::forget_task(task_link* link) noexcept {
+  if (!link) return;
+  link->op.store(nullptr);
+  std::lock_guard lock(mutex_);
+  running_tasks_.erase(link);
 }
 
 bool service_queues::detach_task(wait_op* op) noexcept {

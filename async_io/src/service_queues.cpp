@@ -231,14 +231,20 @@ void service_queues::executor_poll() {
 void service_queues::shutdown() {
   std::vector<queued_wait*> waits;
   bool pending;
-  std::vector<wait_op*> admitting;
+  std::vector<wait_op*> admitting, of_tasks;
   {
     std::lock_guard lock(mutex_);
     shut_down_ = true;
     timer_.reset();
     admitting.assign(admitting_.begin(), admitting_.end());
     admitting_.clear();
+    // Running tasks (staged copies) go on, holding what they use; their operations are taken from them here, under
+    // the lock their completions take, so none is posted to the I/O context once it is going.
+    for (task_link* link : running_tasks_)
+      if (wait_op* op = link->op.exchange(nullptr)) of_tasks.push_back(op);
+    running_tasks_.clear();
   }
+  for (wait_op* op : of_tasks) op_ptr destroy(op);
   // Operations still waiting for room: never enqueued (one being admitted right now sees shut_down_).
   for (wait_op* op : admitting)
     if (cuda_completion_source::instance().cancel_admission(op)) op_ptr destroy(op);

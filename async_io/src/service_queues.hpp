@@ -17,6 +17,18 @@
 
 namespace cuasync::detail {
 
+class service_queues;
+
+// Between a running task (a staged copy) and its operation: the task reports through it; a cancellation detaches the
+// operation, and so does the service's shutdown (the I/O context is going: nothing may be posted to it afterwards).
+struct task_link final : task_done {
+  std::atomic<wait_op*> op;
+  std::shared_ptr<void> keep_alive;  // held until the task is done, even when the operation was cancelled
+  std::shared_ptr<service_queues> service;
+  explicit task_link(wait_op* o) : op(o) {}
+  void finish(std::error_code ec, std::exception_ptr detail) noexcept override;
+};
+
 class service_queues final : public poll_client, public std::enable_shared_from_this<service_queues> {
  public:
   service_queues() = default;
@@ -43,6 +55,8 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   static bool detach_task(wait_op* op) noexcept;
   // The admitted task: start it (or fail). Never throws.
   void run_task(wait_op* op, bool stored, const task_ref* ref, admission_ticket ticket) noexcept;
+  // A running task is done: completes its operation unless a cancellation or shutdown took it. Never throws.
+  void task_finished(task_link* link, std::error_code ec, std::exception_ptr detail) noexcept;
 
   void set_policy(const poll_policy& p);
   poll_policy policy() const { return queues_.policy(); }
@@ -64,6 +78,8 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   void queue_for_admission(wait_op* op, bool hold);
   // Takes `op` off admitting_; false when shutdown took it (the caller then destroys it). For ops that waited.
   bool leave_admitting(wait_op* op);
+  // A task that did not start: its link leaves running_tasks_.
+  void forget_task(task_link* link) noexcept;
   void executor_poll();
   void hand_to_thread();
   void schedule_executor_poll_locked(const boost::asio::any_io_executor& ex);
@@ -82,6 +98,7 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   std::optional<boost::asio::steady_timer> timer_;
   std::atomic<bool> registered_{false};
   std::unordered_set<wait_op*> admitting_;  // operations waiting for admission (destroyed at shutdown)
+  std::unordered_set<task_link*> running_tasks_;  // links of started tasks until they finish (detached at shutdown)
   std::shared_ptr<completion_fifo> fifo_ = std::make_shared<completion_fifo>();  // completions on their way
 };
 

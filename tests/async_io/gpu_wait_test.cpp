@@ -232,7 +232,9 @@ TEST_CASE("pooled events are reused, not created per wait", "[async_io][gpu]") {
     io.restart();
     io.run();
   }
-  CHECK(src.created_events(test::ctx()) == created);
+  // At most 100 waits are in flight at once: the pool may grow to what a round holds beyond the warm-up's peak (a
+  // slow run, under compute-sanitizer, peaked at 68 then 100), never by one event per wait (1,000 here).
+  CHECK(src.created_events(test::ctx()) - created <= 100);
   CHECK(eventually([&] { return src.idle_events(test::ctx()) == src.created_events(test::ctx()); }));
 }
 

@@ -135,5 +135,13 @@ TEST_CASE("a second request returns the loaded module and the same kernel", "[ru
   CHECK(a.get() == b.get());
   CHECK(cache.stats().module_loads == 1);
   CHECK(cache.stats().module_hits == 1);
+}
+
+TEST_CASE("a name expression the program was not compiled with is an error naming it",
+          "[runtime][jit][gpu][api_error]") {
+  runtime::kernel_cache cache(memory_only_compiler());
+  jit::compile_options o;
+  o.define("UNUSED_TAG", "1");
+  (void)cache.kernel(ctx(), templates(), "saxpy<float, 256>", o);
   CHECK_THROWS_WITH(cache.kernel(ctx(), templates(), "saxpy<double, 256>", o), Catch::Contains("no such kernel"));
 }
