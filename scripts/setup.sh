@@ -6,7 +6,7 @@ set -euo pipefail
 build_dir=${1:-build}
 shift || true
 
-"$(dirname "$0")/apt-install.sh" setup cmake g++ make libboost1.81-dev catch2 libxxhash-dev
+"$(dirname "$0")/apt-install.sh" setup cmake g++ make libboost1.81-dev catch2 libxxhash-dev python3-pytest python3-uvloop
 
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -f "$cuda_home/include/cuda.h" ]; then

@@ -1,0 +1,325 @@
+"""Buffers (stream-ordered device memory, pooled pinned memory, imported tensors), copies, memsets, and the
+exchanges: DLPack both ways and the CUDA array interface v3."""
+import ctypes
+import math
+import sys
+
+from . import _capi, _completion, _dlpack, _dtypes, errors
+from ._runtime import Runtime, Stream, as_stream
+
+
+class Buffer:
+    """Device or pinned memory with a dtype and a shape. Device memory is allocated and freed in the order of its
+    home stream (`stream`); uses on other streams are ordered before the free, on the device. Exports `__dlpack__`
+    (DLPack 1.x, the consumer's stream made to wait on the device) and `__cuda_array_interface__` (v3)."""
+
+    def __init__(self, handle, pointer, nbytes, dtype, shape, runtime, stream, kind, parent=None, readonly=False):
+        self.handle = handle
+        self.ptr = pointer
+        self.nbytes = nbytes
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.runtime = runtime
+        self.stream = stream
+        self.kind = kind  # "device", "pinned" or "imported"
+        self.readonly = readonly
+        self._parent = parent  # a view keeps its buffer
+        self._streams = [stream]  # streams that used it since it was allocated (each waited on before the free)
+
+    # -- properties --
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self):
+        return _dtypes.itemsize(self.dtype)
+
+    def __len__(self):
+        return self.shape[0] if self.shape else 1
+
+    def __repr__(self):
+        return f"<cuasync.Buffer {self.kind} {self.dtype}{list(self.shape)} at 0x{self.ptr:x}>"
+
+    def _owner(self):
+        return self._parent._owner() if self._parent is not None else self
+
+    def note_use(self, stream):
+        """Records that work on `stream` uses the buffer (so that a free or an export waits for it)."""
+        streams = self._owner()._streams
+        if streams[-1] is not stream and stream not in streams:
+            streams.append(stream)
+
+    def view(self, dtype=None, shape=None):
+        """The same memory with another dtype and shape (no copy)."""
+        dtype = _dtypes.canonical(dtype or self.dtype)
+        if shape is None:
+            if self.nbytes % _dtypes.itemsize(dtype):
+                raise errors.InvalidArgumentError(f"{self.nbytes} bytes are not a whole number of {dtype}")
+            shape = (self.nbytes // _dtypes.itemsize(dtype),)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if math.prod(shape) * _dtypes.itemsize(dtype) > self.nbytes:
+            raise errors.InvalidArgumentError(f"shape {shape} of {dtype} needs more than the buffer's {self.nbytes} "
+                                              "bytes")
+        return Buffer(self.handle, self.ptr, math.prod(shape) * _dtypes.itemsize(dtype), dtype, shape, self.runtime,
+                      self.stream, self.kind, parent=self._owner(), readonly=self.readonly)
+
+    # -- lifetime --
+    def free(self):
+        """Gives the memory back (device memory in its home stream's order, after every other stream's use of it).
+        Never waits on the host. A view's free does nothing: its buffer owns the memory."""
+        if self._parent is not None or not self.handle or _capi.exiting:
+            return
+        h, self.handle = self.handle, None
+        home = self.stream
+        for s in self._streams:
+            if s is not home:
+                try:
+                    home.wait_stream(s)
+                except errors.CuasyncError:
+                    pass  # that stream's context failed: nothing of it runs any more
+        _capi.call("buffer_free", _capi.BufferFreeArgs(buffer=h))
+        _completion.collect()
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    # -- exchanges --
+    def __dlpack_device__(self):
+        if self.kind == "pinned":
+            return (_dlpack.KDL_CUDA_HOST, 0)
+        return (_dlpack.KDL_CUDA, self.runtime.device)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("cuasync exports views of its buffers; copy=True is not supported")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"cuasync cannot export to device {tuple(dl_device)}")
+        owner = self._owner()
+        if not owner.handle:
+            raise BufferError("the buffer was freed")
+        # DLPack's stream argument: None means the legacy default stream (1); -1 asks for no synchronisation.
+        consumer = 1 if stream is None else int(stream)
+        producer = owner._streams[0]
+        for s in owner._streams[1:]:  # every stream that used it, folded into one for the handshake
+            producer.wait_stream(s)
+        code, bits = _dtypes.dlpack(self.dtype)
+        shape = (ctypes.c_int64 * len(self.shape))(*self.shape)
+        view = self if self.ptr == owner.ptr else None
+        if view is None:
+            raise BufferError("only views that start at their buffer's first byte can be exported")
+        a = _capi.call("buffer_export_dlpack", _capi.ExportDlpackArgs(
+            buffer=owner.handle, stream=producer.handle, consumer_stream=consumer, dtype_code=code, dtype_bits=bits,
+            dtype_lanes=1, ndim=len(self.shape), shape=shape))
+        legacy = max_version is None or tuple(max_version)[0] < 1
+        return _dlpack.capsule_for(a.managed, legacy)
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.kind == "pinned":
+            raise AttributeError("pinned host memory has no CUDA array interface")
+        owner = self._owner()
+        producer = owner._streams[0]
+        for s in owner._streams[1:]:
+            producer.wait_stream(s)
+        return {"shape": self.shape, "typestr": _dtypes.typestr(self.dtype), "data": (self.ptr, self.readonly),
+                "version": 3, "strides": None, "stream": producer.native}
+
+    # -- convenience --
+    def copy_from(self, src, stream=None):
+        return copy(self, src, stream=stream)
+
+    def copy_to(self, dst, stream=None):
+        return copy(dst, self, stream=stream)
+
+    def tobytes(self):
+        """The contents as bytes: copies to the host and blocks until they arrived."""
+        out = bytearray(self.nbytes)
+        op = copy(out, self)
+        if not isinstance(op, _completion.Pending):
+            raise RuntimeError("Buffer.tobytes() blocks: inside a coroutine, await cuasync.copy(...) instead")
+        op.wait()
+        return bytes(out)
+
+
+def empty(shape, dtype="float32", stream=None, runtime=None, pinned=False):
+    """A new buffer of `shape` and `dtype`, uninitialized: device memory allocated in `stream`'s order (default: the
+    runtime's stream), or pooled pinned host memory."""
+    dtype = _dtypes.canonical(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    nbytes = max(1, math.prod(shape)) * _dtypes.itemsize(dtype)
+    s = as_stream(stream, runtime)
+    runtime = runtime or s.runtime or Runtime.for_device(0)
+    _completion.collect()
+    a = _capi.call("buffer_allocate", _capi.BufferAllocateArgs(
+        runtime=runtime.handle, stream=s.handle, kind=_capi.MEMORY_PINNED if pinned else _capi.MEMORY_DEVICE,
+        size=nbytes))
+    return Buffer(a.buffer, a.pointer, nbytes, dtype, shape, runtime, s, "pinned" if pinned else "device")
+
+
+def zeros(shape, dtype="float32", stream=None, runtime=None):
+    b = empty(shape, dtype, stream, runtime)
+    memset(b, 0, stream=b.stream)
+    return b
+
+
+def from_dlpack(obj, stream=None, runtime=None):
+    """Imports anything with `__dlpack__` (a PyTorch tensor, a CuPy or JAX array) as a Buffer, without a copy.
+    `stream` is where cuasync will use it: it is passed in the handshake, so the producer makes it wait, on the
+    device, for its pending writes. The producer's deleter runs once, after cuasync's work on it is done and the
+    buffer freed, on a Python thread."""
+    _completion.collect()
+    dev_type, dev_id = obj.__dlpack_device__()
+    if dev_type not in (_dlpack.KDL_CUDA, _dlpack.KDL_CUDA_HOST, _dlpack.KDL_CUDA_MANAGED):
+        raise errors.InvalidArgumentError(f"from_dlpack: device type {dev_type} is not CUDA memory (CUDA device, "
+                                          "pinned or managed)")
+    runtime = runtime or (stream.runtime if isinstance(stream, Stream) and stream.runtime else None) or \
+        Runtime.for_device(dev_id if dev_type == _dlpack.KDL_CUDA else 0)
+    s = as_stream(stream, runtime)
+    handshake = s.native if dev_type != _dlpack.KDL_CUDA_HOST else None
+    try:
+        capsule = obj.__dlpack__(stream=handshake, max_version=(1, 0))
+    except TypeError:  # a producer from before DLPack 1.0
+        capsule = obj.__dlpack__(stream=handshake)
+    pointer, keep, flags, tensor = _dlpack.open_capsule(capsule)
+    dtype = _dtypes.from_dlpack(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    released = _completion.reaper().completion(lambda code, cuda_result: keep)  # drops the capsule: its deleter
+    try:
+        a = _capi.call("buffer_import_dlpack", _capi.ImportDlpackArgs(
+            runtime=runtime.handle, stream=s.handle, managed=pointer, released=released))
+    except BaseException:
+        _completion.reaper().forget(released)  # the capsule stays the producer's
+        raise
+    return Buffer(a.buffer, a.pointer, a.size, dtype, shape, runtime, s, "imported",
+                  readonly=bool(flags & _dlpack.FLAG_READ_ONLY))
+
+
+# ---- pointers of what Python hands us ------------------------------------------------------------------------------
+
+def _host_span(obj, writable):
+    """(address, nbytes, keep) of host memory: bytes-like objects and arrays with __array_interface__."""
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        if ai.get("strides") is not None:
+            raise errors.InvalidArgumentError("host array is not contiguous")
+        ptr, ro = ai["data"]
+        if writable and ro:
+            raise errors.InvalidArgumentError("the destination host array is read-only")
+        n = math.prod(ai["shape"]) * int(ai["typestr"][2:])
+        return ptr, n, obj
+    mv = memoryview(obj)
+    if not mv.contiguous:
+        raise errors.InvalidArgumentError("host buffer is not contiguous")
+    if mv.readonly:
+        if writable:
+            raise errors.InvalidArgumentError("the destination host buffer is read-only")
+        if isinstance(obj, bytes):
+            return ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value or 0, mv.nbytes, obj
+        copy_ = bytearray(mv)  # other read-only buffers: ctypes cannot take their address
+        mv = memoryview(copy_)
+        obj = copy_
+    arr = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
+    return (ctypes.addressof(arr) if arr is not None else 0), mv.nbytes, (obj, arr)
+
+
+def _device_span(obj, stream, writable):
+    """(address, nbytes, keep) of device memory: a Buffer, a PyTorch tensor, or the CUDA array interface (whose
+    producer stream is made to come first on `stream`, on the device); None when `obj` is not device memory."""
+    if isinstance(obj, Buffer):
+        if writable and obj.readonly:
+            raise errors.InvalidArgumentError("the destination buffer is read-only (imported as such)")
+        obj.note_use(stream)
+        return obj.ptr, obj.nbytes, obj
+    if hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False):  # a PyTorch tensor
+        if not obj.is_contiguous():
+            raise errors.InvalidArgumentError("tensor is not contiguous")
+        torch = sys.modules["torch"]
+        _order_after(stream, torch.cuda.current_stream(obj.device).cuda_stream)
+        return obj.data_ptr(), obj.numel() * obj.element_size(), obj
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        if cai.get("strides") is not None and len(cai["shape"]) > 1:
+            raise errors.InvalidArgumentError("device array is not contiguous")
+        producer = cai.get("stream")
+        if producer is not None:  # v3: the producer's stream, to be ordered before our use (None: nothing pending)
+            _order_after(stream, producer)
+        ptr, ro = cai["data"]
+        if writable and ro:
+            raise errors.InvalidArgumentError("the destination device array is read-only")
+        return ptr, math.prod(cai["shape"]) * int(cai["typestr"][2:]), obj
+    return None
+
+
+def _order_after(stream, producer):
+    """Makes `stream` wait, on the device, for the work enqueued so far on a framework's stream `producer` (a
+    CUstream as an int; 0, 1 and 2 are the default streams of the stream's context)."""
+    if producer != stream.native:
+        stream.wait_stream(Stream.adopt(producer, stream.runtime))
+
+
+def _span(obj, stream, writable):
+    if isinstance(obj, int):
+        return obj, None, None
+    d = _device_span(obj, stream, writable)
+    return d if d is not None else _host_span(obj, writable)
+
+
+def _default_stream(*objs):
+    for o in objs:
+        if isinstance(o, Buffer):
+            return o.stream
+    return Runtime.for_device(0).default_stream
+
+
+def copy(dst, src, nbytes=None, stream=None):
+    """Copies `src` to `dst` on `stream` (host to device, device to host, device to device); either side may be a
+    Buffer, a tensor or array (CUDA array interface, PyTorch, numpy, bytes-like) or an address. Never waits for the
+    GPU: pageable host memory is staged through pinned memory by cuasync. `await` it in a coroutine, `.wait()` it
+    outside one; host memory is kept alive until the copy is done."""
+    s = as_stream(stream) if stream is not None else _default_stream(dst, src)
+    dptr, dn, dkeep = _span(dst, s, True)
+    sptr, sn, skeep = _span(src, s, False)
+    known = [n for n in (dn, sn) if n is not None]
+    if nbytes is None:
+        if not known:
+            raise errors.InvalidArgumentError("copy: pass nbytes when both sides are addresses")
+        nbytes = min(known)
+        if len(known) == 2 and dn != sn:
+            raise errors.InvalidArgumentError(f"copy: destination has {dn} bytes, source {sn}: pass nbytes to copy "
+                                              "part of one")
+    elif any(nbytes > n for n in known):
+        raise errors.InvalidArgumentError(f"copy: {nbytes} bytes do not fit ({dn} at the destination, {sn} at the "
+                                          "source)")
+    if nbytes == 0:
+        raise errors.InvalidArgumentError("copy: nothing to copy (0 bytes)")
+    args = _capi.CopyArgs(stream=s.handle, dst=dptr, src=sptr, size=nbytes)
+
+    def enqueue(completion):
+        args.completion = completion
+        return _capi.call_code("copy", args)
+    return _completion.issue(s, f"copy of {nbytes} bytes on {s!r}", enqueue, keep=(dkeep, skeep, s))
+
+
+def memset(dst, value, nbytes=None, stream=None):
+    """Sets `nbytes` bytes of device memory to `value` (a byte) on `stream`; awaitable like `copy`."""
+    s = as_stream(stream) if stream is not None else _default_stream(dst)
+    ptr, n, keep = _span(dst, s, True)
+    nbytes = n if nbytes is None else nbytes
+    if nbytes is None:
+        raise errors.InvalidArgumentError("memset: pass nbytes for an address")
+    args = _capi.MemsetArgs(stream=s.handle, dst=ptr, value=value, size=nbytes)
+
+    def enqueue(completion):
+        args.completion = completion
+        return _capi.call_code("memset", args)
+    return _completion.issue(s, f"memset of {nbytes} bytes on {s!r}", enqueue, keep=(keep, s))

@@ -1,0 +1,166 @@
+"""Devices, runtimes, streams and events."""
+import threading
+
+from . import _capi, _completion, errors
+
+
+def device_count():
+    """The number of CUDA devices (raises NoDriverError without a usable driver)."""
+    return _capi.call("device_count", _capi.DeviceCountArgs()).count
+
+
+class Runtime:
+    """cuasync's runtime of one device, on its primary context (the one PyTorch, JAX and CuPy use), or on an adopted
+    CUcontext. `Runtime.for_device(n)` is the process's shared one."""
+
+    _shared = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, device=0, context=None):
+        a = _capi.call("runtime_create", _capi.RuntimeCreateArgs(device=device, context=context))
+        self.handle = a.runtime
+        self.device = device
+        self._default_stream = None
+        self._default_streams = {}  # the context's legacy (1) and per-thread (2) default streams, once adopted
+
+    @classmethod
+    def for_device(cls, device=0):
+        r = cls._shared.get(device)
+        if r is None:
+            with cls._shared_lock:
+                r = cls._shared.get(device)
+                if r is None:
+                    r = cls._shared[device] = cls(device)
+        return r
+
+    @property
+    def default_stream(self):
+        """A non-blocking stream of this runtime's own (never the legacy default stream)."""
+        if self._default_stream is None:
+            self._default_stream = Stream(self)
+        return self._default_stream
+
+    def __repr__(self):
+        return f"<cuasync.Runtime device={self.device}>"
+
+    def __del__(self):
+        h, self.handle = getattr(self, "handle", None), None
+        if h:
+            _capi.release("runtime_destroy", _capi.RuntimeDestroyArgs(runtime=h))
+
+
+def _native_handle(obj):
+    """The CUstream of a stream-like object: __cuda_stream__, a PyTorch stream, a CuPy stream, or an int."""
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        version, handle = proto() if callable(proto) else proto
+        return int(handle)
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        h = getattr(obj, attr, None)
+        if isinstance(h, int):
+            return h
+    if isinstance(obj, int):
+        return obj
+    raise TypeError(f"not a CUDA stream: {type(obj).__name__} (expected __cuda_stream__, a PyTorch or CuPy stream, "
+                    "or a CUstream handle as an int)")
+
+
+class Stream:
+    """A cuasync stream: created (non-blocking) in a runtime, or a framework's stream adopted (`Stream.adopt`).
+    Implements `__cuda_stream__`. Work issued on it inside a coroutine is awaitable."""
+
+    def __init__(self, runtime=None, priority=0, *, _native=None, _owner=None):
+        if _native is None:
+            runtime = runtime or Runtime.for_device(0)
+        # A default stream (1, 2) is one of a context's: it is taken in the runtime's; other native streams carry
+        # their context.
+        in_runtime = _native is None or _native in (1, 2)
+        a = _capi.call("stream_create", _capi.StreamCreateArgs(runtime=runtime.handle if in_runtime else None,
+                                                               native=_native, priority=priority))
+        self.handle = a.stream
+        self.runtime = runtime
+        self._owner = _owner  # an adopted stream's framework object, kept alive with it
+        n = _capi.call("stream_native", _capi.StreamNativeArgs(stream=self.handle))
+        self.native = n.native or 0
+        self.context = n.context or 0
+
+    @classmethod
+    def adopt(cls, obj, runtime=None):
+        """Wraps a framework's stream (anything `__cuda_stream__`, torch.cuda.Stream, cupy.cuda.Stream, an int
+        CUstream). Its context is read from the stream. The default streams (0 or 1: the legacy one, PyTorch's and
+        CuPy's default; 2: the per-thread one) belong to a context, so they are taken in `runtime`'s (default:
+        device 0's); work on the legacy default stream serializes with every blocking stream of its context."""
+        handle = _native_handle(obj)
+        if handle in (0, 1, 2):
+            runtime = runtime or Runtime.for_device(0)
+            key = 2 if handle == 2 else 1
+            s = runtime._default_streams.get(key)
+            if s is None:
+                s = runtime._default_streams[key] = cls(runtime, _native=key, _owner=key)
+            return s
+        return cls(runtime, _native=handle, _owner=None if isinstance(obj, int) else obj)
+
+    def __cuda_stream__(self):
+        return (0, self.native)
+
+    def wait(self):
+        """Completes when everything enqueued so far has completed: `await stream.wait()` in a coroutine (the event
+        loop stays free); outside one, use synchronize()."""
+        return _completion.issue(self, f"wait on {self!r}", lambda c: _capi.call_code(
+            "stream_wait", _capi.StreamWaitArgs(stream=self.handle, completion=c)), keep=self)
+
+    def synchronize(self, timeout=None):
+        """Blocks this thread until the stream's work so far has completed (raises its error)."""
+        _completion.thread_waiter().wait_stream(self, timeout)
+
+    def record(self):
+        """A pooled event recorded on the stream now."""
+        return Event(self)
+
+    def wait_event(self, event):
+        """Makes this stream wait, on the device, for `event`."""
+        _capi.call("event_wait", _capi.EventWaitArgs(event=event.handle, stream=self.handle))
+
+    def wait_stream(self, other):
+        """Makes this stream wait, on the device, for the work enqueued on `other` so far."""
+        self.wait_event(other.record())
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.native == self.native
+
+    def __hash__(self):
+        return hash(self.native)
+
+    def __repr__(self):
+        return f"<cuasync.Stream 0x{self.native:x}{' adopted' if self._owner is not None else ''}>"
+
+    def __del__(self):
+        h, self.handle = getattr(self, "handle", None), None
+        if h:
+            _capi.release("stream_destroy", _capi.StreamDestroyArgs(stream=h))
+
+
+class Event:
+    """A pooled, timing-disabled event recorded on a stream."""
+
+    def __init__(self, stream):
+        self.handle = _capi.call("event_record", _capi.EventRecordArgs(stream=stream.handle)).event
+        self.stream = stream
+
+    def query(self):
+        """True when the recorded work has completed (raises its error if it failed). Never blocks."""
+        return bool(_capi.call("event_query", _capi.EventQueryArgs(event=self.handle)).done)
+
+    def __del__(self):
+        h, self.handle = getattr(self, "handle", None), None
+        if h:
+            _capi.release("event_destroy", _capi.EventDestroyArgs(event=h))
+
+
+def as_stream(stream, runtime=None):
+    """A cuasync Stream for `stream`: a Stream, a framework's stream (adopted), or None (the runtime's default)."""
+    if stream is None:
+        return (runtime or Runtime.for_device(0)).default_stream
+    if isinstance(stream, Stream):
+        return stream
+    return Stream.adopt(stream, runtime)

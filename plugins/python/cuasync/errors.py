@@ -1,0 +1,82 @@
+"""Exceptions: one class per cuasync_error_code, each carrying the CUresult / nvrtcResult and cuasync's message
+(which names the call, the kernel, the stream and the device where it can)."""
+
+OK, INVALID_ARGUMENT, STALE_HANDLE, UNSUPPORTED, NO_DRIVER, CUDA, COMPILE, OUT_OF_MEMORY, CANCELLED, INTERNAL, BUSY = \
+    range(11)
+
+
+class CuasyncError(Exception):
+    """Base of every cuasync error. `code` is the cuasync_error_code, `cuda_result` the CUresult (0 when none),
+    `nvrtc_result` the nvrtcResult (0 when none)."""
+
+    code = INTERNAL
+
+    def __init__(self, message, cuda_result=0, nvrtc_result=0):
+        super().__init__(message)
+        self.message = message
+        self.cuda_result = cuda_result
+        self.nvrtc_result = nvrtc_result
+
+
+class InvalidArgumentError(CuasyncError, ValueError):
+    code = INVALID_ARGUMENT
+
+
+class StaleHandleError(CuasyncError):
+    code = STALE_HANDLE
+
+
+class UnsupportedError(CuasyncError):
+    code = UNSUPPORTED
+
+
+class NoDriverError(CuasyncError):
+    """No NVIDIA driver, only its stub, no device, or a driver too old."""
+    code = NO_DRIVER
+
+
+class LibraryNotFoundError(CuasyncError, ImportError):
+    """libcuasync.so itself was not found (CUASYNC_LIBRARY names it)."""
+    code = NO_DRIVER
+
+
+class CudaError(CuasyncError):
+    """A CUDA driver error (an illegal address, a launch failure...): see cuda_result."""
+    code = CUDA
+
+
+class CompileError(CuasyncError):
+    """NVRTC missing, or a compile error: the message holds NVRTC's log and the offending source line."""
+    code = COMPILE
+
+
+class OutOfMemoryError(CuasyncError, MemoryError):
+    code = OUT_OF_MEMORY
+
+
+class CancelledError(CuasyncError):
+    code = CANCELLED
+
+
+class InternalError(CuasyncError):
+    code = INTERNAL
+
+
+class BusyError(CuasyncError):
+    """The stream has as much work in flight as cuasync admits; nothing was enqueued."""
+    code = BUSY
+
+
+_BY_CODE = {c.code: c for c in (InvalidArgumentError, StaleHandleError, UnsupportedError, NoDriverError, CudaError,
+                                CompileError, OutOfMemoryError, CancelledError, InternalError, BusyError)}
+
+
+def from_code(code, message, cuda_result=0, nvrtc_result=0):
+    return _BY_CODE.get(code, InternalError)(message, cuda_result, nvrtc_result)
+
+
+def for_record(code, cuda_result, what):
+    """The exception for a completion record that did not succeed."""
+    if code == CUDA:
+        return CudaError(f"{what} failed on the GPU: CUresult {cuda_result}", cuda_result)
+    return from_code(code, f"{what} completed with cuasync error {code}", cuda_result)

@@ -1,0 +1,108 @@
+"""PyTorch: cuasync kernels as `torch.library` custom ops on PyTorch's current stream.
+
+- `current_stream(device)`: PyTorch's current stream as a cuasync Stream (adopted once per torch stream; PyTorch's
+  default stream is the legacy default stream of the device's primary context, which cuasync shares).
+- `launch(kernel, grid, block, *args)`: an untracked, checked launch on that stream: PyTorch orders its streams
+  itself, so cuasync adds no event and no admission place, which also makes it safe inside `torch.cuda.graph`
+  capture. Compile and load the kernel before a capture (`scale_add.warm_up()` for the op below).
+- `cuasync::scale_add(x, y, alpha) -> alpha * x + y`: a custom op backed by a cuasync JIT kernel, with a fake (meta)
+  implementation and autograd, so it passes `torch.library.opcheck`, runs under `torch.compile(fullgraph=True)` and
+  in CUDA graphs. It is also the template for ops of your own.
+"""
+import threading
+
+import torch
+
+from . import _jit, _runtime
+
+_streams = {}  # (device, CUstream) -> cuasync Stream: PyTorch's streams come from pools it never destroys
+_streams_lock = threading.Lock()
+
+
+def current_stream(device=None):
+    """PyTorch's current stream on `device` as a cuasync Stream."""
+    ts = torch.cuda.current_stream(device)
+    key = (ts.device_index, ts.cuda_stream)
+    s = _streams.get(key)
+    if s is None:
+        with _streams_lock:
+            s = _streams.get(key)
+            if s is None:
+                s = _streams[key] = _runtime.Stream.adopt(ts, _runtime.Runtime.for_device(ts.device_index))
+    return s
+
+
+def launch(kernel, grid, block, *args, shared_memory=0, device=None):
+    """Launches a cuasync kernel on PyTorch's current stream (untracked: PyTorch orders it like its own kernels)."""
+    kernel.launch_untracked(current_stream(device), grid, block, *args, shared_memory=shared_memory)
+
+
+class KernelPerDevice:
+    """One program compiled (through cuasync's caches) and loaded for each device that uses it."""
+
+    def __init__(self, source, name, options=(), program_name="cuasync_torch.cu"):
+        self.source, self.name, self.options, self.program_name = source, name, tuple(options), program_name
+        self._kernels = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, device_index):
+        k = self._kernels.get(device_index)
+        if k is None:
+            with self._lock:
+                k = self._kernels.get(device_index)
+                if k is None:
+                    m = _jit.compile(self.source, self.program_name, self.options,
+                                     runtime=_runtime.Runtime.for_device(device_index))
+                    k = self._kernels[device_index] = m.kernel(self.name)
+        return k
+
+    def warm_up(self, device_index=None):
+        """Compiles and loads for a device now (before a CUDA graph capture, which must not compile)."""
+        self(torch.cuda.current_device() if device_index is None else device_index)
+
+
+_SCALE_ADD = KernelPerDevice(r"""
+extern "C" __global__ void scale_add_f32(const float* x, const float* y, float* out, float alpha, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = alpha * x[i] + y[i];
+}
+""", "scale_add_f32")
+
+
+def _check(x, y):
+    torch._check(x.shape == y.shape, lambda: f"cuasync::scale_add: shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    torch._check(x.dtype == torch.float32 and y.dtype == torch.float32,
+                 lambda: f"cuasync::scale_add: float32 tensors only, got {x.dtype} and {y.dtype}")
+    torch._check(x.device == y.device, lambda: f"cuasync::scale_add: devices {x.device} and {y.device}")
+
+
+@torch.library.custom_op("cuasync::scale_add", mutates_args=(), device_types="cuda")
+def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    """alpha * x + y, computed by a cuasync JIT kernel on PyTorch's current stream."""
+    _check(x, y)
+    x, y = x.contiguous(), y.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        device = x.device.index
+        _SCALE_ADD(device).launch_untracked(current_stream(device), _jit.grid_for(n, 256), 256, x, y, out,
+                                            float(alpha), n)
+    return out
+
+
+@scale_add.register_fake
+def _scale_add_fake(x, y, alpha):
+    _check(x, y)
+    return torch.empty_like(x)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.alpha = inputs[2]
+
+
+def _backward(ctx, grad):
+    return grad * ctx.alpha, grad, None
+
+
+scale_add.register_autograd(_backward, setup_context=_setup_context)
+scale_add.warm_up = _SCALE_ADD.warm_up

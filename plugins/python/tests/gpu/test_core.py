@@ -1,0 +1,166 @@
+"""cuasync alone on the GPU: compile, launch, copy, DLPack round trips between cuasync buffers, errors."""
+import array
+import asyncio
+import struct
+
+import pytest
+
+import cuasync
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def floats(b):
+    return list(struct.unpack(f"<{len(b) // 4}f", b))
+
+
+def test_compile_launch_copy_round_trip(module):
+    s = cuasync.Stream()
+    n = 10000
+    xs = array.array("f", [float(i) for i in range(n)])
+    ys = array.array("f", [1.0] * n)
+    x = cuasync.empty(n, "float32", stream=s)
+    y = cuasync.empty(n, "float32", stream=s)
+    out = cuasync.empty(n, "float32", stream=s)
+    cuasync.copy(x, xs)
+    cuasync.copy(y, ys)
+    module.scale_add.launch(s, cuasync.grid_for(n), 256, x, y, out, 2.0, n)
+    got = array.array("f")
+    got.frombytes(out.tobytes())
+    assert list(got) == [2.0 * i + 1.0 for i in range(n)]
+
+
+def test_kernel_parameters_are_known_and_checked(module):
+    k = module.scale_add
+    assert k.param_sizes == (8, 8, 8, 4, 8)
+    s = cuasync.Stream()
+    x = cuasync.empty(4, stream=s)
+    with pytest.raises(cuasync.InvalidArgumentError, match="takes 5 parameter"):
+        k.launch(s, 1, 1, x, x, x, 1.0)
+    with pytest.raises(cuasync.InvalidArgumentError, match="parameter 4"):
+        k.launch(s, 1, 1, x, x, x, 1.0, 1.5)  # a float for a long long
+    with pytest.raises(cuasync.InvalidArgumentError):
+        k.launch(s, (1 << 31, 1, 1), 2048, x, x, x, 1.0, 4)  # block too large: caught before the GPU
+
+
+def test_compile_error_carries_the_log():
+    with pytest.raises(cuasync.CompileError) as e:
+        cuasync.compile('extern "C" __global__ void k() { this is not cuda; }', "broken.cu")
+    assert "broken.cu" in str(e.value)
+
+
+def test_dlpack_between_cuasync_buffers_is_exactly_once(module):
+    s = cuasync.Stream()
+    b = cuasync.empty(16, "float32", stream=s)
+    cuasync.memset(b, 0)
+    other = cuasync.Stream()
+    imported = cuasync.from_dlpack(b, stream=other)
+    assert imported.ptr == b.ptr and imported.shape == (16,) and imported.dtype == "float32"
+    module.add_one.launch(other, 1, 16, imported, 16)
+    imported.free()
+    other.synchronize()
+    cuasync.collect()
+    assert floats(b.tobytes()) == [1.0] * 16
+
+
+def test_cuda_array_interface_is_v3_with_the_stream():
+    s = cuasync.Stream()
+    b = cuasync.empty((2, 3), "float32", stream=s)
+    cai = b.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (2, 3) and cai["typestr"] == "<f4" and cai["stream"] == s.native
+    assert cai["data"][0] == b.ptr
+
+
+def test_asyncio_thousand_concurrent_launches_on_eight_streams(module):
+    async def main():
+        streams = [cuasync.Stream() for _ in range(8)]
+        out = cuasync.zeros(1000, "float32", stream=streams[0])
+        await streams[0].wait()
+
+        async def one(i):
+            await module.fill_index.launch(streams[i % 8], 1, 1, out, i)
+        await asyncio.gather(*[one(i) for i in range(1000)])
+        host = bytearray(4000)
+        await cuasync.copy(host, out, stream=streams[0])
+        return floats(bytes(host))
+    assert asyncio.run(main()) == [float(i) for i in range(1000)]
+
+
+def test_asyncio_on_uvloop(module):
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main():
+        s = cuasync.Stream()
+        out = cuasync.zeros(1000, "float32", stream=s)
+        await asyncio.gather(*[module.fill_index.launch(s, 1, 1, out, i) for i in range(1000)])
+        host = bytearray(4000)
+        await cuasync.copy(host, out, stream=s)
+        return floats(bytes(host))
+    loop = uvloop.new_event_loop()
+    try:
+        assert loop.run_until_complete(main()) == [float(i) for i in range(1000)]
+    finally:
+        loop.close()
+
+
+def test_awaiting_keeps_the_loop_free(module):
+    async def main():
+        s = cuasync.Stream()
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+        t = asyncio.ensure_future(ticker())
+        await module.spin.launch(s, 1, 1, 200_000_000)  # 200 ms of GPU time
+        t.cancel()
+        return ticks
+    assert asyncio.run(main()) >= 50
+
+
+def test_cancelled_await_and_closed_loop_keep_memory_alive(module):
+    # A D2H copy into pageable memory behind a 100 ms kernel: the awaiting task is cancelled and the loop closed;
+    # the host buffer must stay alive until the GPU (and cuasync's copy-out) is done with it.
+    s = cuasync.Stream()
+    src = cuasync.empty(1 << 20, "float32", stream=s)
+    cuasync.memset(src, 0x3F)
+    host = bytearray(4 << 20)
+
+    async def main():
+        module.spin.launch(s, 1, 1, 100_000_000)
+        task = asyncio.ensure_future(_await(cuasync.copy(host, src, stream=s)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+    asyncio.run(main())
+    s.synchronize()
+    cuasync.collect()
+    assert host[:4] == b"\x3f\x3f\x3f\x3f" and host[-4:] == b"\x3f\x3f\x3f\x3f"
+
+
+async def _await(x):
+    await x
+
+
+def test_a_fault_reaches_the_awaiting_coroutine(tmp_path):
+    # In a child: the context is lost for good after a fault.
+    import subprocess
+    import sys
+    import os
+    code = (
+        "import asyncio, cuasync, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from kernels import SOURCE\n"
+        "m = cuasync.compile(SOURCE)\n"
+        "async def main():\n"
+        "    s = cuasync.Stream()\n"
+        "    b = cuasync.empty(4, stream=s)\n"
+        "    try:\n"
+        "        await m.fault.launch(s, 1, 1, b)\n"
+        "    except cuasync.CudaError as e:\n"
+        "        print('FAULT', e.cuda_result)\n"
+        "asyncio.run(asyncio.wait_for(main(), 60))\n") % os.path.dirname(__file__)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "FAULT 700" in out.stdout, out.stdout + out.stderr

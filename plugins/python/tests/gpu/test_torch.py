@@ -1,0 +1,190 @@
+"""PyTorch: DLPack both ways on PyTorch's streams, the custom op under opcheck, torch.compile and CUDA graphs, and
+one shared context whichever initializes first."""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("PyTorch sees no CUDA device", allow_module_level=True)
+
+import cuasync  # noqa: E402
+import cuasync.torch as ct  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def storage_uses(t):
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def test_round_trip_on_current_stream_equals_pytorch(module):
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.randn(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    ct.launch(module.scale_add, cuasync.grid_for(x.numel()), 256, x, y, out, 3.0, x.numel())
+    torch.testing.assert_close(out, 3.0 * x + y, rtol=0, atol=0)
+
+
+def test_consumer_never_sees_data_early_and_the_host_never_waits(module):
+    # The producer stream spins 300 ms on the GPU, then writes the tensor. cuasync imports it on its own stream
+    # (the DLPack handshake makes that stream wait on the device) and reads it. The host must get through all of it
+    # while the producer still spins (no host synchronisation), and the result must be the written data.
+    producer = torch.cuda.Stream()
+    x = torch.zeros(1 << 16, device="cuda")
+    torch.cuda.synchronize()
+    s = cuasync.Stream()
+    with torch.cuda.stream(producer):
+        t0 = time.perf_counter()
+        ct.launch(module.spin, 1, 1, 300_000_000)  # 300 ms of GPU time on the producer stream
+        x.fill_(7.0)
+        imported = cuasync.from_dlpack(x, stream=s)
+    out = cuasync.empty(x.numel(), "float32", stream=s)
+    module.scale_add.launch(s, cuasync.grid_for(x.numel()), 256, imported, imported, out, 1.0, x.numel())
+    host_time = time.perf_counter() - t0
+    assert not producer.query(), "the producer finished before the host was done: the test proves nothing"
+    assert host_time < 0.1, f"the host waited {host_time * 1e3:.1f} ms: something synchronized"
+    got = torch.from_dlpack(out)  # ordered after cuasync's stream by the handshake
+    torch.testing.assert_close(got, torch.full_like(x, 14.0), rtol=0, atol=0)
+
+
+def test_deleter_runs_exactly_once():
+    x = torch.ones(1024, device="cuda")
+    before = storage_uses(x)
+    s = cuasync.Stream()
+    b = cuasync.from_dlpack(x, stream=s)
+    assert storage_uses(x) == before + 1  # the capsule holds the tensor
+    b.free()
+    s.synchronize()
+    cuasync.collect()
+    assert storage_uses(x) == before, "the deleter did not run (or ran twice)"
+    del b
+    cuasync.collect()
+    assert storage_uses(x) == before
+
+
+def test_failed_import_leaves_the_tensor_to_its_owner():
+    x = torch.ones((4, 4), device="cuda").t()  # not contiguous: refused by cuasync
+    before = storage_uses(x)
+    with pytest.raises(cuasync.InvalidArgumentError, match="contiguous"):
+        cuasync.from_dlpack(x)
+    import gc
+    gc.collect()
+    assert storage_uses(x) == before
+
+
+def test_export_to_pytorch_orders_its_stream():
+    s = cuasync.Stream()
+    b = cuasync.zeros(256, "float32", stream=s)
+    t = torch.from_dlpack(b)  # PyTorch's current stream waits for s on the device
+    torch.testing.assert_close(t, torch.zeros(256, device="cuda"))
+    assert t.data_ptr() == b.ptr
+    del b  # the exported view keeps the memory
+    torch.testing.assert_close(t + 1, torch.ones(256, device="cuda"))
+
+
+def test_custom_op_opcheck():
+    x = torch.randn(1000, device="cuda")
+    y = torch.randn(1000, device="cuda")
+    torch.library.opcheck(torch.ops.cuasync.scale_add.default, (x, y, 2.5))
+    xg = torch.randn(64, device="cuda", requires_grad=True)
+    yg = torch.randn(64, device="cuda", requires_grad=True)
+    torch.library.opcheck(torch.ops.cuasync.scale_add.default, (xg, yg, -1.0))
+    torch.testing.assert_close(torch.ops.cuasync.scale_add(x, y, 2.5), 2.5 * x + y, rtol=0, atol=0)
+
+
+def test_custom_op_under_torch_compile_fullgraph():
+    @torch.compile(fullgraph=True)
+    def f(x, y):
+        return torch.ops.cuasync.scale_add(x * 2, y, 0.5).sin()
+    x = torch.randn(4096, device="cuda")
+    y = torch.randn(4096, device="cuda")
+    torch.testing.assert_close(f(x, y), (0.5 * (x * 2) + y).sin())
+
+
+def test_custom_op_in_cuda_graph_capture_and_replay():
+    ct.scale_add.warm_up()
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.randn(1 << 16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream, as PyTorch asks
+        torch.ops.cuasync.scale_add(x, y, 2.0)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # global capture mode: any synchronizing call would invalidate it
+        out = torch.ops.cuasync.scale_add(x, y, 2.0)
+    for v in (1.0, -3.0, 5.0):
+        x.fill_(v)
+        g.replay()
+        torch.testing.assert_close(out, 2.0 * x + y, rtol=0, atol=0)
+
+
+def test_completions_stream_in_while_a_thread_synchronizes(module):
+    # cuasync's completions (poller thread, eventfd) while another thread calls torch.cuda.synchronize() in a loop:
+    # no deadlock on the GIL or the driver's locks.
+    import asyncio
+    stop = threading.Event()
+    syncs = []
+
+    def syncer():
+        while not stop.is_set():
+            torch.cuda.synchronize()
+            syncs.append(1)
+    th = threading.Thread(target=syncer)
+    th.start()
+    try:
+        async def main():
+            s = cuasync.Stream()
+            out = cuasync.zeros(2000, stream=s)
+            for i in range(2000):
+                await module.fill_index.launch(s, 1, 1, out, i)
+            return out
+        out = asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        stop.set()
+        th.join(60)
+    assert not th.is_alive() and len(syncs) > 0
+    t = torch.from_dlpack(out)
+    torch.testing.assert_close(t, torch.arange(2000, dtype=torch.float32, device="cuda"))
+
+
+@pytest.mark.parametrize("order", ["torch_first", "cuasync_first"])
+def test_both_initialization_orders_share_one_context(order):
+    code = f"""
+import ctypes, sys
+order = {order!r}
+cuda = ctypes.CDLL("libcuda.so.1")
+def current():
+    c = ctypes.c_void_p()
+    assert cuda.cuCtxGetCurrent(ctypes.byref(c)) == 0
+    return c.value
+if order == "torch_first":
+    import torch
+    a = torch.arange(10, device="cuda", dtype=torch.float32)
+    torch_ctx = current()
+    import cuasync, cuasync.torch as ct
+    s = cuasync.Stream()
+else:
+    import cuasync
+    s = cuasync.Stream()
+    m = cuasync.compile('extern "C" __global__ void k(float* x) {{ x[threadIdx.x] += 1; }}')
+    b = cuasync.zeros(10, stream=s)
+    m.k.launch(s, 1, 10, b)
+    s.synchronize()
+    import torch, cuasync.torch as ct
+    a = torch.arange(10, device="cuda", dtype=torch.float32)
+    torch_ctx = current()
+assert s.context == torch_ctx, (hex(s.context), hex(torch_ctx))
+out = torch.ops.cuasync.scale_add(a, a, 2.0)  # a cuasync kernel on a tensor: no invalid resource handle
+assert out.tolist() == [3.0 * i for i in range(10)], out
+print("SHARED", hex(s.context))
+"""
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert "SHARED" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,202 @@
+"""asyncio plumbing without a GPU: host completions through the C ABI's eventfd, on the default loop and on uvloop.
+The same queues carry GPU completions; tests/gpu/ repeats the loads with kernels."""
+import asyncio
+import gc
+import threading
+import time
+import warnings
+
+import pytest
+
+import cuasync
+from cuasync import _completion, errors
+
+
+def loops():
+    yield pytest.param(asyncio.new_event_loop, id="asyncio")
+    try:
+        import uvloop
+        yield pytest.param(uvloop.new_event_loop, id="uvloop")
+    except ImportError:
+        yield pytest.param(None, id="uvloop", marks=pytest.mark.skip(reason="uvloop is not installed"))
+
+
+def run(new_loop, coro_fn, timeout=60):
+    loop = new_loop()
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro_fn(), timeout))
+    finally:
+        loop.close()
+        del loop
+        gc.collect()
+
+
+def complete_from_threads(tokens, threads=4, code=0, delay=0.0):
+    def work(part):
+        for t in part:
+            if delay:
+                time.sleep(delay)
+            t.complete(code)
+    ts = [threading.Thread(target=work, args=(tokens[i::threads],)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    return ts
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_thousand_concurrent_awaits_all_complete(new_loop):
+    async def main():
+        tokens = [cuasync.host_token() for _ in range(1000)]
+        done = []
+
+        async def waiter(i, t):
+            await t
+            done.append(i)
+        tasks = [asyncio.ensure_future(waiter(i, t)) for i, t in enumerate(tokens)]
+        await asyncio.sleep(0)
+        for th in complete_from_threads(tokens):
+            th.join()
+        await asyncio.gather(*tasks)
+        return sorted(done)
+    assert run(new_loop, main) == list(range(1000))
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_completions_stream_in_while_the_loop_runs(new_loop):
+    # Completions arrive while the loop drains (no lost wake-up): 20,000 from 4 threads, awaited in order of arrival.
+    async def main():
+        tokens = [cuasync.host_token() for _ in range(20000)]
+        ths = complete_from_threads(tokens)
+        for t in tokens:
+            await t
+        for th in ths:
+            th.join()
+        return len(tokens)
+    assert run(new_loop, main) == 20000
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_the_loop_stays_free_while_waiting(new_loop):
+    async def main():
+        t = cuasync.host_token()
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+        tick = asyncio.ensure_future(ticker())
+        th = complete_from_threads([t], threads=1, delay=0.1)
+        await t
+        tick.cancel()
+        th[0].join()
+        return ticks
+    assert run(new_loop, main) >= 20  # ~100 ticks in 100 ms when nothing blocks the loop
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_errors_reach_the_awaiting_coroutine(new_loop):
+    async def main():
+        t = cuasync.host_token()
+        complete_from_threads([t], threads=1, code=errors.CUDA)[0].join()
+        with pytest.raises(cuasync.CudaError):
+            await t
+        return True
+    assert run(new_loop, main)
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_cancellation_is_clean(new_loop):
+    async def main():
+        t = cuasync.host_token()
+        task = asyncio.ensure_future(t.__await__().__next__() if False else _await(t))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        t.complete()  # the completion of a cancelled wait arrives later and is dropped
+        await asyncio.sleep(0.01)
+        # the loop still works afterwards
+        t2 = cuasync.host_token()
+        t2.complete()
+        await t2
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run(new_loop, main)
+
+
+async def _await(t):
+    await t
+
+
+@pytest.mark.parametrize("new_loop", loops())
+def test_closing_the_loop_with_waits_pending(new_loop):
+    tokens = []
+
+    async def main():
+        tokens.extend(cuasync.host_token() for _ in range(100))
+        for t in tokens:
+            asyncio.ensure_future(_await(t))
+        await asyncio.sleep(0)
+    loop = new_loop()
+    loop.run_until_complete(main())
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
+    del loop
+    gc.collect()
+    for t in tokens:  # completing after the loop is gone: dropped, no error, no crash
+        t.complete()
+    # a new loop works
+    assert run(new_loop, lambda: _await_new()) is None
+
+
+async def _await_new():
+    t = cuasync.host_token()
+    t.complete()
+    await t
+
+
+def test_outside_a_loop_host_tokens_wait():
+    t = cuasync.host_token()
+    th = complete_from_threads([t], threads=1, delay=0.01)[0]
+    t.wait(timeout=10)
+    th.join()
+    t2 = cuasync.host_token()
+    t2.complete(errors.CANCELLED)
+    with pytest.raises(cuasync.CancelledError):
+        t2.wait(timeout=10)
+    with pytest.raises(errors.InvalidArgumentError):
+        t2.complete()
+
+
+def test_loops_in_several_threads_at_once():
+    results = []
+
+    def worker():
+        async def main():
+            tokens = [cuasync.host_token() for _ in range(200)]
+            for th in complete_from_threads(tokens, threads=2):
+                th.join()
+            await asyncio.gather(*[_await(t) for t in tokens])
+            return len(tokens)
+        results.append(asyncio.run(main()))
+    ths = [threading.Thread(target=worker) for _ in range(4)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(60)
+    assert results == [200] * 4
+
+
+def test_no_handler_is_left_behind():
+    async def main():
+        tokens = [cuasync.host_token() for _ in range(50)]
+        for t in tokens:
+            t.complete()
+        await asyncio.gather(*[_await(t) for t in tokens])
+        return _completion.for_loop(asyncio.get_running_loop()).pending()
+    assert asyncio.run(main()) == 0

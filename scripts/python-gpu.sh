@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# On the GPU machine: the whole framework suite (pytest: cuasync, PyTorch, CuPy, JAX, asyncio on the default loop and
+# uvloop) and the Python benchmark beside PyTorch and CuPy. Writes OUT/pytest.log, OUT/python_bench.{json,md}.
+# Usage: scripts/python-gpu.sh OUT [BUILD_DIR]   (BUILD_DIR: the packed build, default build-gpu)
+set -uo pipefail
+out=$1
+build=${2:-build-gpu}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+export CUASYNC_COMMIT_FILE=$PWD/$build/commit.txt
+status=0
+scripts/python-tests.sh "$build/plugins/libcuasync.so" -v -rs ${CUASYNC_PYTEST_ARGS:-} 2>&1 | tee "$out/pytest.log" | tail -60
+status=${PIPESTATUS[0]}
+if [ "${CUASYNC_PYTHON_BENCH:-1}" != 0 ]; then
+  CUASYNC_LIBRARY=$PWD/$build/plugins/libcuasync.so python3 bench/python/bench_frameworks.py \
+    --json "$out/python_bench.json" --markdown "$out/python_bench.md" ${CUASYNC_BENCH_ARGS:-} || status=1
+fi
+exit $status
