@@ -60,6 +60,23 @@ unsigned long long stream_ref::id(std::source_location where) const {
   return v;
 }
 
+bool stream_ref::is_capturing(std::source_location where) const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUresult r = driver().cuStreamIsCapturing(stream_, &status); r != CUDA_SUCCESS)
+    throw_cu(r, "cuStreamIsCapturing", describe(), where);
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+thread_capture_mode::thread_capture_mode(CUstreamCaptureMode mode, std::source_location where) : previous_(mode) {
+  if (CUresult r = driver().cuThreadExchangeStreamCaptureMode(&previous_); r != CUDA_SUCCESS)
+    throw_cu(r, "cuThreadExchangeStreamCaptureMode", "setting this thread's stream capture mode", where);
+}
+
+thread_capture_mode::~thread_capture_mode() {
+  // The driver is loaded (the constructor used it); a failure here leaves the thread in the mode it was set to.
+  if (const auto* d = detail::driver_if_loaded()) (void)d->cuThreadExchangeStreamCaptureMode(&previous_);
+}
+
 unsigned stream_ref::flags(std::source_location where) const {
   unsigned f = 0;
   if (CUresult r = driver().cuStreamGetFlags(stream_, &f); r != CUDA_SUCCESS)

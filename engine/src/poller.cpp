@@ -1,10 +1,26 @@
 #include <cuasync/engine/poller.hpp>
 
+#include <cuasync/driver/detail/driver_api.hpp>
+
 #include <sys/prctl.h>
 
 #include <algorithm>
 
 namespace cuasync {
+
+namespace {
+// Puts the calling thread in relaxed stream-capture mode once a driver is loaded (the engine also runs host-only
+// sources, with no driver); returns whether that is done. In global mode, this thread's cuEventQuery during another
+// thread's global-mode capture (torch.cuda.graph's) would invalidate that capture; PyTorch's NCCL watchdog makes the
+// same exchange for the same reason. A failure is not retried: the thread polls as before.
+bool relax_capture_mode() noexcept {
+  const auto* d = detail::driver_if_loaded();
+  if (!d) return false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  (void)d->cuThreadExchangeStreamCaptureMode(&mode);
+  return true;
+}
+}  // namespace
 
 poller& poller::instance() {
   // Never destroyed: front-ends may shut down during static destruction.
@@ -74,7 +90,11 @@ void poller::run(std::uint64_t generation) {
   // Short sleeps stay short: the default 50 µs timer slack would stretch a 10 µs sleep to ~50 µs.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   std::vector<std::shared_ptr<poll_client>> snapshot;
+  // Looked at before every pass until a driver is loaded (GPU tokens exist only after that; only a process's first
+  // ones, queued between this look and the pass, can be polled once in the thread's default mode).
+  bool relaxed = false;
   for (;;) {
+    if (!relaxed) relaxed = relax_capture_mode();
     const std::uint64_t seen = submissions_.load(std::memory_order_seq_cst);
     {
       std::lock_guard lock(mutex_);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 using namespace sim;
 
@@ -491,6 +492,20 @@ CUresult CUDAAPI StreamGetCtx(CUstream hs, CUcontext* c) {
 CUresult CUDAAPI StreamGetId(CUstream hs, unsigned long long* id) {
   ENTER(cuStreamGetId, unknown);
   return with_stream(d, hs, [&](stream_state& s) { *id = s.id; });
+}
+// Graphs are not simulated (below), so no stream is ever being captured; the capture mode is kept per thread.
+CUresult CUDAAPI StreamIsCapturing(CUstream hs, CUstreamCaptureStatus* status) {
+  ENTER(cuStreamIsCapturing, unknown);
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(d, hs, [&](stream_state&) { *status = CU_STREAM_CAPTURE_STATUS_NONE; });
+}
+thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+CUresult CUDAAPI ThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  ENTER(cuThreadExchangeStreamCaptureMode, unknown);
+  if (!mode || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, thread_capture_mode);
+  return CUDA_SUCCESS;
 }
 template <class T>
 CUresult write_value(device_model& d, CUstream hs, CUdeviceptr addr, T value) {
@@ -1044,7 +1059,8 @@ const entry entries[] = {
     E(cuStreamDestroy, StreamDestroy), E(cuStreamWaitEvent, StreamWaitEvent), E(cuStreamQuery, StreamQuery),
     E(cuStreamSynchronize, StreamSynchronize), E(cuLaunchHostFunc, LaunchHostFunc),
     E(cuStreamGetPriority, StreamGetPriority), E(cuStreamGetFlags, StreamGetFlags), E(cuStreamGetCtx, StreamGetCtx),
-    E(cuStreamGetId, StreamGetId), E(cuStreamWriteValue64, StreamWriteValue64),
+    E(cuStreamGetId, StreamGetId), E(cuStreamIsCapturing, StreamIsCapturing),
+    E(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode), E(cuStreamWriteValue64, StreamWriteValue64),
     E(cuStreamWriteValue32, StreamWriteValue32), E(cuEventCreate, EventCreate), E(cuEventDestroy, EventDestroy),
     E(cuEventRecord, EventRecord), E(cuEventQuery, EventQuery), E(cuEventSynchronize, EventSynchronize),
     E(cuEventElapsedTime, EventElapsedTime), E(cuMemAlloc, MemAlloc), E(cuMemFree, MemFree),

@@ -1,7 +1,8 @@
 /* The C ABI's conformance suite, in C11, as a framework would use the library: it only dlopen()s libcuasync.so.
  * Usage: cuasync_conformance PATH/libcuasync.so [--gpu]   (CUASYNC_NO_FAULT=1: without the final fault)
  * Without --gpu (CI): version negotiation, struct_size in both directions, NULL and stale handles, error messages,
- * a clear error without a driver, and the completion queue's fd protocol under stress (host tokens, several threads).
+ * the 1.1 fields checked before any handle (1.0-sized structs still accepted), a clear error without a driver, and the
+ * completion queue's fd protocol under stress (host tokens, several threads).
  * With --gpu (the GPU machine): also a framework's own stream (made with raw driver calls) adopted, a kernel compiled
  * from source, pageable and pinned copies, launches, completions by callback and by fd, and a fault reaching every
  * pending completion. Prints one line per check that fails, and a summary; exits non-zero on any failure. */
@@ -33,6 +34,18 @@ cuasync_error_code code_of(cuasync_error* e) {
   const cuasync_error_code code = info.code;
   api->error_destroy(e);
   return code;
+}
+
+int message_has(cuasync_error* e, const char* needle) {
+  if (!e) return 0;
+  cuasync_error_info_args info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = CUASYNC_ERROR_INFO_ARGS_SIZE;
+  info.error = e;
+  api->error_info(&info);
+  if (strstr(info.message, needle)) return 1;
+  fprintf(stderr, "the message lacks '%s': %s\n", needle, info.message);
+  return 0;
 }
 
 void print_error(const char* what, cuasync_error* e) {
@@ -162,6 +175,65 @@ static void test_null_and_stale(void) {
   CHECK(code_of(api->queue_create(&none)) == CUASYNC_ERROR_INVALID_ARGUMENT);
   qd.queue = qc.queue;
   CHECK(api->queue_destroy(&qd) == NULL);
+}
+
+/* ABI 1.1: the three structs that grew (launch, kernel_get, buffer_import_dlpack) are still accepted at their 1.0 size,
+ * reaching the handle check (a made-up handle: STALE_HANDLE), with whatever lies past that size unread; the new fields
+ * are checked before any handle is looked at. */
+static void test_abi_1_1(void) {
+  CHECK(api->abi_minor >= 1);
+  void* made_up = (void*)(uintptr_t)0x7a7a7a02;
+  cuasync_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = CUASYNC_STRUCT_SIZE(cuasync_launch_args, completion); /* 1.0 */
+  la.stream = (cuasync_stream)made_up;
+  la.kernel = (cuasync_kernel)made_up;
+  la.flags = 0xff; /* past the caller's struct: not read */
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_STALE_HANDLE);
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  la.flags = 2; /* unknown bits: refused as such, before the handles */
+  cuasync_error* e = api->launch(&la);
+  CHECK(message_has(e, "flags"));
+  CHECK(code_of(e) == CUASYNC_ERROR_UNSUPPORTED);
+  la.flags = CUASYNC_LAUNCH_UNTRACKED | 0x80000000u;
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_UNSUPPORTED);
+  la.flags = CUASYNC_LAUNCH_UNTRACKED; /* known, no completion: on to the handles */
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_STALE_HANDLE);
+  la.completion.queue = (cuasync_queue)made_up; /* untracked with a completion: the conflict, before the handles */
+  e = api->launch(&la);
+  CHECK(message_has(e, "CUASYNC_LAUNCH_UNTRACKED"));
+  CHECK(code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  la.completion.queue = NULL;
+  la.completion.callback = (cuasync_callback)print_error;
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+
+  size_t sizes[4] = {0, 0, 0, 0};
+  cuasync_kernel_get_args kg;
+  memset(&kg, 0, sizeof kg);
+  kg.struct_size = CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, num_params); /* 1.0 */
+  kg.module = (cuasync_module)made_up;
+  kg.name = "k";
+  kg.param_sizes_capacity = 4; /* past the caller's struct: not read */
+  CHECK(code_of(api->kernel_get(&kg)) == CUASYNC_ERROR_STALE_HANDLE);
+  kg.struct_size = CUASYNC_KERNEL_GET_ARGS_SIZE;
+  e = api->kernel_get(&kg); /* a capacity without its array */
+  CHECK(message_has(e, "param_sizes"));
+  CHECK(code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  kg.param_sizes = sizes;
+  CHECK(code_of(api->kernel_get(&kg)) == CUASYNC_ERROR_STALE_HANDLE);
+  kg.param_sizes = NULL;
+  kg.param_sizes_capacity = 0; /* none asked for */
+  CHECK(code_of(api->kernel_get(&kg)) == CUASYNC_ERROR_STALE_HANDLE);
+
+  cuasync_buffer_import_dlpack_args im;
+  memset(&im, 0, sizeof im);
+  im.struct_size = CUASYNC_STRUCT_SIZE(cuasync_buffer_import_dlpack_args, size); /* 1.0 */
+  im.runtime = (cuasync_runtime)made_up;
+  im.stream = (cuasync_stream)made_up;
+  im.released.queue = (cuasync_queue)made_up; /* past the caller's struct: not read */
+  CHECK(code_of(api->buffer_import_dlpack(&im)) == CUASYNC_ERROR_STALE_HANDLE);
+  im.struct_size = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
+  CHECK(code_of(api->buffer_import_dlpack(&im)) == CUASYNC_ERROR_STALE_HANDLE);
 }
 
 /* A malformed kernel package is reported with its file and line, before anything needs a GPU. */
@@ -411,6 +483,7 @@ int main(int argc, char** argv) {
   if (!api) return 1;
   test_struct_sizes();
   test_null_and_stale();
+  test_abi_1_1();
   test_package_errors();
   const int devices = test_no_driver();
   test_fd_stress(256);

@@ -20,6 +20,8 @@ extern const cuasync_api* api;
 
 /* The error's code, after checking that it carries a message; frees it. CUASYNC_OK for NULL. */
 cuasync_error_code code_of(cuasync_error* e);
+/* True when the error's message contains `needle` (prints it otherwise); does not free it. */
+int message_has(cuasync_error* e, const char* needle);
 /* Prints the error (what failed, its code and message) without freeing it. */
 void print_error(const char* what, cuasync_error* e);
 /* True when `e` is NULL; otherwise prints it as a failure of `what`, frees it and counts a failure. */

@@ -1,6 +1,8 @@
 /* The conformance suite's GPU part: cuasync driven through the C ABI on a stream that "a framework" made with raw
- * driver calls (libcuda opened here with dlopen, as a framework would have it). Ends with a fault, which every pending
- * completion must report (the context is unusable afterwards, so it runs last). */
+ * driver calls (libcuda opened here with dlopen, as a framework would have it): ABI 1.1's parameter sizes, untracked
+ * launches, the stream captured into a CUDA graph (relaxed, and global while cuasync's poller queries events) and
+ * DLPack tensors released to the caller. Ends with a fault, which every pending completion must report (the context
+ * is unusable afterwards, so it runs last). */
 #define _GNU_SOURCE
 #include "conformance.h"
 
@@ -18,7 +20,11 @@ static const char* saxpy_source =
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = a * x[i] + y[i];\n"
     "}\n"
-    "extern \"C\" __global__ void write_to(int* p, int v) { *p = v; }\n";
+    "extern \"C\" __global__ void write_to(int* p, int v) { *p = v; }\n"
+    "extern \"C\" __global__ void spin(long long cycles) {\n"
+    "  long long start = clock64();\n"
+    "  while (clock64() - start < cycles) {}\n"
+    "}\n";
 
 /* Records from the fd until `want` arrived (or 30 s). */
 static int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, int want) {
@@ -53,10 +59,278 @@ typedef struct dl_managed {
   int64_t* strides;
   uint64_t byte_offset;
 } dl_managed;
+/* A 1-D float32 tensor of `*shape` elements at device address `data` (kDLCUDA, device 0). */
+static dl_managed float_tensor(void* data, int64_t* shape, void (*deleter)(dl_managed*)) {
+  dl_managed t;
+  memset(&t, 0, sizeof t);
+  t.version_major = 1;
+  t.deleter = deleter;
+  t.data = data;
+  t.device_type = 2; /* kDLCUDA */
+  t.device_id = 0;
+  t.ndim = 1;
+  t.dtype_code = 2; /* float */
+  t.dtype_bits = 32;
+  t.dtype_lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
 static atomic_int deleted;
 static void count_deleter(dl_managed* m) {
   (void)m;
   atomic_fetch_add(&deleted, 1);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* The records queued now (without waiting). */
+static size_t drain_now(cuasync_queue q, cuasync_completion_record* out, size_t capacity) {
+  cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out, capacity, 0};
+  return ok(api->queue_drain(&d), "queue_drain") ? d.count : 0;
+}
+
+/* ---- ABI 1.1 ----------------------------------------------------------------------------------------------------- */
+
+/* kernel_get reports the parameters' sizes, as many as the caller's array holds. */
+static void test_param_sizes(cuasync_module m) {
+  size_t sizes[6] = {99, 99, 99, 99, 99, 99};
+  cuasync_kernel_get_args kg;
+  memset(&kg, 0, sizeof kg);
+  kg.struct_size = CUASYNC_KERNEL_GET_ARGS_SIZE;
+  kg.module = m;
+  kg.name = "saxpy"; /* (float, const float*, float*, int) */
+  kg.param_sizes = sizes;
+  kg.param_sizes_capacity = 6;
+  if (!ok(api->kernel_get(&kg), "kernel_get (param sizes)")) return;
+  CHECK(kg.num_params == 4 && sizes[0] == 4 && sizes[1] == 8 && sizes[2] == 8 && sizes[3] == 4 && sizes[4] == 99);
+  size_t first[2] = {99, 99};
+  kg.name = "write_to"; /* (int*, int), one size asked for */
+  kg.param_sizes = first;
+  kg.param_sizes_capacity = 1;
+  if (!ok(api->kernel_get(&kg), "kernel_get (one param size)")) return;
+  CHECK(kg.num_params == 2 && first[0] == 8 && first[1] == 99);
+  printf("gpu: kernel_get reported parameter sizes %zu %zu %zu %zu\n", sizes[0], sizes[1], sizes[2], sizes[3]);
+}
+
+/* The kernel `name` of `m` (NULL when kernel_get fails, which counts as a failure). */
+static cuasync_kernel kernel_named(cuasync_module m, const char* name) {
+  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, m, name, NULL, 0, NULL, 0};
+  return ok(api->kernel_get(&kg), name) ? kg.kernel : NULL;
+}
+
+/* write_to(p, v) on `s`, tracked (a completion to `q` with `token`) or not. */
+static cuasync_error* launch_write(cuasync_stream s, cuasync_kernel k, void* p, int v, int untracked, cuasync_queue q,
+                                   uint64_t token) {
+  cuasync_kernel_arg args[2] = {{&p, sizeof p}, {&v, sizeof v}};
+  cuasync_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  la.stream = s;
+  la.kernel = k;
+  la.args = args;
+  la.num_args = 2;
+  if (untracked) {
+    la.flags = CUASYNC_LAUNCH_UNTRACKED;
+  } else {
+    la.completion.queue = q;
+    la.completion.token = token;
+  }
+  return api->launch(&la);
+}
+
+/* Copies the int at device address `p` to `*dst` on `s`, its completion to `q` with `token` (q NULL: none). */
+static cuasync_error* copy_int(cuasync_stream s, int* dst, void* p, cuasync_queue q, uint64_t token) {
+  cuasync_copy_args cp = {CUASYNC_COPY_ARGS_SIZE, s, dst, p, sizeof *dst, {q, token, NULL, NULL}};
+  return api->copy(&cp);
+}
+
+/* The int at device address `p`, copied back on `s` (a tracked copy, after the work before it; its completion the only
+ * record expected on `q` meanwhile). */
+static int read_back(cuasync_stream s, void* p, cuasync_queue q, int fd) {
+  static uint64_t next_token = 1000;
+  const uint64_t token = next_token++;
+  int value = -1;
+  if (!ok(copy_int(s, &value, p, q, token), "copy (read back)")) return -1;
+  cuasync_completion_record r;
+  CHECK(drain_until(q, fd, &r, 1) == 1 && r.token == token && r.code == CUASYNC_OK);
+  return value;
+}
+
+typedef struct graph_calls {
+  CUresult (*begin)(CUstream, CUstreamCaptureMode);
+  CUresult (*end)(CUstream, CUgraph*);
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*launch)(CUgraphExec, CUstream);
+  CUresult (*exec_destroy)(CUgraphExec);
+  CUresult (*destroy)(CUgraph);
+} graph_calls;
+
+/* Ends the capture on `raw` and reads `p` back (`*before`: the captured work has not run); then, `rounds` times,
+ * writes 5 to `p` with an untracked launch, replays the graph on `raw` and reads `p` back. Returns the last value read
+ * (-1 when a driver call failed). */
+static int replay(const graph_calls* g, CUstream raw, cuasync_stream s, cuasync_kernel write, void* p, cuasync_queue q,
+                  int fd, int rounds, int* before) {
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  const CUresult ended = g->end(raw, &graph);
+  CHECK(ended == CUDA_SUCCESS && graph != NULL);
+  if (ended != CUDA_SUCCESS || !graph) {
+    fprintf(stderr, "cuStreamEndCapture: CUresult %d\n", (int)ended);
+    return -1;
+  }
+  *before = read_back(s, p, q, fd);
+  int value = -1;
+  const CUresult instantiated = g->instantiate(&exec, graph, 0);
+  CHECK(instantiated == CUDA_SUCCESS);
+  for (int i = 0; i < rounds && instantiated == CUDA_SUCCESS; ++i) {
+    CHECK(ok(launch_write(s, write, p, 5, 1, NULL, 0), "untracked launch"));
+    CHECK(g->launch(exec, raw) == CUDA_SUCCESS);
+    value = read_back(s, p, q, fd);
+  }
+  if (instantiated == CUDA_SUCCESS) CHECK(g->exec_destroy(exec) == CUDA_SUCCESS);
+  CHECK(g->destroy(graph) == CUDA_SUCCESS);
+  return value;
+}
+
+/* Untracked launches on the adopted stream: no admission (more than a stream's 64 places at once), correct results.
+ * Then the stream captured into a CUDA graph: tracked operations refused, untracked launches captured and replayed;
+ * and a global-mode capture (as torch.cuda.graph makes) that cuasync's poller, querying events of another stream
+ * meanwhile, must not invalidate. */
+static void test_untracked_and_capture(void* cuda, cuasync_runtime rt, cuasync_stream s, CUstream raw,
+                                       cuasync_module m, cuasync_queue q, int fd) {
+  graph_calls g;
+  *(void**)&g.begin = dlsym(cuda, "cuStreamBeginCapture_v2");
+  *(void**)&g.end = dlsym(cuda, "cuStreamEndCapture");
+  *(void**)&g.instantiate = dlsym(cuda, "cuGraphInstantiateWithFlags");
+  *(void**)&g.launch = dlsym(cuda, "cuGraphLaunch");
+  *(void**)&g.exec_destroy = dlsym(cuda, "cuGraphExecDestroy");
+  *(void**)&g.destroy = dlsym(cuda, "cuGraphDestroy");
+  CHECK(g.begin && g.end && g.instantiate && g.launch && g.exec_destroy && g.destroy);
+  if (!g.begin || !g.end || !g.instantiate || !g.launch || !g.exec_destroy || !g.destroy) return;
+
+  cuasync_kernel write = kernel_named(m, "write_to");
+  if (!write) return;
+  cuasync_buffer_allocate_args ba = {CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE, rt, s, CUASYNC_MEMORY_DEVICE, 16, NULL, NULL};
+  if (!ok(api->buffer_allocate(&ba), "buffer_allocate")) return;
+  void* p = ba.pointer;
+
+  /* 200 untracked launches at once: no place taken, so no CUASYNC_ERROR_BUSY (a stream admits 64 tracked ones). */
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) refused += !ok(launch_write(s, write, p, i, 1, NULL, 0), "untracked launch");
+  CHECK(refused == 0);
+  const int after_untracked = read_back(s, p, q, fd);
+  CHECK(after_untracked == 199);
+  printf("gpu: 200 untracked launches on the adopted stream, then a tracked copy: read %d (199 expected)\n",
+         after_untracked);
+
+  /* Captured in relaxed mode: tracked operations are refused (their events could never be queried), untracked
+   * launches become graph nodes. */
+  CHECK(g.begin(raw, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  cuasync_error* e = launch_write(s, write, p, 1, 0, q, 1);
+  CHECK(message_has(e, "captured into a CUDA graph") && message_has(e, "CUASYNC_LAUNCH_UNTRACKED"));
+  CHECK(code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  int host = 0;
+  CHECK(code_of(copy_int(s, &host, p, NULL, 0)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  cuasync_memset_args ms = {CUASYNC_MEMSET_ARGS_SIZE, s, p, 0, 4, {NULL, 0, NULL, NULL}};
+  CHECK(code_of(api->memset(&ms)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  cuasync_stream_wait_args sw = {CUASYNC_STREAM_WAIT_ARGS_SIZE, s, {q, 0, NULL, NULL}};
+  CHECK(code_of(api->stream_wait(&sw)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  cuasync_event_record_args er = {CUASYNC_EVENT_RECORD_ARGS_SIZE, s, NULL};
+  CHECK(code_of(api->event_record(&er)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  CHECK(ok(launch_write(s, write, p, 7, 1, NULL, 0), "untracked launch (captured)"));
+  int before = -1;
+  const int replayed = replay(&g, raw, s, write, p, q, fd, 2, &before);
+  CHECK(before == 199 && replayed == 7);
+  printf("gpu: relaxed capture: tracked operations refused, an untracked launch captured: %d before the replay, %d "
+         "after the second (199, 7 expected)\n", before, replayed);
+
+  /* Captured in global mode while cuasync's poller queries events of another stream (two tracked kernels of ~100 ms
+   * on a stream of cuasync's: the second has no host word, so its event is queried): the poller's thread is in
+   * relaxed mode, so its queries leave the capture valid. */
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.runtime = rt;
+  cuasync_kernel spin = NULL;
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL}; /* the spins' own */
+  cuasync_queue_fd_args qf = {CUASYNC_QUEUE_FD_ARGS_SIZE, NULL, -1};
+  if (ok(api->stream_create(&sc), "stream_create") && (spin = kernel_named(m, "spin")) != NULL &&
+      ok(api->queue_create(&qc), "queue_create") && (qf.queue = qc.queue, ok(api->queue_fd(&qf), "queue_fd"))) {
+    long long cycles = 200000000LL; /* ~100 ms at 2 GHz */
+    cuasync_kernel_arg spin_arg = {&cycles, sizeof cycles};
+    cuasync_launch_args la;
+    memset(&la, 0, sizeof la);
+    la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+    la.stream = sc.stream;
+    la.kernel = spin;
+    la.args = &spin_arg;
+    la.num_args = 1;
+    la.completion.queue = qc.queue;
+    la.completion.token = 2;
+    CHECK(ok(api->launch(&la), "launch spin"));
+    la.completion.token = 3;
+    CHECK(ok(api->launch(&la), "launch spin"));
+    CHECK(g.begin(raw, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    CHECK(ok(launch_write(s, write, p, 11, 1, NULL, 0), "untracked launch (global capture)"));
+    sleep_ms(30); /* the poller queries meanwhile */
+    /* The capture ends valid; the spins complete without an error (their events' queries were not refused). */
+    const int value = replay(&g, raw, s, write, p, q, fd, 1, &before);
+    CHECK(before == 7 && value == 11);
+    cuasync_completion_record r[2];
+    CHECK(drain_until(qc.queue, qf.fd, r, 2) == 2);
+    CHECK(r[0].token == 2 && r[0].code == CUASYNC_OK && r[1].token == 3 && r[1].code == CUASYNC_OK);
+    printf("gpu: a global capture while cuasync's poller queried another stream's events: replayed %d (11 "
+           "expected)\n", value);
+  }
+  if (qc.queue) {
+    cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
+    CHECK(ok(api->queue_destroy(&qd), "queue_destroy"));
+  }
+  if (sc.stream) {
+    cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, sc.stream};
+    CHECK(ok(api->stream_destroy(&sd), "stream_destroy"));
+  }
+  cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, ba.buffer};
+  CHECK(ok(api->buffer_free(&bf), "buffer_free"));
+}
+
+static atomic_int released_deleted;
+static void count_released_deleter(dl_managed* m) {
+  (void)m;
+  atomic_fetch_add(&released_deleted, 1);
+}
+
+/* A tensor imported with `released` set: cuasync never calls its deleter; exactly one record arrives after the free,
+ * and the caller then calls the deleter itself. A failed import delivers nothing. */
+static void test_import_released(cuasync_runtime rt, cuasync_stream s, cuasync_queue q, int fd, void* data, int64_t count) {
+  dl_managed t = float_tensor(data, &count, count_released_deleter);
+  t.device_type = 1; /* kDLCPU: refused */
+  cuasync_buffer_import_dlpack_args im;
+  memset(&im, 0, sizeof im);
+  im.struct_size = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
+  im.runtime = rt;
+  im.stream = s;
+  im.managed = &t;
+  im.released.queue = q;
+  im.released.token = 300;
+  CHECK(code_of(api->buffer_import_dlpack(&im)) == CUASYNC_ERROR_INVALID_ARGUMENT);
+  t.device_type = 2; /* kDLCUDA */
+  if (!ok(api->buffer_import_dlpack(&im), "buffer_import_dlpack (released)")) return;
+  cuasync_completion_record r[2];
+  CHECK(drain_now(q, r, 2) == 0); /* nothing before the free, nothing of the failed import */
+  cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, im.buffer};
+  CHECK(ok(api->buffer_free(&bf), "buffer_free (imported, released)"));
+  CHECK(drain_until(q, fd, r, 1) == 1 && r[0].token == 300 && r[0].code == CUASYNC_OK);
+  sleep_ms(50);
+  CHECK(drain_now(q, r, 2) == 0); /* exactly one */
+  CHECK(atomic_load(&released_deleted) == 0); /* cuasync left the deleter to the caller */
+  t.deleter(&t);
+  CHECK(atomic_load(&released_deleted) == 1);
+  printf("gpu: an imported tensor released to the caller: one record after the free, the deleter not called by cuasync\n");
 }
 
 static atomic_int callback_done;
@@ -125,7 +399,7 @@ void run_gpu_part(void) {
   cc.options = opts;
   cc.num_options = 1;
   if (!ok(api->compile(&cc), "compile")) return;
-  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0};
+  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0};
   if (!ok(api->kernel_get(&kg), "kernel_get")) return;
   CHECK(kg.num_params == 4);
 
@@ -243,19 +517,8 @@ void run_gpu_part(void) {
     CHECK(m->version_major == 1 && m->data == by.pointer && m->ndim == 1 && m->shape[0] == n);
     m->deleter(m); /* the consumer is done with it */
   }
-  dl_managed mine;
-  memset(&mine, 0, sizeof mine);
   int64_t shape = n;
-  mine.version_major = 1;
-  mine.deleter = count_deleter;
-  mine.data = bx.pointer;
-  mine.device_type = 2; /* kDLCUDA */
-  mine.device_id = 0;
-  mine.ndim = 1;
-  mine.dtype_code = 2;
-  mine.dtype_bits = 32;
-  mine.dtype_lanes = 1;
-  mine.shape = &shape;
+  dl_managed mine = float_tensor(bx.pointer, &shape, count_deleter);
   cuasync_buffer_import_dlpack_args im;
   memset(&im, 0, sizeof im);
   im.struct_size = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
@@ -275,6 +538,11 @@ void run_gpu_part(void) {
     CHECK(atomic_load(&deleted) == 1); /* once */
   }
 
+  /* ABI 1.1 */
+  test_param_sizes(cc.module);
+  test_untracked_and_capture(cuda, rc.runtime, sc.stream, framework_stream, cc.module, qc.queue, qf.fd);
+  test_import_released(rc.runtime, sc.stream, qc.queue, qf.fd, bx.pointer, n);
+
   /* A fault reaches every pending completion: the faulting launch, then waits behind it. Left out under
    * compute-sanitizer (CUASYNC_NO_FAULT=1): the sanitizer would report the intended out-of-bounds write. */
   if (getenv("CUASYNC_NO_FAULT")) {
@@ -286,7 +554,7 @@ void run_gpu_part(void) {
     free(out);
     return;
   }
-  cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0};
+  cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0, NULL, 0};
   CHECK(ok(api->kernel_get(&kw), "kernel_get write_to"));
   void* bad = (void*)(uintptr_t)0x10;
   int value = 1;

@@ -53,10 +53,20 @@ static_assert(CUASYNC_RUNTIME_CREATE_ARGS_SIZE == 32 && CUASYNC_STREAM_CREATE_AR
 static_assert(CUASYNC_STREAM_WAIT_ARGS_SIZE == 48 && CUASYNC_EVENT_QUERY_ARGS_SIZE == 20);
 static_assert(CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE == 56 && CUASYNC_COPY_ARGS_SIZE == 72);
 static_assert(CUASYNC_MEMSET_ARGS_SIZE == 72 && CUASYNC_COMPILE_ARGS_SIZE == 88);
-static_assert(CUASYNC_KERNEL_GET_ARGS_SIZE == 40 && CUASYNC_LAUNCH_ARGS_SIZE == 104);
+static_assert(cuasync::c_api::shipped_size_1_0<cuasync_kernel_get_args> == 40 &&
+              cuasync::c_api::shipped_size_1_0<cuasync_launch_args> == 104);
 static_assert(sizeof(cuasync_kernel_arg) == 16 && sizeof(cuasync_header) == 16);
 static_assert(CUASYNC_PACKAGE_LOAD_ARGS_SIZE == 40);
-static_assert(CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE == 56 && CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE == 56);
+static_assert(cuasync::c_api::shipped_size_1_0<cuasync_buffer_import_dlpack_args> == 56 &&
+              CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE == 56);
+
+// ABI 1.1: fields appended to three structs (the 1.0 part above unchanged).
+static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 1);
+static_assert(offsetof(cuasync_launch_args, flags) == 104 && CUASYNC_LAUNCH_ARGS_SIZE == 108);
+static_assert(offsetof(cuasync_kernel_get_args, param_sizes) == 40 &&
+              offsetof(cuasync_kernel_get_args, param_sizes_capacity) == 48 && CUASYNC_KERNEL_GET_ARGS_SIZE == 56);
+static_assert(offsetof(cuasync_buffer_import_dlpack_args, released) == 56 &&
+              CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE == 88);
 
 extern "C" __attribute__((visibility("default"))) cuasync_error* cuasync_get_api(uint32_t major,
                                                                                  const cuasync_api** api) {

@@ -46,6 +46,10 @@ cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexce
 struct stream_object;
 //! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
 admission_ticket admit(const stream_object& s, const char* call, bool hold = false);
+//! Refuses an operation that cuasync tracks (one that records an event) on an adopted stream that is being captured
+//! into a CUDA graph: the event would be a graph node, never recorded, never seen done. Created streams are not asked
+//! (no driver call on their path). @throws abi_error CUASYNC_ERROR_INVALID_ARGUMENT, cuda_error
+void refuse_if_captured(const stream_object& s, const char* call);
 //! Reports `to` (if any) when the work enqueued on `s` so far completes, and gives `ticket`'s place back then (a
 //! pooled event and the engine's callbacks). Never throws once the event is recorded. @throws cuda_error
 void complete_after(stream_ref s, admission_ticket ticket, delivery to);

@@ -23,14 +23,26 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
   admission_ticket t = cuda_completion_source::instance().try_admit(s.site, hold);
   if (!t) {
     // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
-    // stream and enqueues again at once): look now, then ask again.
-    completion_callbacks::instance().poll_once();
+    // stream and enqueues again at once): look now, then ask again. The pass queries events on this thread: in
+    // relaxed capture mode, so that it cannot invalidate a global-mode capture of another thread's (torch.cuda.graph).
+    {
+      thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
+      completion_callbacks::instance().poll_once();
+    }
     t = cuda_completion_source::instance().try_admit(s.site, hold);
   }
   if (!t)
     fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
                                  " (or its context) has as much work in flight as admitted; retry after a completion");
   return t;
+}
+
+void refuse_if_captured(const stream_object& s, const char* call) {
+  if (s.owned || !s.ref.is_capturing()) return;
+  fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+       std::string(call) + ": " + s.ref.describe() +
+           " is being captured into a CUDA graph, where the event cuasync records to track the operation could never "
+           "be queried: while capturing, launch with CUASYNC_LAUNCH_UNTRACKED (and no completion)");
 }
 
 void complete_after(stream_ref s, admission_ticket ticket, delivery to) {
@@ -117,6 +129,7 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "stream_wait");
     if (!to) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_wait: no queue to complete to");
+    refuse_if_captured(*s, "stream_wait");
     complete_after(s->ref, admission_ticket(), std::move(to));  // enqueues nothing: needs no place
   });
 }
@@ -124,6 +137,7 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
 cuasync_error* event_record(cuasync_event_record_args* a) noexcept {
   return call("event_record", a, [](args<cuasync_event_record_args>& x) {
     auto s = stream_of(x->stream, "stream");
+    refuse_if_captured(*s, "event_record");
     auto e = std::make_shared<event_object>();
     e->event = event_pool::for_context(s->ref.context())->record(s->ref);
     x->event = to_handle<cuasync_event>(registry::instance().add(kind::event, std::move(e)));

@@ -73,6 +73,17 @@ std::size_t element_bytes(const dl_data_type& t) { return (std::size_t{t.bits} *
 
 buffer_object::~buffer_object() {
   if (!imported) return;
+  if (released) {
+    // The caller calls the deleter itself, on its own thread, when told: the completion of the work so far.
+    try {
+      complete_after(import_stream, admission_ticket(), released);
+    } catch (const std::system_error& e) {
+      released(e.code());  // the stream can take no event (its context failed): nothing of cuasync's runs on it
+    } catch (...) {
+      released(std::make_error_code(std::errc::not_enough_memory));
+    }
+    return;
+  }
   try {
     auto* d = new deleter_after(imported);
     try {
@@ -91,6 +102,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
   return call("buffer_import_dlpack", a, [](args<cuasync_buffer_import_dlpack_args>& x) {
     auto r = runtime_of(x->runtime, "runtime");
     auto s = stream_of(x->stream, "stream");
+    delivery released = make_delivery(x->released, "buffer_import_dlpack (released)");
     auto* m = static_cast<dl_managed_tensor_versioned*>(x->managed);
     if (!m) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: managed is NULL");
     if (m->version.major != 1)
@@ -124,6 +136,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
     b->data = static_cast<std::byte*>(t.data) + t.byte_offset;
     b->size = count * element_bytes(t.dtype);
     b->import_stream = s->ref;
+    b->released = std::move(released);
     x->pointer = b->data;
     x->size = b->size;
     buffer_object* raw = b.get();

@@ -83,12 +83,17 @@ cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept {
 
 cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
   return call("kernel_get", a, [](args<cuasync_kernel_get_args>& x) {
+    if (x->param_sizes_capacity && !x->param_sizes)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: param_sizes_capacity " +
+                                               std::to_string(x->param_sizes_capacity) + " without param_sizes");
     auto m = registry::instance().get<module_object>(x->module, kind::module, "module");
     if (!x->name) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: name is NULL");
     auto k = std::make_shared<kernel_object>();
     k->module = m;
     k->kernel = m->mod.kernel(x->name);
-    x->num_params = k->kernel.params().size();
+    const auto& params = k->kernel.params();
+    x->num_params = params.size();
+    for (std::size_t i = 0; i < params.size() && i < x->param_sizes_capacity; ++i) x->param_sizes[i] = params[i].size;
     const std::uintptr_t h = registry::instance().add(kind::kernel, std::move(k));
     {
       std::lock_guard lock(m->mutex);
@@ -100,10 +105,20 @@ cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
 
 cuasync_error* launch(cuasync_launch_args* a) noexcept {
   return call("launch", a, [](args<cuasync_launch_args>& x) {
+    // The flags first, like a struct field this library does not know: a caller's newer request is refused as such
+    // whatever else is wrong.
+    if (x->flags & ~std::uint32_t{CUASYNC_LAUNCH_UNTRACKED})
+      fail(CUASYNC_ERROR_UNSUPPORTED, "launch: flags " + std::to_string(x->flags) + " has bits this library (ABI " +
+                                          std::to_string(CUASYNC_ABI_MAJOR) + "." + std::to_string(CUASYNC_ABI_MINOR) +
+                                          ") does not know (it knows CUASYNC_LAUNCH_UNTRACKED = 1)");
+    const bool untracked = x->flags & CUASYNC_LAUNCH_UNTRACKED;
+    if (untracked && (x->completion.queue || x->completion.callback))
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: CUASYNC_LAUNCH_UNTRACKED with a completion (an untracked launch "
+                                           "reports none: leave completion.queue and completion.callback NULL)");
     auto s = stream_of(x->stream, "stream");
     auto k = registry::instance().get<kernel_object>(x->kernel, kind::kernel, "kernel");
     if (x->num_args && !x->args) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: num_args without args");
-    delivery to = make_delivery(x->completion, "launch");
+    delivery to = untracked ? delivery{} : make_delivery(x->completion, "launch");
     const auto& params = k->kernel.params();
     if (params.size() != x->num_args)
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: kernel '" + k->kernel.name() + "' takes " +
@@ -130,6 +145,11 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     const detail::kernel_info& info = k->kernel.info();
     if (!detail::config_fits(info, config) || !(info.ctx == s->ref.context()))
       detail::check_config_slow(info, config, s->ref, std::source_location::current());
+    if (untracked) {  // no place, no event, no completion: the caller orders the stream (or it is being captured)
+      launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
+      return;
+    }
+    refuse_if_captured(*s, "launch");
     admission_ticket ticket = admit(*s, "launch");
     launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
     complete_after(s->ref, std::move(ticket), std::move(to));

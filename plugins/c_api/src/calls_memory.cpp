@@ -119,6 +119,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     if (!x->dst || !x->src) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: null pointer");
     if (x->size == 0) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: zero bytes");
     delivery to = make_delivery(x->completion, "copy");
+    refuse_if_captured(*s, "copy");
     const memory_kind dk = classify_pointer(x->dst), sk = classify_pointer(x->src);
     const bool dst_host = dk == memory_kind::pageable_host || dk == memory_kind::pinned_host;
     const bool src_host = sk == memory_kind::pageable_host || sk == memory_kind::pinned_host;
@@ -170,6 +171,7 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
   return call("memset", a, [](args<cuasync_memset_args>& x) {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "memset");
+    refuse_if_captured(*s, "memset");
     admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
     complete_after(s->ref, std::move(ticket), std::move(to));

@@ -40,9 +40,11 @@ struct buffer_object {
   std::shared_ptr<runtime_object> owner;
   std::optional<runtime::tracked_buffer> device;
   std::optional<runtime::pinned_block> pinned;
-  //! An imported DLPack tensor: its deleter is called once the work on `import_stream` up to the free is done.
+  //! An imported DLPack tensor: its deleter is called once the work on `import_stream` up to the free is done; or,
+  //! when `released` is set (ABI 1.1), `released` is delivered then instead and the caller calls the deleter.
   void* imported = nullptr;
   stream_ref import_stream;
+  delivery released;
   void* data = nullptr;  // the memory's address (device pointer or host address)
   std::size_t size = 0;
   ~buffer_object();

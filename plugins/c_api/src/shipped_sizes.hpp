@@ -1,7 +1,8 @@
 #pragma once
 // Internal: the size of each arguments struct as ABI 1.0 shipped it — the smallest struct_size a caller can have. A
 // smaller one would cut a field in two (a pointer half copied is a wild pointer), so it is refused. When a field is
-// added, this stays the 1.0 size and args<T> reads the sizes in between as older versions.
+// added, this stays the 1.0 size (spelled out with the struct's last 1.0 field, as the structs that grew in 1.1 are)
+// and args<T> reads the sizes in between as older versions.
 #include <cuasync/cuasync.h>
 
 #include <cstddef>
@@ -53,7 +54,8 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_copy_args> = CUASYNC_COPY_
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_memset_args> = CUASYNC_MEMSET_ARGS_SIZE;
 template <>
-inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_import_dlpack_args> = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
+inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_import_dlpack_args> =
+    CUASYNC_STRUCT_SIZE(cuasync_buffer_import_dlpack_args, size);  // 1.1 appended `released`
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_buffer_export_dlpack_args> = CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE;
 template <>
@@ -63,8 +65,10 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_package_load_args> = CUASY
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_module_destroy_args> = CUASYNC_MODULE_DESTROY_ARGS_SIZE;
 template <>
-inline constexpr std::size_t shipped_size_1_0<cuasync_kernel_get_args> = CUASYNC_KERNEL_GET_ARGS_SIZE;
+inline constexpr std::size_t shipped_size_1_0<cuasync_kernel_get_args> =
+    CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, num_params);  // 1.1 appended `param_sizes*`
 template <>
-inline constexpr std::size_t shipped_size_1_0<cuasync_launch_args> = CUASYNC_LAUNCH_ARGS_SIZE;
+inline constexpr std::size_t shipped_size_1_0<cuasync_launch_args> =
+    CUASYNC_STRUCT_SIZE(cuasync_launch_args, completion);  // 1.1 appended `flags`
 
 }  // namespace cuasync::c_api

@@ -8,7 +8,9 @@
  * - Every call takes one arguments struct whose first field is `struct_size`, set by the caller to the size it was
  *   built with (CUASYNC_<NAME>_ARGS_SIZE, or sizeof). A library reads older (smaller) structs with the missing fields
  *   as zero, and accepts newer (larger) ones when the fields it does not know are all zero; a struct_size smaller than
- *   the struct's first version is refused (it would cut a field in two).
+ *   the struct's first version is refused (it would cut a field in two). A field added after 1.0 says the version
+ *   that added it ("ABI 1.1"); a library older than that refuses it once set (CUASYNC_ERROR_UNSUPPORTED), so check
+ *   api->abi_minor before relying on it.
  * - Every call returns NULL on success or a cuasync_error* that the caller frees with api->error_destroy. No C++
  *   exception crosses this boundary.
  *
@@ -27,7 +29,8 @@
  *
  * No call waits for the GPU on the caller's thread. Copies, memsets and launches take a place among the work in flight
  * first (at most 64 per stream and 500 per context by default, below what the driver's hardware queues hold): with no
- * place they fail with CUASYNC_ERROR_BUSY and enqueue nothing, where the driver would have blocked the caller.
+ * place they fail with CUASYNC_ERROR_BUSY and enqueue nothing, where the driver would have blocked the caller. (An
+ * untracked launch, CUASYNC_LAUNCH_UNTRACKED, takes no place: it is the caller's to keep the queue from filling.)
  *
  * Ownership and lifetime of every pointer are stated next to it. "Borrowed" pointers are read during the call only.
  */
@@ -42,7 +45,7 @@ extern "C" {
 #endif
 
 #define CUASYNC_ABI_MAJOR 1
-#define CUASYNC_ABI_MINOR 0
+#define CUASYNC_ABI_MINOR 1
 
 /* The size of a struct up to and including `field`: what a struct of that version occupies. */
 #define CUASYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
@@ -188,7 +191,11 @@ typedef struct cuasync_stream_create_args {
   size_t struct_size;
   cuasync_runtime runtime; /* in: NULL when adopting */
   void* native;            /* in: optional CUstream to adopt (its context is read from it, never assumed); the
-                              stream must outlive the handle; NULL creates a non-blocking stream in `runtime` */
+                              stream must outlive the handle; NULL creates a non-blocking stream in `runtime`. While
+                              an adopted stream is being captured into a CUDA graph, the operations that cuasync
+                              tracks on it (copy, memset, stream_wait, event_record and launches without
+                              CUASYNC_LAUNCH_UNTRACKED) are refused with CUASYNC_ERROR_INVALID_ARGUMENT: the event
+                              cuasync would record could never be queried (launch untracked there instead) */
   int priority;            /* in: for created streams (0: the default) */
   cuasync_stream stream;   /* out: destroy with stream_destroy (an adopted CUstream is not destroyed) */
 } cuasync_stream_create_args;
@@ -302,8 +309,9 @@ typedef struct cuasync_memset_args {
  * the layout itself and takes it as `void*`). */
 
 /* Imports a tensor (CUDA device, pinned host or managed memory, contiguous) as a buffer. Its deleter is called exactly
- * once: when the buffer is freed and the work enqueued on `stream` up to then has completed (cuasync's uses of the
- * tensor belong on `stream`), on a cuasync thread. */
+ * once: when the buffer is freed (and every tensor exported from it deleted) and the work enqueued on `stream` up to
+ * then has completed (cuasync's uses of the tensor belong on `stream`), on a cuasync thread; or, with `released` set
+ * (ABI 1.1), by the caller once that completion says so. */
 typedef struct cuasync_buffer_import_dlpack_args {
   size_t struct_size;
   cuasync_runtime runtime; /* in: the tensor's device must be the runtime's */
@@ -312,8 +320,18 @@ typedef struct cuasync_buffer_import_dlpack_args {
   cuasync_buffer buffer;   /* out: free with buffer_free */
   void* pointer;           /* out: data + byte_offset */
   size_t size;             /* out: bytes */
+  cuasync_completion released; /* in (ABI 1.1): optional. Set (a queue or a callback): cuasync never calls the
+                                  tensor's deleter; it delivers this completion once it no longer uses the tensor (at
+                                  the moment the deleter would have run: above), with the error code if the work on
+                                  `stream` failed, and from then on the caller calls the deleter (or drops its DLPack
+                                  capsule) on a thread of its own, whatever the code. For runtimes whose deleters need
+                                  a lock the caller's threads hold: Python's GIL (a CuPy or PyTorch deleter takes it;
+                                  run on cuasync's poller thread it would stall every completion in the process behind
+                                  the interpreter). Like any completion it is dropped if its queue is destroyed first.
+                                  Empty (queue and callback NULL): the deleter runs on a cuasync thread, as in 1.0.
+                                  A failed call delivers nothing: the tensor stays the caller's. */
 } cuasync_buffer_import_dlpack_args;
-#define CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_import_dlpack_args, size)
+#define CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_buffer_import_dlpack_args, released)
 
 /* Exports a buffer as a DLManagedTensorVersioned (a view: the buffer's memory stays alive until the consumer calls
  * the deleter, even after buffer_free). The handshake as DLPack defines it: `consumer_stream` is the consumer's
@@ -380,14 +398,32 @@ typedef struct cuasync_kernel_get_args {
   const char* name;      /* in: borrowed; an extern "C" name or a name expression given at compile */
   cuasync_kernel kernel; /* out: valid while the module lives (no destroy) */
   size_t num_params;     /* out: the kernel's parameter count */
+  size_t* param_sizes;   /* in (ABI 1.1): optional, borrowed: the caller's array of param_sizes_capacity entries (NULL
+                            with 0 asks for none); out: its first min(param_sizes_capacity, num_params) entries are
+                            set to the parameters' sizes in bytes, in order, as launch checks arguments against them
+                            (so that a binding can convert a Python int or float to its parameter's width); the rest
+                            are left untouched */
+  size_t param_sizes_capacity; /* in (ABI 1.1): entries in param_sizes; non-zero with a NULL array is refused */
 } cuasync_kernel_get_args;
-#define CUASYNC_KERNEL_GET_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, num_params)
+#define CUASYNC_KERNEL_GET_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, param_sizes_capacity)
 
 /* One kernel argument: `size` bytes at `value`, checked against the kernel's parameter. */
 typedef struct cuasync_kernel_arg {
   const void* value; /* borrowed, read during the call */
   size_t size;
 } cuasync_kernel_arg;
+
+/* cuasync_launch_args.flags (ABI 1.1). */
+typedef enum cuasync_launch_flags {
+  /* An untracked launch is checked exactly like a tracked one (argument count and sizes, the configuration), then
+   * enqueued and nothing else: it takes no admission place (never CUASYNC_ERROR_BUSY), records no event, and reports
+   * no completion (`completion` must be empty: queue and callback NULL). For callers that order their stream
+   * themselves: a PyTorch custom op on torch's current stream, a JAX FFI handler on XLA's stream; and for a stream
+   * being captured into a CUDA graph, where an event recorded by cuasync could never be queried (tracked operations
+   * on a captured adopted stream are refused). Without admission it can block the calling thread, like any driver
+   * launch, while the stream's hardware queue is full (1,021 launches or copies per connection). */
+  CUASYNC_LAUNCH_UNTRACKED = 1
+} cuasync_launch_flags;
 
 typedef struct cuasync_launch_args {
   size_t struct_size;
@@ -398,9 +434,12 @@ typedef struct cuasync_launch_args {
   uint32_t shared_memory_bytes;   /* in */
   const cuasync_kernel_arg* args; /* in: borrowed, num_args of them, one per kernel parameter */
   size_t num_args;
-  cuasync_completion completion;  /* in */
+  cuasync_completion completion;  /* in: empty with CUASYNC_LAUNCH_UNTRACKED (else CUASYNC_ERROR_INVALID_ARGUMENT) */
+  uint32_t flags;                 /* in (ABI 1.1): cuasync_launch_flags; 0 tracks the launch as 1.0 does; a bit this
+                                     library does not know is refused with CUASYNC_ERROR_UNSUPPORTED (before the
+                                     handles are looked at) */
 } cuasync_launch_args;
-#define CUASYNC_LAUNCH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_launch_args, completion)
+#define CUASYNC_LAUNCH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_launch_args, flags)
 
 /* ---- the table ---------------------------------------------------------------------------------------------------- */
 

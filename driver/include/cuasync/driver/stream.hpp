@@ -53,6 +53,10 @@ class stream_ref {
   //! The driver's unique id of this stream (`cuStreamGetId`): unlike the handle, never reused by a later stream in
   //! the process, so it can key per-stream state that outlives a stream. @throws cuda_error
   unsigned long long id(std::source_location where = std::source_location::current()) const;
+  //! True while the stream is being captured into a CUDA graph (`cuStreamIsCapturing`: a capture under way, or one
+  //! invalidated and not yet ended): work enqueued now becomes graph nodes and runs only when the graph is launched.
+  //! @throws cuda_error
+  bool is_capturing(std::source_location where = std::source_location::current()) const;
 
   //! "stream 0x..., device N" for error messages.
   std::string describe() const;
@@ -86,6 +90,22 @@ class stream : public stream_ref {
  private:
   stream(CUstream s, context_ref ctx) noexcept : stream_ref(s, ctx) {}
   void destroy_nothrow() noexcept;
+};
+
+//! Sets the calling thread's stream-capture interaction mode (`cuThreadExchangeStreamCaptureMode`) for its lifetime
+//! and restores the previous mode when destroyed. `CU_STREAM_CAPTURE_MODE_RELAXED` lets this thread make calls the
+//! driver deems unsafe during a capture (`cuEventQuery`, `cuStreamQuery`...) without invalidating another thread's
+//! capture begun in global mode (`torch.cuda.graph`'s). Not movable: the mode belongs to the thread.
+class thread_capture_mode {
+ public:
+  //! @throws cuda_error (nothing changed)
+  explicit thread_capture_mode(CUstreamCaptureMode mode, std::source_location where = std::source_location::current());
+  ~thread_capture_mode();
+  thread_capture_mode(const thread_capture_mode&) = delete;
+  thread_capture_mode& operator=(const thread_capture_mode&) = delete;
+
+ private:
+  CUstreamCaptureMode previous_;
 };
 
 //! A stream and the caller's source location. Functions whose last parameters are variadic (kernel arguments, a

@@ -23,6 +23,7 @@ namespace cuasync::detail {
   X(cuStreamCreateWithPriority, 5050) X(cuStreamDestroy, 4000) X(cuStreamWaitEvent, 3020)                     \
   X(cuStreamQuery, 2000) X(cuStreamSynchronize, 2000) X(cuLaunchHostFunc, 10000) X(cuStreamGetPriority, 5050) \
   X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020) X(cuStreamGetId, 12000)                                  \
+  X(cuStreamIsCapturing, 10000) X(cuThreadExchangeStreamCaptureMode, 10010)                                 \
   X(cuStreamWriteValue64, 11070) X(cuStreamWriteValue32, 11070)                                              \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventQuery, 2000)                 \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                                    \
