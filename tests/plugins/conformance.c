@@ -234,6 +234,15 @@ static void test_abi_1_1(void) {
   CHECK(code_of(api->buffer_import_dlpack(&im)) == CUASYNC_ERROR_STALE_HANDLE);
   im.struct_size = CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE;
   CHECK(code_of(api->buffer_import_dlpack(&im)) == CUASYNC_ERROR_STALE_HANDLE);
+
+  /* A default stream is adopted in a runtime's context: without a runtime it is refused, before any driver call. */
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.native = (void*)(uintptr_t)1; /* CU_STREAM_LEGACY */
+  e = api->stream_create(&sc);
+  CHECK(message_has(e, "default stream"));
+  CHECK(code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
 }
 
 /* A malformed kernel package is reported with its file and line, before anything needs a GPU. */

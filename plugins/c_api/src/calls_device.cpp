@@ -95,9 +95,16 @@ cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept {
   return call("stream_create", a, [](args<cuasync_stream_create_args>& x) {
     auto s = std::make_shared<stream_object>();
     if (x->runtime) s->owner = runtime_of(x->runtime, "runtime");
-    if (x->native) {
+    const auto native = static_cast<CUstream>(x->native);
+    if (native == CU_STREAM_LEGACY || native == CU_STREAM_PER_THREAD) {
+      // A default stream (PyTorch's and CuPy's default is the legacy one) is one per context: the runtime's.
+      if (!s->owner)
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_create: a default stream (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) "
+                                             "is adopted in a runtime's context: give the runtime");
+      s->ref = stream_ref(native, s->owner->rt->context());
+    } else if (x->native) {
       // A framework's stream: its context is read from it (never assumed from a "current device").
-      s->ref = stream_ref::adopt(static_cast<CUstream>(x->native));
+      s->ref = stream_ref::adopt(native);
       if (s->owner && !(s->owner->rt->context() == s->ref.context()))
         fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_create: the stream belongs to another context than the runtime's");
     } else {

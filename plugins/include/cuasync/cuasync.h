@@ -191,7 +191,10 @@ typedef struct cuasync_stream_create_args {
   size_t struct_size;
   cuasync_runtime runtime; /* in: NULL when adopting */
   void* native;            /* in: optional CUstream to adopt (its context is read from it, never assumed); the
-                              stream must outlive the handle; NULL creates a non-blocking stream in `runtime`. While
+                              stream must outlive the handle; NULL creates a non-blocking stream in `runtime`.
+                              (void*)1 (CU_STREAM_LEGACY: PyTorch's and CuPy's default stream) or (void*)2
+                              (CU_STREAM_PER_THREAD) adopts that default stream of `runtime`'s context (since 1.1;
+                              work on the legacy one serializes with every blocking stream of the context). While
                               an adopted stream is being captured into a CUDA graph, the operations that cuasync
                               tracks on it (copy, memset, stream_wait, event_record and launches without
                               CUASYNC_LAUNCH_UNTRACKED) are refused with CUASYNC_ERROR_INVALID_ARGUMENT: the event
