@@ -358,6 +358,54 @@ static void destroy_all(cuasync_buffer* buffers, int n, cuasync_queue q, cuasync
   api->error_destroy(api->runtime_destroy(&rd));
 }
 
+/* Handles destroyed in any order (a garbage collector's): a buffer keeps the stream it is freed in the order of.
+ * And the legacy default stream (PyTorch's and CuPy's default) adopted in the runtime's context. */
+static void test_stream_lifetimes(cuasync_runtime rt, cuasync_queue q, int fd) {
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.runtime = rt;
+  if (!ok(api->stream_create(&sc), "stream_create")) return;
+  cuasync_buffer_allocate_args b;
+  memset(&b, 0, sizeof b);
+  b.struct_size = CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE;
+  b.runtime = rt;
+  b.stream = sc.stream;
+  b.kind = CUASYNC_MEMORY_DEVICE;
+  b.size = 1 << 20;
+  if (!ok(api->buffer_allocate(&b), "buffer_allocate")) return;
+  cuasync_memset_args ms;
+  memset(&ms, 0, sizeof ms);
+  ms.struct_size = CUASYNC_MEMSET_ARGS_SIZE;
+  ms.stream = sc.stream;
+  ms.dst = b.pointer;
+  ms.value = 7;
+  ms.size = b.size;
+  CHECK(ok(api->memset(&ms), "memset"));
+  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, sc.stream};
+  CHECK(api->stream_destroy(&sd) == NULL);
+  cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, b.buffer};
+  CHECK(ok(api->buffer_free(&bf), "buffer_free after its stream's handle went"));
+
+  sc.native = (void*)(uintptr_t)1; /* CU_STREAM_LEGACY */
+  sc.stream = NULL;
+  if (!ok(api->stream_create(&sc), "stream_create (the legacy default stream)")) return;
+  cuasync_stream_native_args sn = {CUASYNC_STREAM_NATIVE_ARGS_SIZE, sc.stream, NULL, NULL};
+  CHECK(api->stream_native(&sn) == NULL && sn.native == (void*)(uintptr_t)1 && sn.context != NULL);
+  cuasync_stream_wait_args w;
+  memset(&w, 0, sizeof w);
+  w.struct_size = CUASYNC_STREAM_WAIT_ARGS_SIZE;
+  w.stream = sc.stream;
+  w.completion.queue = q;
+  w.completion.token = 77;
+  CHECK(ok(api->stream_wait(&w), "stream_wait on the legacy default stream"));
+  cuasync_completion_record r[1];
+  CHECK(drain_until(q, fd, r, 1) == 1 && r[0].token == 77 && r[0].code == CUASYNC_OK);
+  sd.stream = sc.stream;
+  CHECK(api->stream_destroy(&sd) == NULL);
+  printf("gpu: a buffer freed after its stream's handle; the legacy default stream adopted and awaited\n");
+}
+
 void run_gpu_part(void) {
   /* The framework's side: its own stream on the device's primary context, made with raw driver calls. */
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -501,6 +549,8 @@ void run_gpu_part(void) {
     printf("gpu: 20 bursts of 64 launches, the stream synchronized between them: %d refused as busy\n", busy);
     CHECK(busy == 0);
   }
+
+  test_stream_lifetimes(rc.runtime, qc.queue, qf.fd);
 
   /* DLPack: y exported to "the framework" (its stream made to wait on the device), and a tensor of the framework's
    * imported: its deleter runs once, after cuasync's work on it. */

@@ -136,6 +136,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
     b->data = static_cast<std::byte*>(t.data) + t.byte_offset;
     b->size = count * element_bytes(t.dtype);
     b->import_stream = s->ref;
+    b->home = s;
     b->released = std::move(released);
     x->pointer = b->data;
     x->size = b->size;

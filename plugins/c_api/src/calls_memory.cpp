@@ -94,6 +94,7 @@ cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept {
     if (x->kind == CUASYNC_MEMORY_DEVICE) {
       auto s = stream_of(x->stream, "stream");
       b->device.emplace(runtime::tracked_buffer::allocate(*r->rt, s->ref, x->size));
+      b->home = std::move(s);
       x->pointer = reinterpret_cast<void*>(b->device->get());
     } else if (x->kind == CUASYNC_MEMORY_PINNED) {
       b->pinned.emplace(r->rt->pinned()->allocate(x->size));

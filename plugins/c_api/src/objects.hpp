@@ -38,6 +38,9 @@ struct event_object {
 
 struct buffer_object {
   std::shared_ptr<runtime_object> owner;
+  //! The stream it is freed in the order of (device memory) or released after (imported): kept alive with it, so a
+  //! stream handle destroyed first (a garbage collector's order) never leaves the free a destroyed CUstream.
+  std::shared_ptr<stream_object> home;
   std::optional<runtime::tracked_buffer> device;
   std::optional<runtime::pinned_block> pinned;
   //! An imported DLPack tensor: its deleter is called once the work on `import_stream` up to the free is done; or,

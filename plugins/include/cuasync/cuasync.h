@@ -206,7 +206,8 @@ typedef struct cuasync_stream_create_args {
 
 typedef struct cuasync_stream_destroy_args {
   size_t struct_size;
-  cuasync_stream stream; /* in */
+  cuasync_stream stream; /* in: the handle goes at once; a created CUstream is destroyed once the buffers allocated
+                            or imported on it are freed too (any order of destruction is safe) */
 } cuasync_stream_destroy_args;
 #define CUASYNC_STREAM_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_destroy_args, stream)
 

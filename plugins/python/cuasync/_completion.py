@@ -12,6 +12,7 @@ cuasync thread.
 """
 import asyncio
 import collections
+import ctypes
 import itertools
 import os
 import select
@@ -37,16 +38,22 @@ class _Queue:
         self.fd = _capi.call("queue_fd", _capi.QueueFdArgs(queue=self.handle)).fd
         self._records = (_capi.CompletionRecord * _CAPACITY)()
         self._drain_args = _capi.QueueDrainArgs(queue=self.handle, records=self._records, capacity=_CAPACITY)
+        self._drain_args.struct_size = ctypes.sizeof(self._drain_args)
+        self._drain_address = ctypes.addressof(self._drain_args)
         self._handlers = {}
 
     def completion(self, handler):
         """A `cuasync_completion` that runs `handler(code, cuda_result)` when drained; `forget` it if unused."""
+        return _capi.Completion(queue=self.handle, token=self.token(handler))
+
+    def token(self, handler):
+        """A token of this queue that runs `handler(code, cuda_result)` when drained (`forget` it if unused)."""
         token = next(_tokens)
         self._handlers[token] = handler
-        return _capi.Completion(queue=self.handle, token=token)
+        return token
 
     def forget(self, completion):
-        self._handlers.pop(completion.token, None)
+        self._handlers.pop(completion if isinstance(completion, int) else completion.token, None)
 
     def pending(self):
         return len(self._handlers)
@@ -56,7 +63,8 @@ class _Queue:
         returns fewer records than asked for."""
         ran = 0
         while True:
-            _capi.call("queue_drain", self._drain_args)
+            if _capi.call_code_at("queue_drain", self._drain_address):
+                raise errors.InternalError("queue_drain: busy")  # never: a drain takes no place
             n = self._drain_args.count
             for i in range(n):
                 r = self._records[i]
@@ -181,6 +189,7 @@ class LoopCompletions(_Queue):
     def __init__(self, loop):
         super().__init__()
         self._loop = weakref.ref(loop)
+        self._create_future = loop.create_future
         self._backlogs = {}  # stream handle -> deque of (stream, issue, fut, keep, what, result)
         self._retry_armed = False
         self._spinning = False
@@ -216,10 +225,9 @@ class LoopCompletions(_Queue):
             self._spinning = False
 
     def submit(self, stream, issue, keep, what, result=None):
-        """Issues `issue(completion) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
+        """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
         the future of its completion."""
-        loop = self._loop()
-        fut = loop.create_future()
+        fut = self._create_future()
         entry = (stream, issue, fut, keep, what, result)
         backlog = self._backlogs.get(stream.handle)
         if backlog:
@@ -232,21 +240,22 @@ class LoopCompletions(_Queue):
 
     def _issue(self, entry, raise_errors):
         stream, issue, fut, keep, what, result = entry
-        c = self.completion(lambda code, cr: self._completed(c.token, fut, code, cr, what, result))
-        self._streams_of[c.token] = (stream, keep)
+        token = next(_tokens)
+        self._handlers[token] = lambda code, cr: self._completed(token, fut, code, cr, what, result)
+        self._streams_of[token] = (stream, keep)
         try:
-            code = issue(c)
+            code = issue(self.handle, token)
         except BaseException as e:
-            self.forget(c)
-            self._streams_of.pop(c.token, None)
+            self._handlers.pop(token, None)
+            self._streams_of.pop(token, None)
             if raise_errors:
                 raise
             if not fut.done():
                 fut.set_exception(e)
             return True
         if code == errors.BUSY:
-            self.forget(c)
-            self._streams_of.pop(c.token, None)
+            self._handlers.pop(token, None)
+            self._streams_of.pop(token, None)
             return False
         return True
 
@@ -300,10 +309,17 @@ class LoopCompletions(_Queue):
 _loops = weakref.WeakKeyDictionary()
 
 
+_last = threading.local()  # this thread's last (loop, its completions): most calls come from one loop
+
+
 def for_loop(loop):
+    last = getattr(_last, "pair", None)
+    if last is not None and last[0]() is loop:
+        return last[1]
     lc = _loops.get(loop)
     if lc is None:
         lc = _loops[loop] = LoopCompletions(loop)
+    _last.pair = (weakref.ref(loop), lc)
     return lc
 
 
@@ -324,13 +340,13 @@ class Pending:
         self.what = what
         self._state = [] if tracked else None  # tracked: [ (code, cuda_result) ] once complete
 
-    def _completion(self, keep):
+    def _token(self, keep):
         state = self._state
 
         def done(code, cuda_result):
             state.append((code, cuda_result))
             return keep
-        return reaper().completion(done)
+        return reaper().token(done)
 
     def done(self):
         collect()
@@ -353,7 +369,7 @@ class Pending:
 
 
 def issue(stream, what, call, keep=None, result=None, tracked=True):
-    """Issues an operation: `call(completion) -> 0 | BUSY`. Inside a running event loop it returns an awaitable
+    """Issues an operation: `call(queue, token) -> 0 | BUSY` (0, 0: no completion). Inside a running event loop it returns an awaitable
     future (a BUSY stream queues the operation behind its earlier ones); outside one, it retries a BUSY stream with
     short sleeps, like a driver whose queue is full, and returns a `Pending`. `keep` is held until the GPU is done."""
     loop = running_loop()
@@ -364,12 +380,17 @@ def issue(stream, what, call, keep=None, result=None, tracked=True):
     delay = 0.0
     deadline = None
     while True:
-        c = p._completion(keep) if p._state is not None else _capi.Completion()
-        code = call(c)
+        token = p._token(keep) if p._state is not None else 0
+        try:
+            code = call(reaper().handle if token else 0, token)
+        except BaseException:
+            if token:
+                reaper().forget(token)
+            raise
         if code != errors.BUSY:
             return p
-        if c.queue:
-            reaper().forget(c)
+        if token:
+            reaper().forget(token)
         now = time.perf_counter()
         deadline = deadline or now + 60.0
         if now > deadline:

@@ -253,10 +253,10 @@ class Kernel:
         self._order_inputs(s, args)
         address = ctypes.addressof(blob)
 
-        def enqueue(completion):
-            _COMPLETION.pack_into(blob, _COMPLETION_OFFSET, completion.queue or 0, completion.token)
+        def enqueue(queue, token):
+            _COMPLETION.pack_into(blob, _COMPLETION_OFFSET, queue, token)
             return _capi.call_code_at("launch", address)
-        return _completion.issue(s, f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
+        return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
 
     def launch_untracked(self, stream, grid, block, *args, shared_memory=0):
         """Enqueues the kernel with no completion, no admission place and no event: for a stream its framework

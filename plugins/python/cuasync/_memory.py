@@ -304,10 +304,10 @@ def copy(dst, src, nbytes=None, stream=None):
         raise errors.InvalidArgumentError("copy: nothing to copy (0 bytes)")
     args = _capi.CopyArgs(stream=s.handle, dst=dptr, src=sptr, size=nbytes)
 
-    def enqueue(completion):
-        args.completion = completion
+    def enqueue(queue, token):
+        args.completion.queue, args.completion.token = queue, token
         return _capi.call_code("copy", args)
-    return _completion.issue(s, f"copy of {nbytes} bytes on {s!r}", enqueue, keep=(dkeep, skeep, s))
+    return _completion.issue(s, lambda: f"copy of {nbytes} bytes on {s!r}", enqueue, keep=(dkeep, skeep, s))
 
 
 def memset(dst, value, nbytes=None, stream=None):
@@ -319,7 +319,7 @@ def memset(dst, value, nbytes=None, stream=None):
         raise errors.InvalidArgumentError("memset: pass nbytes for an address")
     args = _capi.MemsetArgs(stream=s.handle, dst=ptr, value=value, size=nbytes)
 
-    def enqueue(completion):
-        args.completion = completion
+    def enqueue(queue, token):
+        args.completion.queue, args.completion.token = queue, token
         return _capi.call_code("memset", args)
-    return _completion.issue(s, f"memset of {nbytes} bytes on {s!r}", enqueue, keep=(keep, s))
+    return _completion.issue(s, lambda: f"memset of {nbytes} bytes on {s!r}", enqueue, keep=(keep, s))

@@ -106,8 +106,9 @@ class Stream:
     def wait(self):
         """Completes when everything enqueued so far has completed: `await stream.wait()` in a coroutine (the event
         loop stays free); outside one, use synchronize()."""
-        return _completion.issue(self, f"wait on {self!r}", lambda c: _capi.call_code(
-            "stream_wait", _capi.StreamWaitArgs(stream=self.handle, completion=c)), keep=self)
+        return _completion.issue(self, lambda: f"wait on {self!r}", lambda queue, token: _capi.call_code(
+            "stream_wait", _capi.StreamWaitArgs(stream=self.handle, completion=_capi.Completion(queue, token))),
+            keep=self)
 
     def synchronize(self, timeout=None):
         """Blocks this thread until the stream's work so far has completed (raises its error)."""

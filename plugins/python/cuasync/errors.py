@@ -76,7 +76,8 @@ def from_code(code, message, cuda_result=0, nvrtc_result=0):
 
 
 def for_record(code, cuda_result, what):
-    """The exception for a completion record that did not succeed."""
+    """The exception for a completion record that did not succeed (`what`: a description, or a callable making one)."""
+    what = what() if callable(what) else what
     if code == CUDA:
         return CudaError(f"{what} failed on the GPU: CUresult {cuda_result}", cuda_result)
     return from_code(code, f"{what} completed with cuasync error {code}", cuda_result)

@@ -13,12 +13,13 @@ from cuasync import _completion, errors
 
 
 def loops():
-    yield pytest.param(asyncio.new_event_loop, id="asyncio")
+    params = [pytest.param(asyncio.new_event_loop, id="asyncio")]
     try:
         import uvloop
-        yield pytest.param(uvloop.new_event_loop, id="uvloop")
+        params.append(pytest.param(uvloop.new_event_loop, id="uvloop"))
     except ImportError:
-        yield pytest.param(None, id="uvloop", marks=pytest.mark.skip(reason="uvloop is not installed"))
+        params.append(pytest.param(None, id="uvloop", marks=pytest.mark.skip(reason="uvloop is not installed")))
+    return params
 
 
 def run(new_loop, coro_fn, timeout=60):

@@ -38,7 +38,9 @@ def test_kernel_parameters_are_known_and_checked(module):
     with pytest.raises(cuasync.InvalidArgumentError, match="takes 5 parameter"):
         k.launch(s, 1, 1, x, x, x, 1.0)
     with pytest.raises(cuasync.InvalidArgumentError, match="parameter 4"):
-        k.launch(s, 1, 1, x, x, x, 1.0, 1.5)  # a float for a long long
+        k.launch(s, 1, 1, x, x, x, 1.0, 2**64)  # does not fit a long long
+    with pytest.raises(cuasync.InvalidArgumentError, match="parameter 3"):
+        k.launch(s, 1, 1, x, x, x, x, 4)  # a pointer for a float
     with pytest.raises(cuasync.InvalidArgumentError):
         k.launch(s, (1 << 31, 1, 1), 2048, x, x, x, 1.0, 4)  # block too large: caught before the GPU
 

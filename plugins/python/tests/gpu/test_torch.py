@@ -20,7 +20,9 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 
 def storage_uses(t):
-    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+    """The storage's C++ use count, where this PyTorch exposes it (None elsewhere)."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    return count(t.untyped_storage()._cdata) if count else None
 
 
 def test_round_trip_on_current_stream_equals_pytorch(module):
@@ -54,18 +56,26 @@ def test_consumer_never_sees_data_early_and_the_host_never_waits(module):
 
 
 def test_deleter_runs_exactly_once():
-    x = torch.ones(1024, device="cuda")
-    before = storage_uses(x)
+    # 64 MiB that only the DLPack capsule keeps once `x` is gone: held while cuasync uses it, given back after the
+    # free (the deleter ran), and given back once (a second deleter call would free PyTorch's memory twice).
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    x = torch.ones(16 << 20, device="cuda")
+    uses = storage_uses(x)
     s = cuasync.Stream()
     b = cuasync.from_dlpack(x, stream=s)
-    assert storage_uses(x) == before + 1  # the capsule holds the tensor
+    assert uses is None or storage_uses(x) == uses + 1  # the capsule holds the tensor
+    del x
+    assert torch.cuda.memory_allocated() == base + (64 << 20), "the tensor went while cuasync holds it"
     b.free()
     s.synchronize()
     cuasync.collect()
-    assert storage_uses(x) == before, "the deleter did not run (or ran twice)"
+    assert torch.cuda.memory_allocated() == base, "the deleter did not run"
     del b
     cuasync.collect()
-    assert storage_uses(x) == before
+    y = torch.zeros(16 << 20, device="cuda")  # reuses the block: a late second delete would corrupt it
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == base + (64 << 20) and float(y.sum()) == 0.0
 
 
 def test_failed_import_leaves_the_tensor_to_its_owner():
