@@ -19,8 +19,13 @@ struct gpu_completion final : completion_callback {
 };
 }  // namespace
 
+const admission_site& stream_object::site() const {
+  std::call_once(site_once_, [this] { site_ = cuda_completion_source::instance().site_of(ref); });  // retried if it throws
+  return site_;
+}
+
 admission_ticket admit(const stream_object& s, const char* call, bool hold) {
-  admission_ticket t = cuda_completion_source::instance().try_admit(s.site, hold);
+  admission_ticket t = cuda_completion_source::instance().try_admit(s.site(), hold);
   if (!t) {
     // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
     // stream and enqueues again at once): look now, then ask again. The pass queries events on this thread: in
@@ -29,7 +34,7 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
       thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
       completion_callbacks::instance().poll_once();
     }
-    t = cuda_completion_source::instance().try_admit(s.site, hold);
+    t = cuda_completion_source::instance().try_admit(s.site(), hold);
   }
   if (!t)
     fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
@@ -112,7 +117,6 @@ cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept {
       s->owned = stream::create(s->owner->rt->context(), {.non_blocking = true, .priority = x->priority});
       s->ref = s->owned;
     }
-    s->site = cuda_completion_source::instance().site_of(s->ref);
     x->stream = to_handle<cuasync_stream>(registry::instance().add(kind::stream, std::move(s)));
   });
 }

@@ -26,7 +26,16 @@ struct stream_object {
   std::shared_ptr<runtime_object> owner;  // null for an adopted stream without a runtime of its own
   stream owned;                           // empty for an adopted stream
   stream_ref ref;
-  admission_site site;  // looked up once: admission is on every copy, memset and launch
+  //! Where its places are counted, looked up once, at the first tracked operation (admission is on every copy,
+  //! memset and launch). Not at creation: a stream adopted while it is being captured (PyTorch's in
+  //! torch.cuda.graph) cannot be asked its id then; its untracked launches never need the site.
+  const admission_site& site() const;
+
+ private:
+  mutable std::once_flag site_once_;
+  mutable admission_site site_;
+
+ public:
   //! The runtime whose staging serves pageable copies on this stream. @throws abi_error
   runtime::device_runtime& staging_runtime(const char* call);
   std::shared_ptr<runtime::device_runtime> fallback;  // for_device, for adopted streams on a primary context

@@ -183,6 +183,19 @@ def _settle(fut, code, cuda_result, what, result):
         fut.set_result(result)
 
 
+class _Op:
+    """An awaited operation: its future, how to issue it, and what it keeps alive until the GPU is done with it.
+    Called with its completion record."""
+
+    __slots__ = ("stream", "issue", "fut", "keep", "what", "result")
+
+    def __init__(self, stream, issue, fut, keep, what, result):
+        self.stream, self.issue, self.fut, self.keep, self.what, self.result = stream, issue, fut, keep, what, result
+
+    def __call__(self, code, cuda_result):
+        _settle(self.fut, code, cuda_result, self.what, self.result)
+
+
 class LoopCompletions(_Queue):
     """The completion queue of one asyncio event loop."""
 
@@ -190,11 +203,10 @@ class LoopCompletions(_Queue):
         super().__init__()
         self._loop = weakref.ref(loop)
         self._create_future = loop.create_future
-        self._backlogs = {}  # stream handle -> deque of (stream, issue, fut, keep, what, result)
+        self._backlogs = {}  # stream handle -> deque of _Op waiting for a place
         self._retry_armed = False
         self._spinning = False
         self._last_activity = 0.0
-        self._streams_of = {}  # token -> (stream, keep): moved to the reaper if the loop goes first
         loop.add_reader(self.fd, self._readable)
         r = reaper()
         loop.add_reader(r.fd, r.drain)
@@ -227,41 +239,32 @@ class LoopCompletions(_Queue):
     def submit(self, stream, issue, keep, what, result=None):
         """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
         the future of its completion."""
-        fut = self._create_future()
-        entry = (stream, issue, fut, keep, what, result)
-        backlog = self._backlogs.get(stream.handle)
-        if backlog:
-            backlog.append(entry)
-        elif not self._issue(entry, raise_errors=True):
-            self._backlogs.setdefault(stream.handle, collections.deque()).append(entry)
+        op = _Op(stream, issue, self._create_future(), keep, what, result)
+        if self._backlogs and stream.handle in self._backlogs:
+            self._backlogs[stream.handle].append(op)
+        elif not self._issue(op, raise_errors=True):
+            self._backlogs.setdefault(stream.handle, collections.deque()).append(op)
             self._arm_retry()
         self._activity()
-        return fut
+        return op.fut
 
-    def _issue(self, entry, raise_errors):
-        stream, issue, fut, keep, what, result = entry
+    def _issue(self, op, raise_errors):
         token = next(_tokens)
-        self._handlers[token] = lambda code, cr: self._completed(token, fut, code, cr, what, result)
-        self._streams_of[token] = (stream, keep)
+        handlers = self._handlers
+        handlers[token] = op  # run (and dropped, with the references it keeps) when its record is drained
         try:
-            code = issue(self.handle, token)
+            code = op.issue(self.handle, token)
         except BaseException as e:
-            self._handlers.pop(token, None)
-            self._streams_of.pop(token, None)
+            del handlers[token]
             if raise_errors:
                 raise
-            if not fut.done():
-                fut.set_exception(e)
+            if not op.fut.done():
+                op.fut.set_exception(e)
             return True
-        if code == errors.BUSY:
-            self._handlers.pop(token, None)
-            self._streams_of.pop(token, None)
+        if code:  # BUSY: nothing was enqueued
+            del handlers[token]
             return False
         return True
-
-    def _completed(self, token, fut, code, cuda_result, what, result):
-        self._streams_of.pop(token, None)  # and with it the references the work needed
-        _settle(fut, code, cuda_result, what, result)
 
     def _flush_backlogs(self):
         for handle in list(self._backlogs):
@@ -292,10 +295,9 @@ class LoopCompletions(_Queue):
         if _capi.exiting:
             return
         by_stream = {}
-        for stream, keep in self._streams_of.values():
-            if stream is not None:
-                by_stream.setdefault(stream.handle, (stream, []))[1].append(keep)
-        self._streams_of.clear()
+        for op in self._handlers.values():
+            if isinstance(op, _Op):
+                by_stream.setdefault(op.stream.handle, (op.stream, []))[1].append(op.keep)
         self._backlogs.clear()
         for stream, keeps in by_stream.values():
             try:
@@ -309,23 +311,22 @@ class LoopCompletions(_Queue):
 _loops = weakref.WeakKeyDictionary()
 
 
-_last = threading.local()  # this thread's last (loop, its completions): most calls come from one loop
+_last = (lambda: None, None)  # the last (loop, its completions) looked up: most calls come from one loop
 
 
 def for_loop(loop):
-    last = getattr(_last, "pair", None)
-    if last is not None and last[0]() is loop:
+    global _last
+    last = _last  # one read: another thread may replace it meanwhile
+    if last[0]() is loop:
         return last[1]
     lc = _loops.get(loop)
     if lc is None:
         lc = _loops[loop] = LoopCompletions(loop)
-    _last.pair = (weakref.ref(loop), lc)
+    _last = (weakref.ref(loop), lc)
     return lc
 
 
-def running_loop():
-    """The running asyncio loop of this thread, or None (a C-level lookup: cheap on every call)."""
-    return asyncio._get_running_loop()
+running_loop = asyncio._get_running_loop  # this thread's running loop or None: a C-level lookup
 
 
 # ---- operations issued outside an event loop -----------------------------------------------------------------------

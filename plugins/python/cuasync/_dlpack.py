@@ -49,7 +49,9 @@ assert ctypes.sizeof(Tensor) == 48 and ctypes.sizeof(ManagedVersioned) == 80 and
 VERSIONED = ctypes.create_string_buffer(b"dltensor_versioned")
 LEGACY = ctypes.create_string_buffer(b"dltensor")
 
-_api = ctypes.pythonapi
+# Our own handle on the interpreter's C API: ctypes.pythonapi is shared, and other libraries set argtypes on its
+# functions (PyCapsule_New with a c_char_p name, say) that would then refuse ours.
+_api = ctypes.PyDLL(None)
 _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_IsValid.argtypes = [c_void_p, c_void_p]
 _api.PyCapsule_GetPointer.restype = c_void_p

@@ -19,16 +19,22 @@ _streams = {}  # (device, CUstream) -> cuasync Stream: PyTorch's streams come fr
 _streams_lock = threading.Lock()
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the CUstream as an int, without a Stream object
+
+
 def current_stream(device=None):
-    """PyTorch's current stream on `device` as a cuasync Stream."""
-    ts = torch.cuda.current_stream(device)
-    key = (ts.device_index, ts.cuda_stream)
-    s = _streams.get(key)
+    """PyTorch's current stream on `device` (an index; default: the current device) as a cuasync Stream."""
+    if device is None:
+        device = torch.cuda.current_device()
+    elif not isinstance(device, int):
+        device = torch.device(device).index or 0
+    raw = _raw_stream(device) if _raw_stream is not None else torch.cuda.current_stream(device).cuda_stream
+    s = _streams.get((device, raw))
     if s is None:
         with _streams_lock:
-            s = _streams.get(key)
+            s = _streams.get((device, raw))
             if s is None:
-                s = _streams[key] = _runtime.Stream.adopt(ts, _runtime.Runtime.for_device(ts.device_index))
+                s = _streams[(device, raw)] = _runtime.Stream.adopt(raw, _runtime.Runtime.for_device(device))
     return s
 
 
@@ -70,10 +76,12 @@ extern "C" __global__ void scale_add_f32(const float* x, const float* y, float* 
 
 
 def _check(x, y):
-    torch._check(x.shape == y.shape, lambda: f"cuasync::scale_add: shapes {tuple(x.shape)} and {tuple(y.shape)}")
-    torch._check(x.dtype == torch.float32 and y.dtype == torch.float32,
-                 lambda: f"cuasync::scale_add: float32 tensors only, got {x.dtype} and {y.dtype}")
-    torch._check(x.device == y.device, lambda: f"cuasync::scale_add: devices {x.device} and {y.device}")
+    if x.shape != y.shape:
+        raise ValueError(f"cuasync::scale_add: shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.dtype != torch.float32 or y.dtype != torch.float32:
+        raise TypeError(f"cuasync::scale_add: float32 tensors only, got {x.dtype} and {y.dtype}")
+    if x.device != y.device:
+        raise ValueError(f"cuasync::scale_add: devices {x.device} and {y.device}")
 
 
 @torch.library.custom_op("cuasync::scale_add", mutates_args=(), device_types="cuda")

@@ -71,7 +71,7 @@ def test_cupy_reads_cuasync_buffers_both_ways():
 
 def test_raw_kernel_and_cuasync_agree(module):
     from .kernels import SOURCE
-    raw = cp.RawModule(code=SOURCE).get_function("scale_add")
+    raw = cp.RawModule(code=SOURCE, options=("--fmad=false",)).get_function("scale_add")  # as the test module
     x = cp.random.rand(10000, dtype=cp.float32)
     y = cp.random.rand(10000, dtype=cp.float32)
     a, b = cp.empty_like(x), cp.empty_like(x)

@@ -61,10 +61,8 @@ def test_deleter_runs_exactly_once():
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     x = torch.ones(16 << 20, device="cuda")
-    uses = storage_uses(x)
     s = cuasync.Stream()
     b = cuasync.from_dlpack(x, stream=s)
-    assert uses is None or storage_uses(x) == uses + 1  # the capsule holds the tensor
     del x
     assert torch.cuda.memory_allocated() == base + (64 << 20), "the tensor went while cuasync holds it"
     b.free()
