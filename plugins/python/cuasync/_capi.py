@@ -262,11 +262,15 @@ def abi_version():
 _functions = {}
 
 
-def _function(name):
+def function(name):
+    """The table's function `name`, as a ctypes function taking the address of its arguments struct."""
     f = _functions.get(name)
     if f is None:
         f = _functions[name] = getattr(api(), name)
     return f
+
+
+_function = function
 
 
 def raise_error(name, err):

@@ -27,6 +27,7 @@ _CAPACITY = 64
 # long before it relies on the fd alone: the fd's wake-up (poller -> eventfd -> epoll -> loop) costs ~10-20 us, a
 # drain ~1 us. The loop stays free meanwhile (other handlers run between drains); cf. the C++ executor window.
 SPIN_S = float(os.environ.get("CUASYNC_PY_SPIN_US", "200")) * 1e-6
+_IDLE_SPIN_S = 20e-6  # the longest the loop drains without yielding, and only when it has nothing else ready
 _tokens = itertools.count(1)  # next() is atomic under the GIL
 
 
@@ -40,6 +41,7 @@ class _Queue:
         self._drain_args = _capi.QueueDrainArgs(queue=self.handle, records=self._records, capacity=_CAPACITY)
         self._drain_args.struct_size = ctypes.sizeof(self._drain_args)
         self._drain_address = ctypes.addressof(self._drain_args)
+        self._drain_call = _capi.function("queue_drain")
         self._handlers = {}
 
     def completion(self, handler):
@@ -63,8 +65,9 @@ class _Queue:
         returns fewer records than asked for."""
         ran = 0
         while True:
-            if _capi.call_code_at("queue_drain", self._drain_address):
-                raise errors.InternalError("queue_drain: busy")  # never: a drain takes no place
+            err = self._drain_call(self._drain_address)
+            if err:
+                _capi.raise_error("queue_drain", err)
             n = self._drain_args.count
             for i in range(n):
                 r = self._records[i]
@@ -228,7 +231,16 @@ class LoopCompletions(_Queue):
             self._spinning = False
             return
         now = time.perf_counter()
-        if self.drain():
+        ran = self.drain()
+        if not ran and self._handlers:
+            # Nothing else to run on the loop (asyncio's ready queue is empty): drain in a tight loop for a moment,
+            # instead of a loop iteration (a select call) per drain. Bounded, so timers and I/O wait at most that.
+            ready = getattr(self._loop(), "_ready", None)
+            if ready is not None and not ready:
+                until = now + _IDLE_SPIN_S
+                while not ran and time.perf_counter() < until:
+                    ran = self.drain()
+        if ran:
             self._flush_backlogs()
             self._last_activity = now
         if self._handlers and now - self._last_activity < SPIN_S:

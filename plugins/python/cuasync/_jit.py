@@ -1,6 +1,7 @@
 """NVRTC compiles (through cuasync's memory and disk caches), kernel packages, and checked launches."""
 import ctypes
 import math
+import operator
 import struct
 import sys
 
@@ -142,6 +143,7 @@ _LAUNCH_HEAD = "<QQQ3I3II4xQQQQQQI4x"
 _LAUNCH_ARGS_SIZE = struct.calcsize(_LAUNCH_HEAD)
 _COMPLETION_OFFSET = _capi.LaunchArgs.completion.offset
 _COMPLETION = struct.Struct("<QQ")
+_BUFFER_POINTER = operator.attrgetter("ptr")
 assert _LAUNCH_ARGS_SIZE == ctypes.sizeof(_capi.LaunchArgs) and _capi.LaunchArgs.args.offset == 56
 
 
@@ -169,13 +171,12 @@ class Kernel:
         self._head_format = _LAUNCH_HEAD + "QQ" * len(param_sizes)
         self._head = struct.Struct(self._head_format)
 
-    def _order_inputs(self, stream, args):
+    def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
         # PyTorch's current stream: the launch's stream waits for those on the device first.
         from ._memory import _order_after
-        for value in args:
-            if hasattr(value, "note_use") or isinstance(value, (int, float, bytes)):
-                continue
+        for i in indices:
+            value = args[i]
             if hasattr(value, "data_ptr") and getattr(value, "is_cuda", False):
                 torch = sys.modules["torch"]
                 _order_after(stream, torch.cuda.current_stream(value.device).cuda_stream)
@@ -185,10 +186,13 @@ class Kernel:
                 _order_after(stream, cai["stream"])
 
     def _plan(self, args):
-        """A packer for arguments of these types: one struct.Struct for the values, converters for pointers. None
-        when a type needs the general path (ctypes values, numpy scalars, bytes)."""
-        fmt, convs = "", []
-        for size, value, pad in zip(self.param_sizes, args, self._pads):
+        """For arguments of these types: one struct.Struct for the launch (its header, the kernel_arg array and the
+        values), the converter of each value, which arguments are cuasync buffers (their uses are noted) and which
+        are a framework's memory (its producer stream is waited on). None for the general path (ctypes values,
+        numpy scalars, bytes)."""
+        from ._memory import Buffer
+        fmt, convs, buffers, foreign = "", [], [], []
+        for i, (size, value, pad) in enumerate(zip(self.param_sizes, args, self._pads)):
             t = type(value)
             if t is int and size in _INT:
                 fmt += "x" * pad + _INT[size]
@@ -196,12 +200,27 @@ class Kernel:
             elif t is float and size in _FLOAT:
                 fmt += "x" * pad + _FLOAT[size]
                 convs.append(None)
+            elif size == 8 and t is Buffer:
+                fmt += "x" * pad + "Q"
+                convs.append(_BUFFER_POINTER)
+                buffers.append(i)
             elif size == 8 and t not in (bool, bytes, bytearray) and _pointer_of(value) is not None:
                 fmt += "x" * pad + "Q"
                 convs.append(_pointer_of)
+                foreign.append(i)
             else:
                 return None
-        return struct.Struct(self._head_format + fmt), tuple(convs)
+        return struct.Struct(self._head_format + fmt), tuple(convs), tuple(buffers), tuple(foreign)
+
+    def _uses(self, args):
+        """(the indices of cuasync buffers, those of a framework's memory) among `args`."""
+        plan = self._plans.get(tuple(map(type, args)))
+        if plan is not None:
+            return plan[2], plan[3]
+        buffers = tuple(i for i, v in enumerate(args) if hasattr(v, "note_use"))
+        foreign = tuple(i for i, v in enumerate(args) if i not in buffers and not isinstance(v, (int, float, bytes))
+                        and _pointer_of(v) is not None)
+        return buffers, foreign
 
     def _general_values(self, args):
         return b"".join(b"\0" * pad + pack_argument(self.name, i, size, value)
@@ -227,7 +246,7 @@ class Kernel:
         try:
             if plan is None:
                 raise struct.error("general path")
-            packer, convs = plan
+            packer, convs = plan[0], plan[1]
             packer.pack_into(blob, 0, *head, *kargs, *[v if c is None else c(v) for c, v in zip(convs, args)])
         except (struct.error, OverflowError):  # a type the plan does not cover, or a value out of range
             values = self._general_values(args)
@@ -237,10 +256,6 @@ class Kernel:
                 raise errors.InvalidArgumentError(f"kernel '{self.name}': grid {g}, block {b} and shared memory "
                                                   f"{shared_memory} must be unsigned 32-bit values") from None
             ctypes.memmove(base + self._values_offset, values, len(values))
-        for value in args:
-            note = getattr(value, "note_use", None)
-            if note is not None:
-                note(stream)
         return blob
 
     def launch(self, stream, grid, block, *args, shared_memory=0):
@@ -250,7 +265,11 @@ class Kernel:
         stream is full."""
         s = as_stream(stream, self.module.runtime)
         blob = self._blob(s, grid, block, args, shared_memory, 0)
-        self._order_inputs(s, args)
+        buffers, foreign = self._uses(args)
+        for i in buffers:
+            args[i].note_use(s)
+        if foreign:
+            self._order_inputs(s, args, foreign)
         address = ctypes.addressof(blob)
 
         def enqueue(queue, token):
@@ -264,6 +283,8 @@ class Kernel:
         Arguments are checked as in `launch`. Like any driver launch it can block when the hardware queue is full."""
         s = as_stream(stream, self.module.runtime)
         blob = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
+        for i in self._uses(args)[0]:
+            args[i].note_use(s)
         if _capi.call_code_at("launch", ctypes.addressof(blob)):
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
 

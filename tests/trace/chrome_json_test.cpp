@@ -1,0 +1,146 @@
+// The Chrome trace event JSON: its structure (checked against the format), the reader's round trip, other producers'
+// traces, malformed input, and the committed test trace.
+#include <cuasync/trace/chrome_json.hpp>
+
+#include <cuasync/trace/json.hpp>
+
+#include "chrome_format_check.hpp"
+#include "read_file.hpp"
+#include "synthetic_pipeline.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+namespace trace = cuasync::trace;
+namespace json = cuasync::trace::json;
+
+TEST_CASE("the Chrome JSON of a pipeline follows the trace event format", "[trace][chrome]") {
+  const trace::timeline t = trace::test::pipeline_timeline();
+  const json::value root = json::parse(trace::to_chrome_json(t));
+  const auto problems = trace::test::chrome_format_problems(root);
+  for (const auto& p : problems) UNSCOPED_INFO(p);
+  CHECK(problems.empty());
+
+  // One X event per span, one thread_name per lane, named processes for GPU 0 (pid 2) and the host (pid 1).
+  std::size_t complete = 0;
+  std::set<std::string> thread_names, process_names;
+  for (const json::value& e : root.find("traceEvents")->as_array()) {
+    if (e.find("ph")->as_string() == "X") ++complete;
+    if (e.find("name")->as_string() == "thread_name") thread_names.insert(e.find("args")->find("name")->as_string());
+    if (e.find("name")->as_string() == "process_name")
+      process_names.insert(e.find("args")->find("name")->as_string());
+  }
+  CHECK(complete == t.spans.size());
+  CHECK(thread_names == std::set<std::string>{"H2D (GPU 0)", "D2H (GPU 0)", "stream 11 (GPU 0)", "stream 12 (GPU 0)",
+                                              "stream 13 (GPU 0)", "io thread", "postprocess thread"});
+  CHECK(process_names == std::set<std::string>{"GPU 0", "host"});
+  const json::value& other = *root.find("otherData");
+  CHECK(other.find("producer")->as_string() == "cuasync");
+  CHECK(other.find("dropped_records")->as_number() == 0);
+  CHECK(other.find("origin_ns")->as_number() == trace::test::pipeline_origin_ns);
+}
+
+TEST_CASE("an X event carries the span's category, times in microseconds and its arguments", "[trace][chrome]") {
+  trace::timeline t;
+  t.origin_ns = 5'000;
+  trace::span s;
+  s.lane = trace::lane::copy(1, trace::lane_kind::copy_d2h);
+  s.category = trace::category::staged_copy_chunk;
+  s.clock = trace::clock_source::gpu_events;
+  s.begin_ns = 6'234;  // 1.234 µs after the origin
+  s.end_ns = 8'235;
+  s.bytes = 8 << 20;
+  s.stream_id = 9;
+  s.name = "chunk 3";
+  s.label = "upload <weights> & \"bias\"";
+  t.spans.push_back(s);
+  t.dropped = 17;
+  const std::string text = trace::to_chrome_json(t);
+  CHECK(text.find("\"ts\":1.234,\"dur\":2.001") != std::string::npos);
+  const json::value root = json::parse(text);
+  CHECK(trace::test::chrome_format_problems(root).empty());
+  const json::value* x = nullptr;
+  for (const json::value& e : root.find("traceEvents")->as_array())
+    if (e.find("ph")->as_string() == "X") x = &e;
+  REQUIRE(x);
+  CHECK(x->find("cat")->as_string() == "staged_copy_chunk");
+  CHECK(x->find("pid")->as_number() == 3);  // GPU 1
+  const json::value& args = *x->find("args");
+  CHECK(args.find("lane")->as_string() == "d2h");
+  CHECK(args.find("bytes")->as_number() == 8 << 20);
+  CHECK(args.find("stream")->as_number() == 9);
+  CHECK(args.find("label")->as_string() == s.label);
+  CHECK(args.find("clock")->as_string() == "gpu_events");
+  CHECK(root.find("otherData")->find("dropped_records")->as_number() == 17);
+}
+
+TEST_CASE("the reader gives back exactly the timeline that was written", "[trace][chrome]") {
+  trace::timeline t = trace::test::pipeline_timeline();
+  t.dropped = 3;
+  trace::span before_origin;  // a GPU span converted to slightly before the origin: negative ts
+  before_origin.lane = trace::lane::stream(0, 11);
+  before_origin.category = trace::category::memset;
+  before_origin.begin_ns = trace::test::pipeline_origin_ns - 1'500;
+  before_origin.end_ns = trace::test::pipeline_origin_ns - 1;
+  t.spans.push_back(before_origin);
+  t.normalize();
+  std::size_t skipped = 99;
+  const trace::timeline back = trace::read_chrome_json(trace::to_chrome_json(t), &skipped);
+  CHECK(skipped == 0);
+  CHECK(back.origin_ns == t.origin_ns);
+  CHECK(back.dropped == 3);
+  CHECK(back.lanes == t.lanes);
+  REQUIRE(back.spans.size() == t.spans.size());
+  for (std::size_t i = 0; i < t.spans.size(); ++i) {
+    INFO(i);
+    CHECK(back.spans[i] == t.spans[i]);
+  }
+}
+
+TEST_CASE("the committed test trace is what the generator writes, and reads back", "[trace][chrome]") {
+  const std::string committed = trace::test::read_file(CUASYNC_TRACE_TEST_DATA "/pipeline_trace.json");
+  REQUIRE_FALSE(committed.empty());
+  CHECK(committed == trace::to_chrome_json(trace::test::pipeline_timeline()));
+  const trace::timeline t = trace::read_chrome_json(committed);
+  CHECK(t.spans.size() == 31);
+  CHECK(t.lanes.size() == 7);
+}
+
+TEST_CASE("other producers' complete events become thread lanes; other phases are skipped", "[trace][chrome]") {
+  const char* foreign = R"([
+    {"ph": "M", "name": "thread_name", "pid": 7, "tid": 70, "args": {"name": "main"}},
+    {"ph": "X", "name": "step", "cat": "frame,gpu", "pid": 7, "tid": 70, "ts": 10, "dur": 5},
+    {"ph": "X", "name": "io", "pid": 7, "tid": 71, "ts": 12.5, "dur": 1},
+    {"ph": "B", "name": "begin", "pid": 7, "tid": 70, "ts": 11},
+    {"ph": "i", "name": "instant", "pid": 7, "tid": 70, "ts": 11, "s": "t"}
+  ])";
+  std::size_t skipped = 0;
+  const trace::timeline t = trace::read_chrome_json(foreign, &skipped);
+  CHECK(skipped == 2);
+  REQUIRE(t.spans.size() == 2);
+  CHECK(t.spans[0].name == "step");
+  CHECK(t.spans[0].category == trace::category::user);
+  CHECK(t.spans[0].begin_ns == 10'000);
+  CHECK(t.spans[0].end_ns == 15'000);
+  CHECK(t.spans[1].begin_ns == 12'500);
+  CHECK(t.spans[0].lane.kind == trace::lane_kind::host_thread);
+  CHECK_FALSE(t.spans[0].lane == t.spans[1].lane);
+  REQUIRE(t.lanes.size() == 2);
+  CHECK(t.lane_name(t.spans[0].lane) == "main");
+  CHECK(t.lane_name(t.spans[1].lane) == "pid 7 tid 71");
+}
+
+TEST_CASE("malformed traces are refused with the event and the problem", "[trace][chrome]") {
+  CHECK_THROWS_AS(trace::read_chrome_json("{\"traceEvents\": [}"), json::parse_error);
+  CHECK_THROWS_WITH(trace::read_chrome_json("{\"events\": []}"), Catch::Contains("traceEvents"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1, "dur": -1}])"),
+                    Catch::Contains("event 0") && Catch::Contains("negative"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a"}])"), Catch::Contains("\"ts\""));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": "1"}])"), Catch::Contains("time"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1, "pid": 1.5}])"),
+                    Catch::Contains("pid"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1, "args": {"lane": "gpu"}}])"),
+                    Catch::Contains("lane kind"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1e300}])"), Catch::Contains("time"));
+}

@@ -1,0 +1,77 @@
+#pragma once
+//! @file The process-wide recorder. Off by default; `trace::enable()` or the environment variable
+//! `CUASYNC_TRACE=path` turns it on (the path is written at exit and by `trace::flush()`: `.html` gives the HTML
+//! page, anything else Chrome trace event JSON).
+//!
+//! Off, a hook costs what `trace::enabled()` costs: one relaxed atomic load and a branch, inline. On, each record
+//! goes to a buffer of the recording thread (a mutex nobody else takes until an export), after one atomic increment
+//! that enforces the cap; exports merge the threads' buffers. Memory is bounded: at most `max_records` spans, each
+//! with a name and a label of at most `max_text_bytes`; what the cap refuses is counted (timeline::dropped) and
+//! reported by every exporter.
+//!
+//! Thread-safe: any thread may record, enable, disable, flush or snapshot at any time. Records racing with clear()
+//! land on either side of it.
+
+#include <cuasync/trace/span.hpp>
+#include <cuasync/trace/timeline.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace cuasync::trace {
+
+namespace detail {
+//! The one flag every hook reads. Constant-initialized, so it is valid before any static constructor runs.
+extern std::atomic<bool> recording;
+}  // namespace detail
+
+//! Whether the recorder records. The check every hook makes first: one relaxed load and a branch.
+inline bool enabled() noexcept { return detail::recording.load(std::memory_order_relaxed); }
+
+struct options {
+  //! Written by flush() and at exit (if anything was recorded); empty: nothing is written (use snapshot()).
+  //! A name ending in ".html" gives the HTML page, any other Chrome trace event JSON.
+  std::filesystem::path output;
+  //! The cap on recorded spans (over all threads) until clear(). 0 means 1.
+  std::size_t max_records = 1'000'000;
+};
+
+//! Names and labels longer than this are cut (at a UTF-8 character boundary), to keep memory bounded.
+inline constexpr std::size_t max_text_bytes = 256;
+
+//! Starts recording with `o` (replacing earlier options; what was recorded is kept: clear() drops it). The first
+//! enable sets the timeline's origin. Registers the at-exit write when `o.output` is set.
+void enable(const options& o = {});
+//! Stops recording. What was recorded is kept for snapshot() and flush().
+void disable() noexcept;
+//! The options in force (the environment's when CUASYNC_TRACE turned recording on).
+options current_options();
+
+//! Records `s` (label, name and times as given; begin and end swapped if reversed). Does nothing when off; over the
+//! cap it only counts the span as dropped. Never throws: a span that cannot be stored counts as dropped.
+void record(span s) noexcept;
+
+//! The lane of the calling thread: lane::host_thread(n), n = 1, 2, ... in the order threads first ask.
+lane this_thread_lane() noexcept;
+//! Names a lane in every export ("io thread", "slot 2", "stream 7 (inference)"). Thread lanes default to the
+//! thread's OS name when it has one (pthread_setname_np).
+void name_lane(const lane& l, std::string name);
+//! Names the calling thread's lane.
+void name_this_thread(std::string name);
+
+//! Everything recorded so far, merged and normalized, with the count of dropped records.
+timeline snapshot();
+//! Drops what was recorded and resets the dropped count and the cap's count (lane names are kept).
+void clear() noexcept;
+//! Writes snapshot() to options::output now (overwriting it). Returns the path written, or an empty path when no
+//! output is set. @throws std::runtime_error naming the file when it cannot be written.
+std::filesystem::path flush();
+
+//! Writes `t` to `path`: HTML when the name ends in ".html", else Chrome trace event JSON.
+//! @throws std::runtime_error naming the file when it cannot be written.
+void write_file(const timeline& t, const std::filesystem::path& path);
+
+}  // namespace cuasync::trace
