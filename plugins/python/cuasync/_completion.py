@@ -27,7 +27,9 @@ _CAPACITY = 64
 # long before it relies on the fd alone: the fd's wake-up (poller -> eventfd -> epoll -> loop) costs ~10-20 us, a
 # drain ~1 us. The loop stays free meanwhile (other handlers run between drains); cf. the C++ executor window.
 SPIN_S = float(os.environ.get("CUASYNC_PY_SPIN_US", "200")) * 1e-6
-_IDLE_SPIN_S = 20e-6  # the longest the loop drains without yielding, and only when it has nothing else ready
+# The longest an idle loop (asyncio's ready queue empty) drains without yielding: long enough to catch a short kernel's
+# completion without another loop iteration, short beside asyncio's own timer granularity (~1 ms).
+_IDLE_SPIN_S = float(os.environ.get("CUASYNC_PY_IDLE_SPIN_US", "50")) * 1e-6
 _tokens = itertools.count(1)  # next() is atomic under the GIL
 
 
