@@ -82,7 +82,7 @@ std::string_view category_colour(category c) noexcept {
 
 std::string_view lane_marker_colour(lane_kind k) noexcept {
   if (k == lane_kind::stream) return "#005ac8";
-  if (k == lane_kind::host_thread) return "#5a5a5a";
+  if (k == lane_kind::host_thread) return "#6b2fa0";
   return "#c85a00";
 }
 

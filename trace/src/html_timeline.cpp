@@ -94,7 +94,8 @@ std::string timeline_svg(const timeline& t) {
     if (i == 0 || (l.kind == lane_kind::host_thread) != (t.lanes[i - 1].lane.kind == lane_kind::host_thread) ||
         l.device != t.lanes[i - 1].lane.device) {
       const std::string group = l.kind == lane_kind::host_thread ? "host" : "GPU " + std::to_string(l.device);
-      body += "<text class=\"g\" x=\"4\" y=\"" + std::to_string(y + 17) + "\">" + html_escape(group) + "</text>\n";
+      body += "<text class=\"g\" x=\"" + std::to_string(marker_width + 6) + "\" y=\"" + std::to_string(y + 17) +
+              "\">" + html_escape(group) + "</text>\n";
       y += header_height;
     }
     lane_y[i] = y;
