@@ -3,6 +3,8 @@
 # Without a GPU the [gpu] test cases are left out and each executable says how many and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Headless Chromium renders the trace timeline for CTest trace_timeline_screenshot (tests only: the demo needs none).
+scripts/apt-install.sh test chromium
 scripts/setup.sh build
 cd build
 status=0

@@ -1,6 +1,11 @@
 #pragma once
-// The subcommands of the `cuasync` command; each returns the process exit code.
+// The subcommands of the `cuasync` command, each defined with its help text in its own file.
+#include "cli.hpp"
+
 namespace cuasync::tools {
-int info(int argc, char** argv);
-int compile(int argc, char** argv);
-}
+extern const command info_command;
+#ifdef CUASYNC_TOOL_COMPILE
+extern const command compile_command;
+#endif
+extern const command trace_command;
+}  // namespace cuasync::tools

@@ -5,7 +5,9 @@
 
 #include <cuasync/driver/device.hpp>
 #include <cuasync/jit.hpp>
+#include <cuasync/trace/json.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -13,28 +15,11 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace cuasync::tools {
 namespace {
-
-void compile_usage() {
-  std::fprintf(stderr,
-               "usage: cuasync compile FILE.cu [options]\n"
-               "  --arch A                 sm_90 or 90 (CUBIN when NVRTC supports it, else PTX), compute_90 (PTX);\n"
-               "                           default: device 0's architecture, or without a GPU, PTX for the oldest\n"
-               "                           architecture NVRTC supports\n"
-               "  --ptx | --ltoir          PTX or LTO-IR instead of a CUBIN\n"
-               "  -D NAME[=VALUE]          define a macro (also -DNAME=VALUE)\n"
-               "  -I DIR                   add an include directory (also -IDIR); FILE's directory is always added\n"
-               "  --name-expression EXPR   a template instantiation or kernel to get the lowered name of\n"
-               "                           (e.g. 'saxpy<float>'); repeatable\n"
-               "  --std c++17              language standard\n"
-               "  --fast-math, --line-info, --debug, --rdc, --max-registers N, --pch\n"
-               "  -X OPTION                pass a raw NVRTC option\n"
-               "  --output FILE            write the CUBIN / PTX / LTO-IR to FILE\n"
-               "  --no-cache               compile without the disk cache\n");
-}
 
 bool parse_int(std::string_view s, int& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -57,82 +42,129 @@ std::optional<int> detect_device(std::string& name, std::string& why_not) {
   }
 }
 
-}  // namespace
+// What a compile printed, kept for the text and the JSON forms.
+struct compile_report {
+  std::string file, nvrtc_version, nvrtc_library, target, architecture, target_kind, why, cache_outcome,
+      cache_directory;
+  std::size_t image_bytes = 0;
+  std::string ptx_isa, ptx_needs_driver;
+  std::vector<std::pair<std::string, std::string>> lowered_names;
+  std::string log, written;
+};
 
-int compile(int argc, char** argv) {
+void print_text(const compile_report& r) {
+  std::printf("cuasync compile %s\n", r.file.c_str());
+  std::printf("  %-14s %s (%s)\n", "NVRTC", r.nvrtc_version.c_str(), r.nvrtc_library.c_str());
+  std::printf("  %-14s %s (%s)\n", "target", r.target.c_str(), r.why.c_str());
+  if (!r.cache_directory.empty())
+    std::printf("  %-14s %s (%s)\n", "cache", r.cache_outcome.c_str(), r.cache_directory.c_str());
+  else
+    std::printf("  %-14s off\n", "cache");
+  std::printf("  %-14s %zu bytes\n", r.target_kind.c_str(), r.image_bytes);
+  if (!r.ptx_isa.empty())
+    std::printf("  %-14s %s (needs a driver for CUDA %s or newer)\n", "PTX ISA", r.ptx_isa.c_str(),
+                r.ptx_needs_driver.c_str());
+  if (!r.lowered_names.empty()) {
+    std::printf("  lowered names:\n");
+    for (const auto& [expr, lowered] : r.lowered_names) std::printf("    %s -> %s\n", expr.c_str(), lowered.c_str());
+  }
+  std::printf("  %-14s %s\n", "log", r.log.empty() ? "(empty)" : "");
+  if (!r.log.empty()) std::printf("%s\n", r.log.c_str());
+  if (!r.written.empty()) std::printf("  %-14s %s\n", "written", r.written.c_str());
+}
+
+void print_json(const compile_report& r) {
+  trace::json::writer w;
+  w.begin_object().member("file", r.file);
+  w.key("nvrtc").begin_object().member("version", r.nvrtc_version).member("library", r.nvrtc_library).end_object();
+  // Identifiers for scripts: "sm_90", "cubin", "disk_hit" (the text form says "CUBIN sm_90", "disk hit").
+  auto identifier = [](std::string s) {
+    for (char& c : s) c = c == ' ' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  w.key("target").begin_object().member("architecture", r.architecture).member("kind", identifier(r.target_kind));
+  w.member("reason", r.why).end_object();
+  w.key("cache");
+  if (r.cache_directory.empty())
+    w.null();
+  else
+    w.begin_object().member("outcome", identifier(r.cache_outcome)).member("directory", r.cache_directory).end_object();
+  w.member("image_bytes", static_cast<std::uint64_t>(r.image_bytes));
+  if (!r.ptx_isa.empty()) w.member("ptx_isa", r.ptx_isa).member("ptx_needs_driver", r.ptx_needs_driver);
+  w.key("lowered_names").begin_object();
+  for (const auto& [expr, lowered] : r.lowered_names) w.member(expr, lowered);
+  w.end_object().member("log", r.log).key("written");
+  if (r.written.empty())
+    w.null();
+  else
+    w.value(r.written);
+  w.end_object();
+  std::printf("%s\n", w.str().c_str());
+}
+
+int run(invocation& inv) {
   std::string file, output, arch;
   jit::output_request request = jit::output_request::automatic;
   jit::compile_options options;
   std::vector<std::string> expressions;
   bool use_cache = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* what) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "cuasync compile: %s needs %s\n", a.c_str(), what);
-        std::exit(2);
-      }
-      return argv[++i];
+  argument_walker args(inv.args());
+  while (!args.done()) {
+    const std::string a = args.next();
+    std::string v;
+    auto value = [&](const char* what) {
+      if (!args.value(v)) throw std::invalid_argument(a + " needs " + what);
+      return v;
     };
-    if (a == "--help" || a == "-h") {
-      compile_usage();
-      return 0;
-    } else if (a == "--arch" || a == "-arch") {
-      arch = value("an architecture");
-    } else if (a == "--ptx") {
-      request = jit::output_request::ptx;
-    } else if (a == "--ltoir") {
-      request = jit::output_request::ltoir;
-    } else if (a == "-D" || (a.starts_with("-D") && a.size() > 2)) {
-      const std::string d = a == "-D" ? value("NAME[=VALUE]") : a.substr(2);
-      const auto eq = d.find('=');
-      options.define(d.substr(0, eq), eq == std::string::npos ? std::string() : d.substr(eq + 1));
-    } else if (a == "-I" || (a.starts_with("-I") && a.size() > 2)) {
-      options.include(a == "-I" ? value("a directory") : a.substr(2));
-    } else if (a == "--name-expression" || a == "-e") {
-      expressions.push_back(value("an expression"));
-    } else if (a == "--std") {
-      options.standard = value("a standard");
-    } else if (a == "--fast-math") {
-      options.fast_math = true;
-    } else if (a == "--line-info") {
-      options.line_info = true;
-    } else if (a == "--debug" || a == "-G") {
-      options.debug = true;
-    } else if (a == "--rdc") {
-      options.relocatable_device_code = true;
-    } else if (a == "--max-registers") {
-      int n = 0;
-      if (!parse_int(value("a count"), n) || n <= 0) {
-        std::fprintf(stderr, "cuasync compile: --max-registers needs a positive number\n");
-        return 2;
+    try {
+      if (a == "--arch" || a == "-arch") {
+        arch = value("an architecture");
+      } else if (a == "--ptx") {
+        request = jit::output_request::ptx;
+      } else if (a == "--ltoir") {
+        request = jit::output_request::ltoir;
+      } else if (a == "-D" || (a.starts_with("-D") && a.size() > 2)) {
+        const std::string d = a == "-D" ? value("NAME[=VALUE]") : a.substr(2);
+        const auto eq = d.find('=');
+        options.define(d.substr(0, eq), eq == std::string::npos ? std::string() : d.substr(eq + 1));
+      } else if (a == "-I" || (a.starts_with("-I") && a.size() > 2)) {
+        options.include(a == "-I" ? value("a directory") : a.substr(2));
+      } else if (a == "--name-expression" || a == "-e") {
+        expressions.push_back(value("an expression"));
+      } else if (a == "--std") {
+        options.standard = value("a standard");
+      } else if (a == "--fast-math") {
+        options.fast_math = true;
+      } else if (a == "--line-info") {
+        options.line_info = true;
+      } else if (a == "--debug" || a == "-G") {
+        options.debug = true;
+      } else if (a == "--rdc") {
+        options.relocatable_device_code = true;
+      } else if (a == "--max-registers") {
+        int n = 0;
+        if (!parse_int(value("a count"), n) || n <= 0) return inv.usage_error("--max-registers needs a positive number");
+        options.max_registers = n;
+      } else if (a == "--pch") {
+        options.precompiled_headers = true;
+      } else if (a == "-X") {
+        options.extra.push_back(value("an NVRTC option"));
+      } else if (a == "--output" || a == "-o") {
+        output = value("a file");
+      } else if (a == "--no-cache") {
+        use_cache = false;
+      } else if (!a.starts_with("-") && file.empty()) {
+        file = a;
+      } else {
+        return inv.usage_error("unknown option '" + a + "'");
       }
-      options.max_registers = n;
-    } else if (a == "--pch") {
-      options.precompiled_headers = true;
-    } else if (a == "-X") {
-      options.extra.push_back(value("an NVRTC option"));
-    } else if (a == "--output" || a == "-o") {
-      output = value("a file");
-    } else if (a == "--no-cache") {
-      use_cache = false;
-    } else if (!a.starts_with("-") && file.empty()) {
-      file = a;
-    } else {
-      std::fprintf(stderr, "cuasync compile: unknown option '%s'\n", a.c_str());
-      compile_usage();
-      return 2;
+    } catch (const std::invalid_argument& e) {
+      return inv.usage_error(e.what());
     }
   }
-  if (file.empty()) {
-    compile_usage();
-    return 2;
-  }
+  if (file.empty()) return inv.usage_error("no FILE.cu given");
   std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "cuasync compile: cannot open '%s'\n", file.c_str());
-    return 2;
-  }
+  if (!in) return inv.fail(exit_failure, "io_error", "cannot open '" + file + "'");
   std::stringstream source;
   source << in.rdbuf();
   const std::filesystem::path path(file);
@@ -148,18 +180,13 @@ int compile(int argc, char** argv) {
     std::string why;
     if (arch.starts_with("compute_")) {
       int cc = 0;
-      if (!parse_int(std::string_view(arch).substr(8), cc)) {
-        std::fprintf(stderr, "cuasync compile: cannot read --arch %s\n", arch.c_str());
-        return 2;
-      }
+      if (!parse_int(std::string_view(arch).substr(8), cc)) return inv.usage_error("cannot read --arch " + arch);
       t = {request == jit::output_request::ltoir ? jit::output_kind::ltoir : jit::output_kind::ptx, cc};
       why = "--arch " + arch;
     } else if (!arch.empty()) {
       int cc = 0;
-      if (!parse_int(arch.starts_with("sm_") ? std::string_view(arch).substr(3) : std::string_view(arch), cc)) {
-        std::fprintf(stderr, "cuasync compile: cannot read --arch %s (use sm_90, 90 or compute_90)\n", arch.c_str());
-        return 2;
-      }
+      if (!parse_int(arch.starts_with("sm_") ? std::string_view(arch).substr(3) : std::string_view(arch), cc))
+        return inv.usage_error("cannot read --arch " + arch + " (use sm_90, 90 or compute_90)");
       t = jit::select_target(cc, request);
       why = "--arch " + arch;
     } else {
@@ -181,41 +208,67 @@ int compile(int argc, char** argv) {
     jit::compiler compiler(settings);
     const jit::compile_result r = compiler.compile(p, t, options);
 
-    std::printf("cuasync compile %s\n", file.c_str());
-    std::printf("  %-14s %s (%s)\n", "NVRTC", nvrtc.version_string().c_str(), nvrtc.library.c_str());
-    std::printf("  %-14s %s (%s)\n", "target", t.to_string().c_str(), why.c_str());
-    if (compiler.disk())
-      std::printf("  %-14s %s (%s)\n", "cache", jit::to_string(r.outcome), compiler.disk()->directory().c_str());
-    else
-      std::printf("  %-14s off\n", "cache");
-    std::printf("  %-14s %zu bytes\n", to_string(t.kind), r->image.size());
-    if (t.kind == jit::output_kind::ptx)
-      if (auto isa = jit::parse_ptx_isa(r->text()))
-        std::printf("  %-14s %s (needs a driver for CUDA %s or newer)\n", "PTX ISA", isa->to_string().c_str(),
-                    jit::driver_version_for_ptx_isa(*isa).c_str());
-    if (!r->lowered_names.empty()) {
-      std::printf("  lowered names:\n");
-      for (const auto& [expr, lowered] : r->lowered_names) std::printf("    %s -> %s\n", expr.c_str(), lowered.c_str());
+    compile_report report;
+    report.file = file;
+    report.nvrtc_version = nvrtc.version_string();
+    report.nvrtc_library = nvrtc.library;
+    report.target = t.to_string();
+    report.architecture = t.architecture();
+    report.target_kind = to_string(t.kind);
+    report.why = why;
+    if (compiler.disk()) {
+      report.cache_outcome = jit::to_string(r.outcome);
+      report.cache_directory = compiler.disk()->directory().string();
     }
-    std::printf("  %-14s %s\n", "log", r->log.empty() ? "(empty)" : "");
-    if (!r->log.empty()) std::printf("%s\n", r->log.c_str());
+    report.image_bytes = r->image.size();
+    if (t.kind == jit::output_kind::ptx)
+      if (auto isa = jit::parse_ptx_isa(r->text())) {
+        report.ptx_isa = isa->to_string();
+        report.ptx_needs_driver = jit::driver_version_for_ptx_isa(*isa);
+      }
+    report.lowered_names.assign(r->lowered_names.begin(), r->lowered_names.end());
+    report.log = r->log;
     if (!output.empty()) {
       std::ofstream out(output, std::ios::binary | std::ios::trunc);
       out.write(reinterpret_cast<const char*>(r->image.data()), static_cast<std::streamsize>(r->image.size()));
-      if (!out) {
-        std::fprintf(stderr, "cuasync compile: cannot write '%s'\n", output.c_str());
-        return 1;
-      }
-      std::printf("  %-14s %s\n", "written", output.c_str());
+      if (!out) return inv.fail(exit_failure, "io_error", "cannot write '" + output + "'");
+      report.written = output;
     }
-    return 0;
+    if (inv.json())
+      print_json(report);
+    else
+      print_text(report);
+    return exit_ok;
   } catch (const jit::compile_error& e) {
-    std::fprintf(stderr, "cuasync compile: %s\n\nNVRTC log:\n%s\n", e.what(), e.log().c_str());
-    return 1;
+    const int status = inv.fail(exit_failure, "compile_error", e.what(), {{"log", e.log()}});
+    if (!inv.json()) std::fprintf(stderr, "\nNVRTC log:\n%s\n", e.log().c_str());
+    return status;
   } catch (const cuda_error& e) {
-    std::fprintf(stderr, "cuasync compile: %s\n", e.what());
-    return 1;
+    return inv.fail(e, "nvrtc_error");
   }
 }
+
+}  // namespace
+
+const command compile_command{
+    "compile", "compile a .cu file with NVRTC, through the JIT caches (no GPU needed)",
+    "usage: cuasync compile FILE.cu [options]\n"
+    "Compiles FILE.cu with NVRTC (loaded at run time) through cuasync's memory and disk caches, and prints the\n"
+    "target, the cache outcome (miss, disk hit), the lowered names of the name expressions and NVRTC's log.\n"
+    "  --arch A                 sm_90 or 90 (CUBIN when NVRTC supports it, else PTX), compute_90 (PTX);\n"
+    "                           default: device 0's architecture, or without a GPU, PTX for the oldest\n"
+    "                           architecture NVRTC supports\n"
+    "  --ptx | --ltoir          PTX or LTO-IR instead of a CUBIN\n"
+    "  -D NAME[=VALUE]          define a macro (also -DNAME=VALUE)\n"
+    "  -I DIR                   add an include directory (also -IDIR); FILE's directory is always added\n"
+    "  --name-expression EXPR   a template instantiation or kernel to get the lowered name of\n"
+    "                           (e.g. 'saxpy<float>'); repeatable\n"
+    "  --std c++17              language standard\n"
+    "  --fast-math, --line-info, --debug, --rdc, --max-registers N, --pch\n"
+    "  -X OPTION                pass a raw NVRTC option\n"
+    "  -o, --output FILE        write the CUBIN / PTX / LTO-IR to FILE\n"
+    "  --no-cache               compile without the disk cache\n"
+    "Environment: CUASYNC_LIBNVRTC, CUASYNC_CACHE_DIR, CUASYNC_CACHE_SIZE, CUASYNC_CACHE=0 (see the README).\n",
+    run};
 
 }  // namespace cuasync::tools

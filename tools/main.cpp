@@ -1,28 +1,86 @@
+// `cuasync <command>`: the command table, `cuasync --help`, `cuasync help COMMAND`, `cuasync --version`.
 #include "commands.hpp"
 
+#include <cuasync/trace/json.hpp>
+
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 namespace {
-void usage() {
-  std::fprintf(stderr,
-               "usage: cuasync <command> [options]\n"
-               "commands:\n"
-               "  info     the driver, each device and its attributes\n"
-               "  compile  compile a .cu file with NVRTC (cuasync compile --help)\n");
+using namespace cuasync::tools;
+
+const std::array commands = {
+    &info_command,
+#ifdef CUASYNC_TOOL_COMPILE
+    &compile_command,
+#endif
+    &trace_command,
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: cuasync <command> [options]     (cuasync <command> --help: a command's options)\n"
+               "       cuasync --version [--json]\n\ncommands:\n");
+  for (const command* c : commands)
+    std::fprintf(out, "  %-9.*s %.*s\n", static_cast<int>(c->name.size()), c->name.data(),
+                 static_cast<int>(c->summary.size()), c->summary.data());
+  std::fprintf(out, "  %-9s %s\n", "help", "this text, or a command's help (cuasync help trace)");
+  std::fwrite(common_help.data(), 1, common_help.size(), out);
+}
+
+const command* find(std::string_view name) {
+  for (const command* c : commands)
+    if (c->name == name) return c;
+  return nullptr;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    usage();
-    return argc < 2 ? 2 : 0;
+  const std::string_view first = argc > 1 ? argv[1] : "";
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json = json || !std::strcmp(argv[i], "--json");
+  if (first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
+    usage(stdout);
+    return exit_ok;
   }
-  if (!std::strcmp(argv[1], "info")) return cuasync::tools::info(argc - 1, argv + 1);
-#ifdef CUASYNC_TOOL_COMPILE
-  if (!std::strcmp(argv[1], "compile")) return cuasync::tools::compile(argc - 1, argv + 1);
-#endif
-  std::fprintf(stderr, "cuasync: unknown command '%s'\n", argv[1]);
-  usage();
-  return 2;
+  if (first == "--version") {
+    if (json)
+      std::printf("{\"version\":\"%s\"}\n", CUASYNC_VERSION);
+    else
+      std::printf("cuasync %s\n", CUASYNC_VERSION);
+    return exit_ok;
+  }
+  if (first == "help") {
+    const command* c = find(argv[2]);
+    if (!c) {
+      std::fprintf(stderr, "cuasync help: unknown command '%s'\n", argv[2]);
+      return exit_usage;
+    }
+    invocation(*c, 0, nullptr).print_help();
+    return exit_ok;
+  }
+  const command* c = find(first);
+  if (!c) {
+    if (first.empty())
+      std::fprintf(stderr, "cuasync: no command given\n\n");
+    else
+      std::fprintf(stderr, "cuasync: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    if (json) {
+      cuasync::trace::json::writer w;
+      w.begin_object().key("error").begin_object().member("command", first).member("status", int{exit_usage});
+      w.member("kind", "usage").member("message", first.empty() ? "no command given" : "unknown command");
+      w.end_object().end_object();
+      std::printf("%s\n", w.str().c_str());
+    }
+    return exit_usage;
+  }
+  invocation inv(*c, argc - 2, argv + 2);
+  if (inv.help()) {
+    inv.print_help();
+    return exit_ok;
+  }
+  return c->run(inv);
 }
