@@ -54,7 +54,7 @@ def main():
     for _ in range(n):
         done = []
         t0 = time.perf_counter()
-        blob = k._blob(s, 1, 1, (ns,), 0, 0)
+        blob = k._blob(s, 1, 1, (ns,), 0, 0)[0]
         c = q.completion(lambda code, cr: done.append(1))
         import struct
         struct.pack_into("<QQ", blob, _capi.LaunchArgs.completion.offset, c.queue, c.token)

@@ -302,8 +302,11 @@ def call_code(name, args):
 def call_code_at(name, address):
     """call_code for arguments already laid out at `address` (struct_size set)."""
     err = _function(name)(address)
-    if not err:
-        return 0
+    return code_of(err, name) if err else 0
+
+
+def code_of(err, name="call"):
+    """BUSY for a BUSY error (freed: the caller retries), else raises the error's exception."""
     a = api()
     info = ErrorInfoArgs(struct_size=ctypes.sizeof(ErrorInfoArgs), error=err)
     a.error_info(ctypes.byref(info))

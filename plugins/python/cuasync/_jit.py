@@ -6,7 +6,7 @@ import struct
 import sys
 
 from . import _capi, _completion, errors
-from ._runtime import Runtime, as_stream
+from ._runtime import Runtime, Stream, as_stream
 
 
 def _strings(items):
@@ -212,11 +212,9 @@ class Kernel:
                 return None
         return struct.Struct(self._head_format + fmt), tuple(convs), tuple(buffers), tuple(foreign)
 
-    def _uses(self, args):
-        """(the indices of cuasync buffers, those of a framework's memory) among `args`."""
-        plan = self._plans.get(tuple(map(type, args)))
-        if plan is not None:
-            return plan[2], plan[3]
+    @staticmethod
+    def _general_uses(args):
+        """(the indices of cuasync buffers, those of a framework's memory) among `args`, without a plan."""
         buffers = tuple(i for i, v in enumerate(args) if hasattr(v, "note_use"))
         foreign = tuple(i for i, v in enumerate(args) if i not in buffers and not isinstance(v, (int, float, bytes))
                         and _pointer_of(v) is not None)
@@ -229,7 +227,7 @@ class Kernel:
     def _blob(self, stream, grid, block, args, shared_memory, flags):
         """The launch's arguments struct, its kernel_arg array and the argument values, laid out in one buffer (a
         single pack): [cuasync_launch_args][kernel_arg x n][values at their offsets]. Checked: count, sizes, ranges,
-        types."""
+        types. Returns it with the indices of the cuasync buffers and of a framework's memory among `args`."""
         n = len(self.param_sizes)
         if len(args) != n:
             raise errors.InvalidArgumentError(f"kernel '{self.name}' takes {n} parameter(s), {len(args)} given")
@@ -248,6 +246,7 @@ class Kernel:
                 raise struct.error("general path")
             packer, convs = plan[0], plan[1]
             packer.pack_into(blob, 0, *head, *kargs, *[v if c is None else c(v) for c, v in zip(convs, args)])
+            return blob, plan[2], plan[3]
         except (struct.error, OverflowError):  # a type the plan does not cover, or a value out of range
             values = self._general_values(args)
             try:
@@ -256,34 +255,35 @@ class Kernel:
                 raise errors.InvalidArgumentError(f"kernel '{self.name}': grid {g}, block {b} and shared memory "
                                                   f"{shared_memory} must be unsigned 32-bit values") from None
             ctypes.memmove(base + self._values_offset, values, len(values))
-        return blob
+        return (blob, *self._general_uses(args))
 
     def launch(self, stream, grid, block, *args, shared_memory=0):
         """Enqueues the kernel on `stream` (a Stream, or any framework stream). Bad arguments raise here, before
         anything reaches the GPU. In a coroutine, `await` the result (a full stream makes it wait its turn without
         blocking the loop); outside one, the call returns a Pending (`.wait()`) and waits like the driver when the
         stream is full."""
-        s = as_stream(stream, self.module.runtime)
-        blob = self._blob(s, grid, block, args, shared_memory, 0)
-        buffers, foreign = self._uses(args)
+        s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
+        blob, buffers, foreign = self._blob(s, grid, block, args, shared_memory, 0)
         for i in buffers:
             args[i].note_use(s)
         if foreign:
             self._order_inputs(s, args, foreign)
         address = ctypes.addressof(blob)
+        launch = _capi.function("launch")
 
         def enqueue(queue, token):
             _COMPLETION.pack_into(blob, _COMPLETION_OFFSET, queue, token)
-            return _capi.call_code_at("launch", address)
+            err = launch(address)
+            return _capi.code_of(err) if err else 0
         return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
 
     def launch_untracked(self, stream, grid, block, *args, shared_memory=0):
         """Enqueues the kernel with no completion, no admission place and no event: for a stream its framework
         orders (PyTorch's current stream in a custom op, XLA's) and for streams being captured into a CUDA graph.
         Arguments are checked as in `launch`. Like any driver launch it can block when the hardware queue is full."""
-        s = as_stream(stream, self.module.runtime)
-        blob = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
-        for i in self._uses(args)[0]:
+        s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
+        blob, buffers, _ = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
+        for i in buffers:
             args[i].note_use(s)
         if _capi.call_code_at("launch", ctypes.addressof(blob)):
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
