@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer over the code that reads untrusted input: the kernel package manifest, module images (checked before the
-# driver sees them), disk cache entries, size and PTX-version text, and the C ABI's argument structs.
+# driver sees them), disk cache entries, size and PTX-version text, the C ABI's argument structs, and traces read back
+# by `cuasync trace`.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] (default 30; CI runs this through scripts/test.sh). Installs Debian's
 # clang 16 and its libFuzzer runtime when missing. A crash, leak, UB or timeout fails the run; the finding lands in
 # build-fuzz/findings/. Each target's statistics (executions, coverage) are printed at its end.
@@ -12,7 +13,7 @@ scripts/apt-install.sh fuzz clang-16 libclang-rt-16-dev
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUASYNC_FUZZ=ON \
   -DCUASYNC_SANITIZE=fuzzer-no-link,address,undefined -DCUASYNC_BUILD_TESTS=OFF -DCUASYNC_BUILD_BENCH=OFF \
   -DCUASYNC_BUILD_EXAMPLES=OFF -DCUASYNC_BUILD_TOOLS=OFF -DCUASYNC_SKIP_COMPONENTS=async_io >/dev/null
-targets=(manifest module_image cache_entry cache_size c_abi)
+targets=(manifest module_image cache_entry cache_size c_abi trace_json)
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/cuasync_fuzz_}"
 
 mkdir -p build-fuzz/findings

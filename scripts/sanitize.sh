@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Host sanitizers over the CPU suites (no GPU needed): AddressSanitizer + UndefinedBehaviorSanitizer (leaks included)
-# over every test, ThreadSanitizer over the scheduling and completion tests (engine, async_io, the C ABI's fd stress).
+# over every test, ThreadSanitizer over the scheduling and completion tests (engine, async_io, the C ABI's fd stress)
+# and the trace recorder's threads.
 # Any report fails the run. Usage: scripts/sanitize.sh [asan|tsan]... (default: both). Called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +26,12 @@ for kind in "${kinds[@]}"; do
       (cd build-asan && ctest --output-on-failure -j"$(nproc)")
       ;;
     tsan)
-      echo "sanitize: ThreadSanitizer over the engine, async_io, the C ABI and fault injection"
+      echo "sanitize: ThreadSanitizer over the engine, async_io, the C ABI, fault injection and the trace recorder"
       configure build-tsan thread
       cmake --build build-tsan -j"$(nproc)" --target cuasync_engine_tests cuasync_async_io_tests cuasync_conformance \
-        cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda
+        cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda cuasync_trace_tests
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
-      (cd build-tsan && ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|fault_injection)$')
+      (cd build-tsan && ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|fault_injection|trace)$')
       ;;
     *)
       echo "sanitize: unknown kind '$kind' (asan, tsan)" >&2

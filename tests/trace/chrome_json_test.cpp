@@ -144,3 +144,20 @@ TEST_CASE("malformed traces are refused with the event and the problem", "[trace
                     Catch::Contains("lane kind"));
   CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1e300}])"), Catch::Contains("time"));
 }
+
+TEST_CASE("numbers beyond what a trace holds are refused, so nothing computed from a timeline overflows",
+          "[trace][chrome]") {
+  for (const char* bad : {
+           R"([{"ph": "X", "name": "a", "ts": 1e15, "dur": 1}])",
+           R"([{"ph": "X", "name": "a", "ts": 1, "dur": 1e15}])",
+           R"({"otherData": {"origin_ns": 1e19}, "traceEvents": []})",
+           R"({"otherData": {"dropped_records": -1}, "traceEvents": []})",
+           R"([{"ph": "X", "name": "a", "ts": 1, "args": {"lane": "stream", "device": 1e9}}])",
+           R"([{"ph": "X", "name": "a", "ts": 1, "args": {"lane": "stream", "id": -1}}])",
+           R"([{"ph": "X", "name": "a", "ts": 1, "args": {"bytes": 1e17}}])",
+           R"([{"ph": "X", "name": "a", "ts": 1, "tid": 1e300}])",
+       }) {
+    INFO(bad);
+    CHECK_THROWS_WITH(trace::read_chrome_json(bad), Catch::Contains("range") || Catch::Contains("time"));
+  }
+}

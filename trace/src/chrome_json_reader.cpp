@@ -16,15 +16,25 @@ namespace {
   throw std::runtime_error("trace event " + std::to_string(index) + ": " + what);
 }
 
-// A whole number within ±2^62 (ids, devices, nanoseconds): larger ones would not survive the double anyway.
-std::int64_t whole(const json::value& v, std::size_t index, const char* what) {
-  if (!v.is_integer() || std::fabs(v.as_number()) > 4.6e18) bad_event(index, std::string(what) + " is not a whole number");
+// Bounds that keep every later computation in range: the sum of three stages' busy times over a window of spans
+// must fit in an int64, and counts must be exact in a double.
+constexpr double max_count = 9007199254740992.0;  // 2^53
+constexpr double max_time_us = 1e14;                // ~3 years, as ts, dur and the origin
+constexpr double max_origin_ns = 1e18;
+
+// A whole number in [lowest, highest].
+std::int64_t whole(const json::value& v, std::size_t index, const char* what, double lowest, double highest) {
+  if (!v.is_integer() || v.as_number() < lowest || v.as_number() > highest)
+    bad_event(index, std::string(what) + " is not a whole number in range");
   return static_cast<std::int64_t>(v.as_number());
+}
+std::uint64_t count(const json::value& v, std::size_t index, const char* what) {
+  return static_cast<std::uint64_t>(whole(v, index, what, 0, max_count));
 }
 
 // Microseconds (a JSON number) as nanoseconds.
 std::int64_t nanoseconds(const json::value& v, std::size_t index, const char* what) {
-  if (!v.is_number() || !(std::fabs(v.as_number()) < 4.6e15)) bad_event(index, std::string(what) + " is not a time");
+  if (!v.is_number() || !(std::fabs(v.as_number()) <= max_time_us)) bad_event(index, std::string(what) + " is not a time");
   return std::llround(v.as_number() * 1000.0);
 }
 
@@ -43,8 +53,9 @@ std::optional<lane> lane_from_args(const json::value* args, std::size_t index) {
   if (!k) bad_event(index, "unknown lane kind \"" + kind->as_string() + "\"");
   lane l;
   l.kind = *k;
-  if (const json::value* d = args->find("device")) l.device = static_cast<int>(whole(*d, index, "device"));
-  if (const json::value* id = args->find("id")) l.id = static_cast<std::uint64_t>(whole(*id, index, "id"));
+  if (const json::value* d = args->find("device"))
+    l.device = static_cast<int>(whole(*d, index, "device", -1, 1 << 20));
+  if (const json::value* id = args->find("id")) l.id = count(*id, index, "id");
   return l;
 }
 
@@ -59,9 +70,9 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
 
   timeline t;
   if (const json::value* other = root.find("otherData")) {
-    if (const json::value* origin = other->find("origin_ns")) t.origin_ns = whole(*origin, 0, "origin_ns");
-    if (const json::value* dropped = other->find("dropped_records"))
-      t.dropped = static_cast<std::uint64_t>(whole(*dropped, 0, "dropped_records"));
+    if (const json::value* origin = other->find("origin_ns"))
+      t.origin_ns = whole(*origin, 0, "otherData.origin_ns", -max_origin_ns, max_origin_ns);
+    if (const json::value* dropped = other->find("dropped_records")) t.dropped = count(*dropped, 0, "dropped_records");
   }
 
   std::map<thread_key, lane_info> named;  // from thread_name metadata
@@ -75,7 +86,8 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     if (!ph.is_string()) bad_event(i, "\"ph\" is not a string");
     const json::value* pid = e.find("pid");
     const json::value* tid = e.find("tid");
-    const thread_key key{pid ? whole(*pid, i, "pid") : 0, tid ? whole(*tid, i, "tid") : 0};
+    const thread_key key{pid ? whole(*pid, i, "pid", -max_count, max_count) : 0,
+                         tid ? whole(*tid, i, "tid", -max_count, max_count) : 0};
     const json::value* args = e.find("args");
 
     if (ph.as_string() == "M") {
@@ -116,8 +128,8 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
       s.lane = f->second;
     }
     if (args && args->is_object()) {
-      if (const json::value* b = args->find("bytes")) s.bytes = static_cast<std::uint64_t>(whole(*b, i, "bytes"));
-      if (const json::value* st = args->find("stream")) s.stream_id = static_cast<std::uint64_t>(whole(*st, i, "stream"));
+      if (const json::value* b = args->find("bytes")) s.bytes = count(*b, i, "bytes");
+      if (const json::value* st = args->find("stream")) s.stream_id = count(*st, i, "stream");
       if (const json::value* l = args->find("label"); l && l->is_string()) s.label = l->as_string();
       if (const json::value* c = args->find("clock"); c && c->is_string() && c->as_string() == "gpu_events")
         s.clock = clock_source::gpu_events;

@@ -8,7 +8,9 @@
 //! format version, the origin (host steady_clock ns) and the count of records dropped at the cap.
 //!
 //! read_chrome_json() reads that back exactly, and reads other producers' X events too (each of their (pid, tid)
-//! pairs becomes a thread lane; categories it does not know become `user`).
+//! pairs becomes a thread lane; categories it does not know become `user`). It refuses numbers outside what a trace
+//! holds (times beyond ±10^14 µs, an origin beyond ±10^18 ns, ids and counts beyond 2^53, devices beyond 2^20), so
+//! that nothing computed from a timeline it returns can overflow.
 
 #include <cuasync/trace/timeline.hpp>
 
