@@ -58,22 +58,27 @@ def test_consumer_never_sees_data_early_and_the_host_never_waits(module):
 def test_deleter_runs_exactly_once():
     # 64 MiB that only the DLPack capsule keeps once `x` is gone: held while cuasync uses it, given back after the
     # free (the deleter ran), and given back once (a second deleter call would free PyTorch's memory twice).
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    x = torch.ones(16 << 20, device="cuda")
-    s = cuasync.Stream()
-    b = cuasync.from_dlpack(x, stream=s)
-    del x
-    assert torch.cuda.memory_allocated() == base + (64 << 20), "the tensor went while cuasync holds it"
-    b.free()
-    s.synchronize()
-    cuasync.collect()
-    assert torch.cuda.memory_allocated() == base, "the deleter did not run"
-    del b
-    cuasync.collect()
-    y = torch.zeros(16 << 20, device="cuda")  # reuses the block: a late second delete would corrupt it
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == base + (64 << 20) and float(y.sum()) == 0.0
+    import gc
+    gc.collect()
+    gc.disable()  # nothing else is given back meanwhile: the counts below are this test's alone
+    try:
+        x = torch.ones(16 << 20, device="cuda")
+        s = cuasync.Stream()
+        b = cuasync.from_dlpack(x, stream=s)
+        held = torch.cuda.memory_allocated()
+        del x
+        assert torch.cuda.memory_allocated() == held, "the tensor went while cuasync holds it"
+        b.free()
+        s.synchronize()
+        cuasync.collect()
+        assert torch.cuda.memory_allocated() == held - (64 << 20), "the deleter did not run"
+        del b
+        cuasync.collect()
+        y = torch.zeros(16 << 20, device="cuda")  # reuses the block: a late second delete would corrupt it
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_allocated() == held and float(y.sum()) == 0.0
+    finally:
+        gc.enable()
 
 
 def test_failed_import_leaves_the_tensor_to_its_owner():
