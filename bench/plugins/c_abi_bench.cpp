@@ -107,7 +107,7 @@ void c_launch_and_wait(const c_side& c, cuasync_queue q, cuasync_kernel k, const
       pollfd p{c.fd, POLLIN, 0};
       ::poll(&p, 1, -1);
     }
-    cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, &r, 1, 0, 0};
+    cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, &r, 1, 0};
     must(api->queue_drain(&d), "queue_drain");
     if (d.count == 1) return;
   }
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       must(api->stream_wait(&w), "stream_wait");
       cuasync_completion_record rec;
       for (;;) {
-        cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.polled, &rec, 1, 0, 0};
+        cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, c.polled, &rec, 1, 0};
         must(api->queue_drain(&d), "queue_drain");
         if (d.count == 1) break;
       }

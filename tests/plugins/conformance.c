@@ -114,14 +114,6 @@ static void test_struct_sizes(void) {
   /* Newer caller asking for something this library does not know: refused, with a message. */
   next.future_field = 1;
   CHECK(code_of(api->queue_drain(&next.base)) == CUASYNC_ERROR_UNSUPPORTED);
-  next.future_field = 0;
-  next.base.flags = CUASYNC_DRAIN_POLL; /* 1.1: an engine pass first (none pending here: nothing to find) */
-  CHECK(api->queue_drain(&next.base) == NULL && next.base.count == 0);
-  next.base.flags = 4;
-  CHECK(code_of(api->queue_drain(&next.base)) == CUASYNC_ERROR_UNSUPPORTED);
-  next.base.flags = 0;
-  next.base.struct_size = CUASYNC_STRUCT_SIZE(cuasync_queue_drain_args, count); /* 1.0 */
-  CHECK(api->queue_drain(&next.base) == NULL);
 
   /* Older caller: error_info without the message fields still gets the code; nothing past its size is written. */
   cuasync_queue_fd_args bad;
@@ -358,7 +350,7 @@ static void test_fd_stress(size_t capacity) {
     struct pollfd p = {fa.fd, POLLIN, 0};
     if (poll(&p, 1, 1000) <= 0) continue;
     for (;;) {
-      cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, buf, capacity, 0, 0};
+      cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, buf, capacity, 0};
       if (api->queue_drain(&d)) {
         atomic_fetch_add(&errors_seen, 1);
         break;
@@ -411,7 +403,7 @@ static void test_fd_asked_late(void) {
     complete_token(qc.queue, (uint64_t)i);
     cuasync_completion_record r;
     for (;;) {
-      cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, &r, 1, 0, 0};
+      cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, &r, 1, 0};
       cuasync_error* e = api->queue_drain(&d);
       if (e) {
         api->error_destroy(e);
@@ -434,7 +426,7 @@ static void test_fd_asked_late(void) {
   struct pollfd p = {fa.fd, POLLIN, 0};
   CHECK(poll(&p, 1, 10000) == 1);
   cuasync_completion_record rec[2];
-  cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, rec, 2, 0, 0};
+  cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, qc.queue, rec, 2, 0};
   CHECK(api->queue_drain(&d) == NULL);
   CHECK(d.count == 1 && rec[0].token == 7);
   p.revents = 0;

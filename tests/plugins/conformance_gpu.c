@@ -37,7 +37,7 @@ static int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, 
     if (now.tv_sec - start.tv_sec > 30) break;
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
-    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out + got, (size_t)(want - got), 0, 0};
+    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out + got, (size_t)(want - got), 0};
     if (!ok(api->queue_drain(&d), "queue_drain")) break;
     got += (int)d.count;
   }
@@ -89,7 +89,7 @@ static void sleep_ms(long ms) {
 
 /* The records queued now (without waiting). */
 static size_t drain_now(cuasync_queue q, cuasync_completion_record* out, size_t capacity) {
-  cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out, capacity, 0, 0};
+  cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out, capacity, 0};
   return ok(api->queue_drain(&d), "queue_drain") ? d.count : 0;
 }
 

@@ -47,8 +47,7 @@ static_assert(CUASYNC_API_SIZE_1_0 == 8 + 4 + 4 + 30 * 8);
 static_assert(offsetof(cuasync_api, error_destroy) == 16 && offsetof(cuasync_api, launch) == 16 + 26 * 8);
 static_assert(CUASYNC_ERROR_INFO_ARGS_SIZE == 48);
 static_assert(sizeof(cuasync_completion) == 32 && sizeof(cuasync_completion_record) == 16);
-static_assert(CUASYNC_QUEUE_CREATE_ARGS_SIZE == 24 &&
-              cuasync::c_api::shipped_size_1_0<cuasync_queue_drain_args> == 40);
+static_assert(CUASYNC_QUEUE_CREATE_ARGS_SIZE == 24 && CUASYNC_QUEUE_DRAIN_ARGS_SIZE == 40);
 static_assert(CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE == 48 && CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE == 20);
 static_assert(CUASYNC_RUNTIME_CREATE_ARGS_SIZE == 32 && CUASYNC_STREAM_CREATE_ARGS_SIZE == 40);
 static_assert(CUASYNC_STREAM_WAIT_ARGS_SIZE == 48 && CUASYNC_EVENT_QUERY_ARGS_SIZE == 20);
@@ -64,7 +63,6 @@ static_assert(cuasync::c_api::shipped_size_1_0<cuasync_buffer_import_dlpack_args
 // ABI 1.1: fields appended to three structs (the 1.0 part above unchanged).
 static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 1);
 static_assert(offsetof(cuasync_launch_args, flags) == 104 && CUASYNC_LAUNCH_ARGS_SIZE == 108);
-static_assert(offsetof(cuasync_queue_drain_args, flags) == 40 && CUASYNC_QUEUE_DRAIN_ARGS_SIZE == 44);
 static_assert(offsetof(cuasync_kernel_get_args, param_sizes) == 40 &&
               offsetof(cuasync_kernel_get_args, param_sizes_capacity) == 48 && CUASYNC_KERNEL_GET_ARGS_SIZE == 56);
 static_assert(offsetof(cuasync_buffer_import_dlpack_args, released) == 56 &&

@@ -2,12 +2,8 @@
 #include "calls.hpp"
 #include "objects.hpp"
 
-#include <cuasync/driver/detail/driver_api.hpp>
-#include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/host_completion_source.hpp>
-
-#include <optional>
 
 namespace cuasync::c_api {
 
@@ -54,19 +50,7 @@ cuasync_error* queue_drain(cuasync_queue_drain_args* a) noexcept {
     auto q = registry::instance().get<completion_queue>(x->queue, kind::queue, "queue");
     if (!q->has_fd()) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "queue_drain: the queue was created without CUASYNC_QUEUE_FD");
     if (!x->records && x->capacity) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "queue_drain: records is NULL");
-    if (x->flags & ~std::uint32_t{CUASYNC_DRAIN_POLL})
-      fail(CUASYNC_ERROR_UNSUPPORTED, "queue_drain: unknown flags " + std::to_string(x->flags));
     x->count = q->drain(x->records, x->capacity);
-    if (x->count == 0 && x->capacity && (x->flags & CUASYNC_DRAIN_POLL)) {
-      // Spinning consumer: look at the GPU from here rather than wait for the poller thread's hand-over. Relaxed, so
-      // that the pass's queries cannot invalidate another thread's global-mode capture.
-      {
-        std::optional<thread_capture_mode> relaxed;  // no driver loaded: host tokens only, nothing to capture
-        if (detail::driver_if_loaded()) relaxed.emplace(CU_STREAM_CAPTURE_MODE_RELAXED);
-        completion_callbacks::instance().poll_once();
-      }
-      x->count = q->drain(x->records, x->capacity);
-    }
   });
 }
 

@@ -18,8 +18,7 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_queue_destroy_args> = CUAS
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_queue_fd_args> = CUASYNC_QUEUE_FD_ARGS_SIZE;
 template <>
-inline constexpr std::size_t shipped_size_1_0<cuasync_queue_drain_args> =
-    CUASYNC_STRUCT_SIZE(cuasync_queue_drain_args, count);
+inline constexpr std::size_t shipped_size_1_0<cuasync_queue_drain_args> = CUASYNC_QUEUE_DRAIN_ARGS_SIZE;
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_host_token_create_args> = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
 template <>

@@ -147,17 +147,8 @@ typedef struct cuasync_queue_drain_args {
   cuasync_completion_record* records;  /* in: caller's array of `capacity` records, filled in completion order */
   size_t capacity;                     /* in */
   size_t count;                        /* out: records written; < capacity means the queue was empty at the end */
-  uint32_t flags;                      /* in (since 1.1): cuasync_drain_flags */
 } cuasync_queue_drain_args;
-#define CUASYNC_QUEUE_DRAIN_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_drain_args, flags)
-
-typedef enum cuasync_drain_flags {
-  /* When the queue holds no record, first run one pass of cuasync's completion engine on the calling thread (in
-   * relaxed capture mode): a consumer that spins on its queue (an event loop just after issuing short work) then
-   * sees a completion as soon as the GPU finishes, without the hand-over from cuasync's poller thread. The pass may
-   * run other completions' deliveries on this thread (short; they never wait for the GPU). */
-  CUASYNC_DRAIN_POLL = 1
-} cuasync_drain_flags;
+#define CUASYNC_QUEUE_DRAIN_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_queue_drain_args, count)
 
 /* Host tokens: host-side work that completes through the same queues and callbacks as GPU work. */
 typedef struct cuasync_host_token_create_args {

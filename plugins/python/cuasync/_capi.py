@@ -48,7 +48,7 @@ class QueueFdArgs(Structure):
 
 class QueueDrainArgs(Structure):
     _fields_ = _args(("queue", c_void_p), ("records", POINTER(CompletionRecord)), ("capacity", c_size_t),
-                     ("count", c_size_t), ("flags", c_uint32))
+                     ("count", c_size_t))
 
 
 class HostTokenCreateArgs(Structure):
@@ -169,7 +169,6 @@ class LaunchArgs(Structure):
 
 
 QUEUE_FD = 1
-DRAIN_POLL = 1
 MEMORY_DEVICE, MEMORY_PINNED = 0, 1
 LAUNCH_UNTRACKED = 1
 

@@ -62,12 +62,10 @@ class _Queue:
     def pending(self):
         return len(self._handlers)
 
-    def drain(self, poll=False):
+    def drain(self):
         """Runs the handlers of every queued record; returns how many ran. The fd protocol: drain until a call
-        returns fewer records than asked for. `poll`: with nothing queued, cuasync looks at the GPU from this
-        thread first (a spinning loop sees a completion without waiting for the poller thread's hand-over)."""
+        returns fewer records than asked for."""
         ran = 0
-        self._drain_args.flags = _capi.DRAIN_POLL if poll else 0
         while True:
             err = self._drain_call(self._drain_address)
             if err:
@@ -235,7 +233,7 @@ class LoopCompletions(_Queue):
             self._spinning = False
             return
         now = time.perf_counter()
-        ran = self.drain(poll=True)
+        ran = self.drain()
         if not ran and self._handlers:
             # Nothing else to run on the loop (asyncio's ready queue is empty): drain in a tight loop for a moment,
             # instead of a loop iteration (a select call) per drain. Bounded, so timers and I/O wait at most that.
@@ -243,7 +241,7 @@ class LoopCompletions(_Queue):
             if ready is not None and not ready:
                 until = now + _IDLE_SPIN_S
                 while not ran and time.perf_counter() < until:
-                    ran = self.drain(poll=True)
+                    ran = self.drain()
         if ran:
             self._flush_backlogs()
             self._last_activity = now

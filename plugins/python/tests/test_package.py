@@ -25,7 +25,6 @@ def test_struct_sizes_match_the_header():
     assert ctypes.sizeof(_capi.Completion) == 32
     assert ctypes.sizeof(_capi.CompletionRecord) == 16
     assert ctypes.sizeof(_capi.LaunchArgs) == 112 and _capi.LaunchArgs.flags.offset == 104
-    assert _capi.QueueDrainArgs.flags.offset == 40
     assert _capi.KernelGetArgs.param_sizes_capacity.offset == 48 and ctypes.sizeof(_capi.KernelGetArgs) == 56
     assert _capi.ImportDlpackArgs.released.offset == 56 and ctypes.sizeof(_capi.ImportDlpackArgs) == 88
 
