@@ -2,17 +2,18 @@
 """The `cuasync` command's contract, for CTest: every subcommand's --help, --json output that parses, and the
 exit statuses its help documents (0 ok, 1 failure, 2 usage, 3 no usable GPU). Standard library only.
 
-usage: check_cli.py CUASYNC SIMULATED_LIBCUDA TRACE_JSON WORK_DIR
+usage: check_cli.py CUASYNC SIMULATED_LIBCUDA TRACE_JSON
+Scratch files go to a temporary folder, not the build tree (CTest no_link_time_cuda reads the build tree meanwhile).
 """
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
-tool, simulated_libcuda, recorded_trace, work = sys.argv[1:5]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
+tool, simulated_libcuda, recorded_trace = sys.argv[1:4]
+work = tempfile.mkdtemp(prefix="cuasync_check_cli_")
 failures = []
 env = dict(os.environ, CUASYNC_CACHE_DIR=os.path.join(work, "cache"))
 env.pop("CUASYNC_TRACE", None)
@@ -133,6 +134,7 @@ with open(bad, "w") as f:
     f.write('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": -5}]}')
 check_error(run_json(["trace", bad, "--no-html"], 1), 1, "bad_trace", "trace of a malformed trace")
 
+shutil.rmtree(work, ignore_errors=True)
 for f in failures:
     print("FAIL:", f)
 print(f"check_cli: {len(failures)} failures")

@@ -4,16 +4,19 @@ spans drawn in their categories' colours, and one lane per stream, copy directio
 lane markers' colours (trace/include/cuasync/trace/html.hpp). Python's standard library only (the PNG is read with
 zlib). Exits 77 (CTest: skipped) when no Chromium is installed; scripts/test.sh installs Debian's `chromium`.
 
-usage: check_screenshot.py CUASYNC TRACE_JSON WORK_DIR STREAMS COPY_LANES HOST_LANES
+usage: check_screenshot.py CUASYNC TRACE_JSON OUT_DIR STREAMS COPY_LANES HOST_LANES
+The page and the screenshot are left in OUT_DIR (copied there, never deleted: CTest no_link_time_cuda reads the build
+tree meanwhile); Chromium's profile and scratch files go to a temporary folder.
 """
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 
-tool, trace_json, work = sys.argv[1:4]
+tool, trace_json, out_dir = sys.argv[1:4]
 expected = {"stream": int(sys.argv[4]), "copy": int(sys.argv[5]), "host": int(sys.argv[6])}
 MARKERS = {"stream": (0x00, 0x5A, 0xC8), "copy": (0xC8, 0x5A, 0x00), "host": (0x6B, 0x2F, 0xA0)}
 SPAN_COLOURS = {"launch": (0x4E, 0x79, 0xA7), "copy": (0xF2, 0x8E, 0x2B), "pipeline_stage": (0x59, 0xA1, 0x4F)}
@@ -80,8 +83,7 @@ if not browser:
     print("check_screenshot: skipped: no Chromium installed (Debian: apt-get install chromium; scripts/test.sh does)")
     sys.exit(77)
 
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
+work = tempfile.mkdtemp(prefix="cuasync_screenshot_")
 page, png = os.path.join(work, "timeline.html"), os.path.join(work, "timeline.png")
 subprocess.run([tool, "trace", trace_json, "-o", page], check=True, stdout=subprocess.DEVNULL, timeout=60)
 command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -90,9 +92,15 @@ command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-de
 result = subprocess.run(command, capture_output=True, text=True, timeout=180, env=dict(os.environ, HOME=work))
 if not os.path.exists(png):
     print(f"check_screenshot: Chromium wrote no screenshot (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    shutil.rmtree(work, ignore_errors=True)
     sys.exit(1)
 
+os.makedirs(out_dir, exist_ok=True)
+for f in (page, png):
+    shutil.copyfile(f, os.path.join(out_dir, os.path.basename(f)))
 width, height, rows = read_png(png)
+shutil.rmtree(work, ignore_errors=True)
+png = os.path.join(out_dir, "timeline.png")
 failures = []
 colours = {pixel for row in rows for pixel in row}
 background = sum(1 for row in rows for pixel in row if near(pixel, (255, 255, 255)))
