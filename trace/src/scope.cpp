@@ -50,28 +50,25 @@ label::~label() {
   }
 }
 
-void scope::start(trace::category c, std::string_view name, std::uint64_t bytes) {
+void scope::start(trace::category c, std::string_view name, std::uint64_t bytes) noexcept {
   try {
-    name_.assign(name);
-    label_ = current_label();
-    category_ = c;
-    bytes_ = bytes;
-    begin_ns_ = now_ns();
+    auto s = std::make_unique<span>();
+    s->lane = this_thread_lane();
+    s->category = c;
+    s->bytes = bytes;
+    s->name.assign(name);
+    s->label = current_label();
+    s->begin_ns = now_ns();
+    open_ = std::move(s);
   } catch (...) {
-    begin_ns_ = -1;  // not recorded; a scope never throws for the trace's sake
+    // Not recorded: a scope never throws for the trace's sake.
   }
 }
 
 void scope::finish() noexcept {
-  span s;
-  s.end_ns = now_ns();
-  s.begin_ns = begin_ns_;
-  s.lane = this_thread_lane();
-  s.category = category_;
-  s.bytes = bytes_;
-  s.name = std::move(name_);
-  s.label = std::move(label_);
-  record(std::move(s));
+  open_->end_ns = now_ns();
+  record(std::move(*open_));
+  open_.reset();
 }
 
 }  // namespace cuasync::trace

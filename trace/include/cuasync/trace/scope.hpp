@@ -12,6 +12,7 @@
 #include <cuasync/trace/span.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -31,27 +32,24 @@ class label {
 };
 
 //! A host span on the calling thread's lane, from construction to destruction, with the thread's label at
-//! construction. Off, it costs the enabled() check twice and records nothing; a scope that began while recording was
-//! off records nothing even if recording starts before it ends.
+//! construction. Off, it costs the enabled() check, a null pointer and the destructor's test of it, and records
+//! nothing; a scope that began while recording was off records nothing even if recording starts before it ends.
 class scope {
  public:
   scope(trace::category c, std::string_view name, std::uint64_t bytes = 0) {
     if (enabled()) start(c, name, bytes);
   }
   ~scope() {
-    if (begin_ns_ >= 0) finish();
+    if (open_) finish();
   }
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
 
  private:
-  void start(trace::category c, std::string_view name, std::uint64_t bytes);
+  void start(trace::category c, std::string_view name, std::uint64_t bytes) noexcept;
   void finish() noexcept;
 
-  std::int64_t begin_ns_ = -1;
-  trace::category category_ = category::user;
-  std::uint64_t bytes_ = 0;
-  std::string name_, label_;
+  std::unique_ptr<span> open_;  // only while recording: nothing to build or destroy when off
 };
 
 }  // namespace cuasync::trace
