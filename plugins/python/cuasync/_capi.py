@@ -270,8 +270,6 @@ def function(name):
     return f
 
 
-_function = function
-
 
 def raise_error(name, err):
     """Turns a cuasync_error* into the matching exception (and frees it)."""
@@ -287,7 +285,7 @@ def raise_error(name, err):
 def call(name, args):
     """Calls `name` with `args` (its struct, struct_size set here); raises on error."""
     args.struct_size = ctypes.sizeof(args)
-    err = _function(name)(ctypes.addressof(args))
+    err = function(name)(ctypes.addressof(args))
     if err:
         raise_error(name, err)
     return args
@@ -301,7 +299,7 @@ def call_code(name, args):
 
 def call_code_at(name, address):
     """call_code for arguments already laid out at `address` (struct_size set)."""
-    err = _function(name)(address)
+    err = function(name)(address)
     return code_of(err, name) if err else 0
 
 

@@ -50,6 +50,14 @@ class Buffer:
         if streams[-1] is not stream and stream not in streams:
             streams.append(stream)
 
+    def _producer_stream(self):
+        """The home stream, made to wait (on the device) for every other stream that used the buffer: the one
+        stream a consumer's handshake waits on."""
+        producer = self._streams[0]
+        for s in self._streams[1:]:
+            producer.wait_stream(s)
+        return producer
+
     def view(self, dtype=None, shape=None):
         """The same memory with another dtype and shape (no copy)."""
         dtype = _dtypes.canonical(dtype or self.dtype)
@@ -109,13 +117,10 @@ class Buffer:
             raise BufferError("the buffer was freed")
         # DLPack's stream argument: None means the legacy default stream (1); -1 asks for no synchronisation.
         consumer = 1 if stream is None else int(stream)
-        producer = owner._streams[0]
-        for s in owner._streams[1:]:  # every stream that used it, folded into one for the handshake
-            producer.wait_stream(s)
+        producer = owner._producer_stream()
         code, bits = _dtypes.dlpack(self.dtype)
         shape = (ctypes.c_int64 * len(self.shape))(*self.shape)
-        view = self if self.ptr == owner.ptr else None
-        if view is None:
+        if self.ptr != owner.ptr:
             raise BufferError("only views that start at their buffer's first byte can be exported")
         a = _capi.call("buffer_export_dlpack", _capi.ExportDlpackArgs(
             buffer=owner.handle, stream=producer.handle, consumer_stream=consumer, dtype_code=code, dtype_bits=bits,
@@ -127,10 +132,7 @@ class Buffer:
     def __cuda_array_interface__(self):
         if self.kind == "pinned":
             raise AttributeError("pinned host memory has no CUDA array interface")
-        owner = self._owner()
-        producer = owner._streams[0]
-        for s in owner._streams[1:]:
-            producer.wait_stream(s)
+        producer = self._owner()._producer_stream()
         return {"shape": self.shape, "typestr": _dtypes.typestr(self.dtype), "data": (self.ptr, self.readonly),
                 "version": 3, "strides": None, "stream": producer.native}
 
