@@ -17,6 +17,7 @@ inline timeline pipeline_timeline() {
   constexpr std::int64_t us = 1'000;
   timeline t;
   t.origin_ns = pipeline_origin_ns;
+  t.devices.push_back({0, "NVIDIA H200", 132, 3});
   const lane h2d = lane::copy(0, lane_kind::copy_h2d), d2h = lane::copy(0, lane_kind::copy_d2h);
   const lane io = lane::host_thread(1), post = lane::host_thread(2);
   t.lanes = {{io, "io thread"}, {post, "postprocess thread"}};

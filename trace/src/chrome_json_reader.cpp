@@ -59,6 +59,51 @@ std::optional<lane> lane_from_args(const json::value* args, std::size_t index) {
   return l;
 }
 
+// "0x1f00" (the writer's form) as a number.
+std::uint64_t address(const json::value& v, std::size_t index, const char* what) {
+  if (!v.is_string()) bad_event(index, std::string(what) + " is not an address string");
+  const std::string& text = v.as_string();
+  if (text.size() < 3 || text.size() > 18 || text[0] != '0' || (text[1] != 'x' && text[1] != 'X'))
+    bad_event(index, std::string(what) + " is not a hex address");
+  std::uint64_t n = 0;
+  for (std::size_t k = 2; k < text.size(); ++k) {
+    const char c = text[k];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (digit < 0) bad_event(index, std::string(what) + " is not a hex address");
+    n = n * 16 + static_cast<std::uint64_t>(digit);
+  }
+  return n;
+}
+
+// The flag bits named in an array (unknown names, another version's, are ignored).
+std::uint32_t flags_of(const json::value& v, std::size_t index) {
+  if (!v.is_array()) bad_event(index, "\"flags\" is not an array");
+  std::uint32_t bits = 0;
+  for (const json::value& name : v.as_array()) {
+    if (!name.is_string()) bad_event(index, "a flag is not a string");
+    for (int bit = 0; bit < flag::count; ++bit)
+      if (flag_name(bit) == name.as_string()) bits |= 1u << bit;
+  }
+  return bits;
+}
+
+std::vector<device_info> devices_of(const json::value& v) {
+  if (!v.is_array()) bad_event(0, "otherData.devices is not an array");
+  std::vector<device_info> out;
+  for (const json::value& d : v.as_array()) {
+    if (!d.is_object()) bad_event(0, "a device is not an object");
+    device_info info;
+    if (const json::value* n = d.find("device")) info.device = static_cast<int>(whole(*n, 0, "device", 0, 1 << 20));
+    if (const json::value* n = d.find("name"); n && n->is_string()) info.name = n->as_string();
+    if (const json::value* n = d.find("multiprocessors"))
+      info.multiprocessors = static_cast<int>(whole(*n, 0, "multiprocessors", 0, 1 << 20));
+    if (const json::value* n = d.find("copy_engines"))
+      info.copy_engines = static_cast<int>(whole(*n, 0, "copy_engines", 0, 1 << 20));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 using thread_key = std::pair<std::int64_t, std::int64_t>;  // (pid, tid)
 
 }  // namespace
@@ -73,6 +118,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     if (const json::value* origin = other->find("origin_ns"))
       t.origin_ns = whole(*origin, 0, "otherData.origin_ns", -max_origin_ns, max_origin_ns);
     if (const json::value* dropped = other->find("dropped_records")) t.dropped = count(*dropped, 0, "dropped_records");
+    if (const json::value* devices = other->find("devices")) t.devices = devices_of(*devices);
   }
 
   std::map<thread_key, lane_info> named;  // from thread_name metadata
@@ -130,6 +176,9 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     if (args && args->is_object()) {
       if (const json::value* b = args->find("bytes")) s.bytes = count(*b, i, "bytes");
       if (const json::value* st = args->find("stream")) s.stream_id = count(*st, i, "stream");
+      if (const json::value* a = args->find("src")) s.src = address(*a, i, "src");
+      if (const json::value* a = args->find("dst")) s.dst = address(*a, i, "dst");
+      if (const json::value* f = args->find("flags")) s.flags = flags_of(*f, i);
       if (const json::value* l = args->find("label"); l && l->is_string()) s.label = l->as_string();
       if (const json::value* c = args->find("clock"); c && c->is_string() && c->as_string() == "gpu_events")
         s.clock = clock_source::gpu_events;

@@ -24,6 +24,13 @@ std::string microseconds(std::int64_t ns) {
   return buf;
 }
 
+// Addresses as hex strings: JSON readers (Perfetto's included) hold numbers as doubles, exact only to 2^53.
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 std::string process_name(const lane& l) {
   return l.kind == lane_kind::host_thread ? "host" : "GPU " + std::to_string(l.device);
 }
@@ -53,6 +60,12 @@ std::string to_chrome_json(const timeline& input) {
   w.member("origin_ns", static_cast<std::int64_t>(t.origin_ns));
   w.member("dropped_records", static_cast<std::uint64_t>(t.dropped));
   w.member("spans", static_cast<std::uint64_t>(t.spans.size()));
+  w.key("devices").begin_array();
+  for (const device_info& d : t.devices) {
+    w.begin_object().member("device", d.device).member("name", d.name);
+    w.member("multiprocessors", d.multiprocessors).member("copy_engines", d.copy_engines).end_object();
+  }
+  w.end_array();
   w.end_object();
   w.key("traceEvents").begin_array();
 
@@ -88,6 +101,14 @@ std::string to_chrome_json(const timeline& input) {
     if (s.clock == clock_source::gpu_events) w.member("clock", "gpu_events");
     if (s.bytes) w.member("bytes", static_cast<std::uint64_t>(s.bytes));
     if (s.stream_id) w.member("stream", static_cast<std::uint64_t>(s.stream_id));
+    if (s.src) w.member("src", hex(s.src));
+    if (s.dst) w.member("dst", hex(s.dst));
+    if (s.flags) {
+      w.key("flags").begin_array();
+      for (int bit = 0; bit < flag::count; ++bit)
+        if (s.flags & (1u << bit)) w.value(flag_name(bit));
+      w.end_array();
+    }
     if (!s.label.empty()) w.member("label", s.label);
     w.end_object().end_object();
   }

@@ -21,10 +21,6 @@
 
 namespace cuasync::trace {
 
-namespace detail {
-std::atomic<bool> recording{false};
-}  // namespace detail
-
 namespace {
 
 // One per recording thread. Its mutex is taken by its own thread for each record and by exports: uncontended except
@@ -48,6 +44,8 @@ struct registry {
   std::mutex mutex;  // guards everything below that is not atomic
   std::vector<std::shared_ptr<thread_buffer>> buffers;
   std::vector<lane_info> names;
+  std::vector<device_info> devices;
+  std::atomic<std::uint64_t> described{0};  // bit d: device d (< 64) was described
   options opts;
   std::int64_t origin_ns = 0;
   bool origin_set = false;
@@ -148,10 +146,10 @@ void enable(const options& o) {
     r.origin_set = true;
   }
   if (!o.output.empty() && !r.at_exit_registered) r.at_exit_registered = std::atexit(write_at_exit) == 0;
-  detail::recording.store(true, std::memory_order_relaxed);
+  detail::hooks.fetch_or(hook::record, std::memory_order_relaxed);
 }
 
-void disable() noexcept { detail::recording.store(false, std::memory_order_relaxed); }
+void disable() noexcept { detail::hooks.fetch_and(~hook::record, std::memory_order_relaxed); }
 
 options current_options() {
   registry& r = the_registry();
@@ -204,6 +202,27 @@ void name_lane(const lane& l, std::string name) {
 
 void name_this_thread(std::string name) { name_lane(this_thread_lane(), std::move(name)); }
 
+void describe_device(device_info d) {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  if (d.device >= 0 && d.device < 64) r.described.fetch_or(std::uint64_t{1} << d.device, std::memory_order_relaxed);
+  for (device_info& known : r.devices)
+    if (known.device == d.device) {
+      known = std::move(d);
+      return;
+    }
+  r.devices.push_back(std::move(d));
+  std::sort(r.devices.begin(), r.devices.end(), [](const device_info& a, const device_info& b) { return a.device < b.device; });
+}
+
+bool device_described(int ordinal) noexcept {
+  registry& r = the_registry();
+  if (ordinal >= 0 && ordinal < 64)
+    return (r.described.load(std::memory_order_relaxed) >> ordinal) & 1;
+  std::lock_guard lock(r.mutex);
+  return std::any_of(r.devices.begin(), r.devices.end(), [&](const device_info& d) { return d.device == ordinal; });
+}
+
 timeline snapshot() {
   registry& r = the_registry();
   timeline t;
@@ -213,6 +232,7 @@ timeline snapshot() {
     std::lock_guard lock(r.mutex);
     buffers = r.buffers;
     names = r.names;
+    t.devices = r.devices;
     t.origin_ns = r.origin_ns;
   }
   for (const auto& buffer : buffers) {

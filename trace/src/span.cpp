@@ -9,6 +9,8 @@ namespace {
 constexpr std::array<std::string_view, category_count> category_names = {
     "launch", "copy", "memset", "alloc", "staged_copy_chunk", "pipeline_stage",
     "await",  "jit_compile", "jit_cache_hit", "sync", "user"};
+constexpr std::array<std::string_view, flag::count> flag_names = {
+    "pageable_host", "legacy_stream", "blocking_stream", "device_wide", "fills_device", "host_wait", "stream_ordered"};
 constexpr std::array<std::string_view, 6> lane_kind_names = {"stream", "h2d", "d2h", "d2d", "p2p", "thread"};
 
 // An enum's name by its value (out-of-range values, read from a corrupt record, get `fallback`), and back.
@@ -31,6 +33,9 @@ int kind_rank(lane_kind k) noexcept { return k == lane_kind::stream ? 10 : stati
 std::string_view to_string(category c) noexcept { return name_of(category_names, c, "user"); }
 std::optional<category> category_from_string(std::string_view name) noexcept {
   return value_of<category>(category_names, name);
+}
+std::string_view flag_name(int bit) noexcept {
+  return bit >= 0 && bit < flag::count ? flag_names[static_cast<std::size_t>(bit)] : std::string_view{};
 }
 std::string_view to_string(lane_kind k) noexcept { return name_of(lane_kind_names, k, "thread"); }
 std::optional<lane_kind> lane_kind_from_string(std::string_view name) noexcept {

@@ -30,6 +30,12 @@ void timeline::normalize() {
               lanes.end());
 }
 
+const device_info* timeline::device(int ordinal) const noexcept {
+  for (const device_info& d : devices)
+    if (d.device == ordinal) return &d;
+  return nullptr;
+}
+
 std::int64_t timeline::first_begin_ns() const noexcept {
   if (spans.empty()) return 0;
   std::int64_t first = spans.front().begin_ns;

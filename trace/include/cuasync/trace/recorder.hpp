@@ -12,6 +12,7 @@
 //! Thread-safe: any thread may record, enable, disable, flush or snapshot at any time. Records racing with clear()
 //! land on either side of it.
 
+#include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/span.hpp>
 #include <cuasync/trace/timeline.hpp>
 
@@ -23,13 +24,8 @@
 
 namespace cuasync::trace {
 
-namespace detail {
-//! The one flag every hook reads. Constant-initialized, so it is valid before any static constructor runs.
-extern std::atomic<bool> recording;
-}  // namespace detail
-
-//! Whether the recorder records. The check every hook makes first: one relaxed load and a branch.
-inline bool enabled() noexcept { return detail::recording.load(std::memory_order_relaxed); }
+//! Whether the recorder records: one relaxed load and a branch (the instrumentation word, trace/hooks.hpp).
+inline bool enabled() noexcept { return (active_hooks() & hook::record) != 0; }
 
 struct options {
   //! Written by flush() and at exit (if anything was recorded); empty: nothing is written (use snapshot()).
@@ -61,6 +57,12 @@ lane this_thread_lane() noexcept;
 void name_lane(const lane& l, std::string name);
 //! Names the calling thread's lane.
 void name_this_thread(std::string name);
+
+//! Tells the timeline what device `d.device` is (its SM and copy-engine counts, for the diagnostics). The hooks
+//! describe each device once; a later description of the same ordinal replaces the earlier one. Kept by clear().
+void describe_device(device_info d);
+//! Whether device `ordinal` was described (the hooks' test before they query the driver).
+bool device_described(int ordinal) noexcept;
 
 //! Everything recorded so far, merged and normalized, with the count of dropped records.
 timeline snapshot();

@@ -74,6 +74,21 @@ enum class clock_source : std::uint8_t {
   gpu_events,  //!< measured by timing events on the GPU, converted to the host clock (trace::gpu_clock_map)
 };
 
+//! Facts about how a span's operation was issued, for the diagnostics (trace/diagnostics.hpp): bits of span::flags.
+namespace flag {
+inline constexpr std::uint32_t pageable_host = 1u << 0;    //!< a copy to or from pageable (not page-locked) host memory
+inline constexpr std::uint32_t legacy_stream = 1u << 1;    //!< issued on the legacy default stream (NULL, CU_STREAM_LEGACY)
+inline constexpr std::uint32_t blocking_stream = 1u << 2;  //!< issued on a stream made without CU_STREAM_NON_BLOCKING
+inline constexpr std::uint32_t device_wide = 1u << 3;      //!< a `sync` span that waited for a whole context/device
+inline constexpr std::uint32_t fills_device = 1u << 4;     //!< a launch whose grid alone fills every SM at its occupancy
+inline constexpr std::uint32_t host_wait = 1u << 5;        //!< a `sync` span: the host waited on one stream or event
+inline constexpr std::uint32_t stream_ordered = 1u << 6;   //!< an `alloc` span that is stream-ordered (a pool): not a stall
+inline constexpr int count = 7;
+}  // namespace flag
+
+//! "pageable_host", "legacy_stream", ...: the names the Chrome JSON's "flags" array carries (bit i: names()[i]).
+std::string_view flag_name(int bit) noexcept;
+
 //! One recorded interval. `end_ns` >= `begin_ns` (the recorder swaps them otherwise).
 struct span {
   trace::lane lane;
@@ -83,6 +98,9 @@ struct span {
   std::int64_t end_ns = 0;
   std::uint64_t bytes = 0;      //!< bytes moved (copies, memsets, staged chunks, allocations); 0 otherwise
   std::uint64_t stream_id = 0;  //!< the stream that issued a span on a copy lane (0: unknown or not a copy)
+  std::uint64_t src = 0;        //!< the address read (copies; 0: unknown or none)
+  std::uint64_t dst = 0;        //!< the address written (copies, memsets; 0: unknown or none), `bytes` long
+  std::uint32_t flags = 0;      //!< trace::flag bits
   std::string name;             //!< kernel name, "cuMemcpyHtoDAsync", "stage 2", ...
   std::string label;            //!< the issuing thread's trace::label (joined with " / " when nested)
 

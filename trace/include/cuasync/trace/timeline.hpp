@@ -17,6 +17,15 @@ struct lane_info {
   friend bool operator==(const lane_info&, const lane_info&) = default;
 };
 
+//! What the diagnostics need to know of a GPU the timeline ran on (recorded once per device by the hooks).
+struct device_info {
+  int device = 0;
+  std::string name;
+  int multiprocessors = 0;
+  int copy_engines = 0;  //!< CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT
+  friend bool operator==(const device_info&, const device_info&) = default;
+};
+
 struct timeline {
   //! Sorted by begin time, then lane (after normalize()).
   std::vector<span> spans;
@@ -24,6 +33,10 @@ struct timeline {
   std::vector<lane_info> lanes;
   //! Records refused because the recorder's cap was reached: the timeline is incomplete when this is not 0.
   std::uint64_t dropped = 0;
+  //! The GPUs that spans ran on, by device ordinal (what trace::describe_device() was told).
+  std::vector<device_info> devices;
+  //! The device's facts, or nullptr when nobody described it.
+  const device_info* device(int ordinal) const noexcept;
   //! The host time shown as 0 (when recording was enabled). The exporters write times relative to it.
   std::int64_t origin_ns = 0;
 

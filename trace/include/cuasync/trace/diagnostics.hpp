@@ -1,0 +1,48 @@
+#pragma once
+//! @file The seed's checklist, automated: what in a recorded timeline serialized the GPU or stalled the host, each
+//! finding with a plain explanation and the fix. Reads only the timeline (spans with their flags and addresses, and
+//! the devices' facts), so `cuasync trace` diagnoses a trace recorded elsewhere.
+
+#include <cuasync/trace/timeline.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuasync::trace {
+
+//! What a finding is about.
+enum class diagnostic {
+  pageable_copy,              //!< an asynchronous copy to or from pageable host memory
+  default_stream_serialization,  //!< work on the legacy default stream, or on blocking streams beside it
+  device_synchronize,         //!< a device-wide synchronization inside the traced region
+  copies_not_overlapped,      //!< copies that never overlapped though the device has >= 2 copy engines
+  kernel_filled_device,       //!< a kernel that filled every SM, so work of other streams waited for it
+  host_wait,                  //!< the host waited on an event or stream, then issued dependent work
+  allocation_on_hot_path,     //!< synchronous allocations or frees between GPU work
+  buffer_reused_in_flight,    //!< a buffer written while another stream's operation on it was in flight
+};
+inline constexpr int diagnostic_count = 8;
+
+//! "pageable_copy", ...: the id in the JSON and in the tests.
+std::string_view to_string(diagnostic d) noexcept;
+
+struct finding {
+  diagnostic kind;
+  std::size_t occurrences = 0;        //!< how many spans (or pairs of spans) showed it
+  std::string summary;                //!< one line: what happened, with counts and times
+  std::string explanation;            //!< why it costs (plain words)
+  std::string fix;                    //!< what to change
+  std::vector<std::string> examples;  //!< a few of the spans concerned: name, lane, time, label
+};
+
+//! Every diagnostic that fires on `t` (normalized or not), in the order of `diagnostic`. Empty for a clean trace.
+std::vector<finding> diagnose(const timeline& t);
+
+//! A human-readable report ("no findings" when empty).
+std::string to_text(const std::vector<finding>& findings);
+//! A JSON array of objects: id, occurrences, summary, explanation, fix, examples.
+std::string to_json(const std::vector<finding>& findings);
+
+}  // namespace cuasync::trace
