@@ -1,5 +1,11 @@
 #include "wait_op.hpp"
 
+#include <cuasync/trace/clock.hpp>
+#include <cuasync/trace/recorder.hpp>
+
+#include <string>
+#include <string_view>
+
 #include "failure_scope.hpp"
 
 #include <cuasync/engine/detail/block_cache.hpp>
@@ -34,10 +40,37 @@ wait_handler free_op(wait_op* op) noexcept {
   return h;
 }
 
+// "void ns::f(args)" -> "ns::f"; no function -> "file.cpp:line" (what a lane can show).
+std::string awaited_from(const std::source_location& where) {
+  std::string_view f = where.function_name() ? where.function_name() : "";
+  if (const auto paren = f.find('('); paren != std::string_view::npos) f = f.substr(0, paren);
+  if (const auto space = f.rfind(' '); space != std::string_view::npos) f = f.substr(space + 1);
+  if (!f.empty()) return std::string(f);
+  std::string_view file = where.file_name() ? where.file_name() : "";
+  if (const auto slash = file.rfind('/'); slash != std::string_view::npos) file = file.substr(slash + 1);
+  return file.empty() ? std::string() : std::string(file) + ":" + std::to_string(where.line());
+}
+
+// The await as a span on the initiating thread's lane, from initiation to the handler's call.
+void record_await(const wait_op& op, std::error_code ec) noexcept {
+  try {
+    trace::span s;
+    s.lane = trace::lane::host_thread(op.traced_thread);
+    s.category = trace::category::await;
+    s.begin_ns = op.traced_since;
+    s.end_ns = trace::now_ns();
+    const std::string from = awaited_from(op.where);
+    s.name = std::string(ec ? "await (failed)" : "await") + (from.empty() ? "" : " " + from);
+    trace::record(std::move(s));
+  } catch (...) {
+  }
+}
+
 // Runs on the handler's associated executor: free the state, then call the handler.
 void invoke(op_ptr o, std::error_code ec) {
   wait_op* op = o.release();
   if (op->slot.is_connected()) op->slot.clear();
+  if (op->traced_since) [[unlikely]] record_await(*op, ec);
   if (!ec) {
     wait_handler h = free_op(op);
     return std::move(h)(ec);
@@ -60,7 +93,12 @@ wait_op* make_op(const asio::any_io_executor& io_ex, wait_handler h, wait_hints 
       handler_work = asio::prefer(handler_ex, asio::execution::outstanding_work.tracked);
     }
     asio::any_io_executor io_work = asio::prefer(io_ex, asio::execution::outstanding_work.tracked);
-    return new (p) wait_op(std::move(h), std::move(io_work), std::move(handler_work), hints.default_allocator);
+    auto* op = new (p) wait_op(std::move(h), std::move(io_work), std::move(handler_work), hints.default_allocator);
+    if (trace::enabled()) [[unlikely]] {
+      op->traced_since = trace::now_ns();
+      op->traced_thread = trace::this_thread_lane().id;
+    }
+    return op;
   } catch (...) {
     if (hints.default_allocator)
       op_cache::free(p);

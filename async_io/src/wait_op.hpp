@@ -37,6 +37,9 @@ struct wait_op final : queued_wait, admission_waiter {
   std::shared_ptr<void> keep_alive;
   std::source_location where;
   std::exception_ptr failure;  // a failed start's full description (the cuda_error naming the call), for the handler
+  // Tracing (trace/): when the operation began and on which thread's lane; 0 when recording was off at initiation.
+  std::int64_t traced_since = 0;
+  std::uint64_t traced_thread = 0;
 
   wait_op(wait_handler h, boost::asio::any_io_executor io, boost::asio::any_completion_executor hw, bool c)
       : handler(std::move(h)), io_work(std::move(io)), handler_work(std::move(hw)), cached(c) {}

@@ -1,4 +1,6 @@
 #include <cuasync/driver/context.hpp>
+#include <cuasync/trace/hooks.hpp>
+#include "gpu_span_collector.hpp"
 
 #include <mutex>
 #include <unordered_map>
@@ -85,6 +87,7 @@ context_ref context_ref::current(std::source_location where) {
 
 void context_ref::synchronize(std::source_location where) const {
   scoped_context guard(ctx_, where);
+  trace::host_call hooked(trace::category::sync, "cuCtxSynchronize", 0, trace::flag::device_wide, &where);
   if (CUresult r = driver().cuCtxSynchronize(); r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuCtxSynchronize", "context of device " + std::to_string(device_), where);
   detail::throw_deferred(ctx_, "cuasync::context_ref::synchronize", where);
@@ -126,6 +129,7 @@ primary_context& primary_context::operator=(primary_context&& o) noexcept {
 
 primary_context::~primary_context() {
   if (ctx_) {
+    detail::forget_context_for_trace(ctx_);
     CUdevice dev = 0;
     if (driver().cuDeviceGet(&dev, device_) == CUDA_SUCCESS) driver().cuDevicePrimaryCtxRelease(dev);
     ctx_ = nullptr;

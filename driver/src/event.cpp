@@ -1,4 +1,5 @@
 #include <cuasync/driver/event.hpp>
+#include <cuasync/trace/hooks.hpp>
 
 namespace cuasync {
 
@@ -10,6 +11,7 @@ std::string event_ref::describe() const {
 }
 
 void event_ref::synchronize(std::source_location where) const {
+  trace::host_call hooked(trace::category::sync, "cuEventSynchronize", 0, trace::flag::host_wait, &where);
   if (CUresult r = driver().cuEventSynchronize(event_); r != CUDA_SUCCESS)
     throw_cu(r, "cuEventSynchronize", describe(), where);
 }

@@ -3,6 +3,7 @@
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/managed_buffer.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/trace/hooks.hpp>
 
 namespace cuasync {
 
@@ -32,6 +33,7 @@ device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
   require_nonzero(bytes, "cuasync::device_buffer::allocate", where);
   scoped_context guard(ctx, where);
   CUdeviceptr p = 0;
+  trace::host_call hooked(trace::category::alloc, "cuMemAlloc", bytes, 0, &where);
   if (CUresult r = driver().cuMemAlloc(&p, bytes); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemAlloc", bytes_on(bytes, ctx), where);
   return device_buffer(p, bytes, ctx);
@@ -39,6 +41,8 @@ device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void device_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
+  // cuMemFree waits for the whole device to be idle (seed §15.4): the watchdog names it when it blocks an io thread.
+  trace::host_call hooked(trace::category::alloc, "cuMemFree", size_);
   detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
                           [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
   ptr_ = 0;
@@ -49,6 +53,7 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
   require_nonzero(bytes, "cuasync::pinned_buffer::allocate", where);
   scoped_context guard(ctx, where);
   void* p = nullptr;
+  trace::host_call hooked(trace::category::alloc, "cuMemHostAlloc", bytes, 0, &where);
   if (CUresult r = driver().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemHostAlloc", bytes_on(bytes, ctx), where);
@@ -57,6 +62,7 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
+  trace::host_call hooked(trace::category::alloc, "cuMemFreeHost", size_);
   detail::release_nothrow(ctx_.get(), "cuMemFreeHost", ptr_,
                           [&](const detail::driver_entry_points& d) { return d.cuMemFreeHost(ptr_); });
   ptr_ = nullptr;
@@ -75,6 +81,7 @@ host_registration host_registration::register_memory(context_ref ctx, void* ptr,
   if (!ptr) detail::throw_invalid("cuasync::host_registration::register_memory", "null pointer", where);
   require_nonzero(bytes, "cuasync::host_registration::register_memory", where);
   scoped_context guard(ctx, where);
+  trace::host_call hooked(trace::category::alloc, "cuMemHostRegister", bytes, 0, &where);
   if (CUresult r = driver().cuMemHostRegister(ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemHostRegister",
@@ -88,6 +95,7 @@ host_registration& host_registration::operator=(host_registration&& o) noexcept 
 }
 void host_registration::unregister_nothrow() noexcept {
   if (!ptr_) return;
+  trace::host_call hooked(trace::category::alloc, "cuMemHostUnregister", size_);
   detail::release_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_,
                           [&](const detail::driver_entry_points& d) { return d.cuMemHostUnregister(ptr_); });
   ptr_ = nullptr;
@@ -98,6 +106,7 @@ managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std:
   require_nonzero(bytes, "cuasync::managed_buffer::allocate", where);
   scoped_context guard(ctx, where);
   CUdeviceptr p = 0;
+  trace::host_call hooked(trace::category::alloc, "cuMemAllocManaged", bytes, 0, &where);
   if (CUresult r = driver().cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemAllocManaged", bytes_on(bytes, ctx), where);
   return managed_buffer(p, bytes, ctx);
@@ -105,6 +114,7 @@ managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std:
 managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void managed_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
+  trace::host_call hooked(trace::category::alloc, "cuMemFree", size_);
   detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
                           [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
   ptr_ = 0;

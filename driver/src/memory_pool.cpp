@@ -1,5 +1,7 @@
 #include <cuasync/driver/memory_pool.hpp>
 
+#include <cuasync/trace/hooks.hpp>
+
 namespace cuasync {
 
 using detail::driver;
@@ -85,6 +87,7 @@ void pool_buffer::free_nothrow() noexcept {
   if (auto* d = detail::driver_if_loaded()) {
     const CUcontext ctx = stream_.context().get();
     const auto* handle = reinterpret_cast<const void*>(ptr_);
+    trace::host_call hooked(trace::category::alloc, "cuMemFreeAsync", size_, trace::flag::stream_ordered);
     if (CUresult r = d->cuMemFreeAsync(ptr_, stream_.get()); r != CUDA_SUCCESS) {
       // Not freed in stream order: cuMemFree frees it once the stream is done with it.
       detail::defer_error(ctx, r, "cuMemFreeAsync", handle);

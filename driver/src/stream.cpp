@@ -1,4 +1,5 @@
 #include <cuasync/driver/event.hpp>
+#include <cuasync/trace/hooks.hpp>
 #include <cuasync/driver/stream.hpp>
 
 namespace cuasync {
@@ -35,6 +36,7 @@ bool stream_ref::query(std::source_location where) const {
 }
 
 void stream_ref::synchronize(std::source_location where) const {
+  trace::host_call hooked(trace::category::sync, "cuStreamSynchronize", 0, trace::flag::host_wait, &where);
   if (CUresult r = driver().cuStreamSynchronize(stream_); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamSynchronize", describe(), where);
   detail::throw_deferred(ctx_.get(), "cuasync::stream_ref::synchronize", where);

@@ -1,4 +1,8 @@
 #include <cuasync/jit/compiler.hpp>
+
+#include <cuasync/trace/clock.hpp>
+#include <cuasync/trace/recorder.hpp>
+#include <cuasync/trace/scope.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/nvrtc_identity.hpp>
 
@@ -69,16 +73,37 @@ void compiler::record_identity() noexcept {
   });
 }
 
+namespace {
+// A compile as a host span: jit_compile when NVRTC ran, jit_cache_hit when a cache answered (the outcome named).
+template <class Compile>
+compile_result traced(const program& p, Compile&& compile) {
+  if (!trace::enabled()) [[likely]] return compile();
+  const std::int64_t begin = trace::now_ns();
+  compile_result r = compile();
+  trace::span s;
+  s.lane = trace::this_thread_lane();
+  s.category = r.outcome == cache_outcome::miss ? trace::category::jit_compile : trace::category::jit_cache_hit;
+  s.begin_ns = begin;
+  s.end_ns = trace::now_ns();
+  s.name = p.name() + " (" + to_string(r.outcome) + ")";
+  s.label = trace::current_label();
+  trace::record(std::move(s));
+  return r;
+}
+}  // namespace
+
 compile_result compiler::compile(const program& p, int compute_capability, const compile_options& o,
                                  output_request request, std::source_location where) {
-  const nvrtc_info& nvrtc = nvrtc_identity();
-  return compile_with(p, select_target(compute_capability, nvrtc.supported_archs, request, where), o, nvrtc,
-                      retarget{compute_capability, request}, where);
+  return traced(p, [&] {
+    const nvrtc_info& nvrtc = nvrtc_identity();
+    return compile_with(p, select_target(compute_capability, nvrtc.supported_archs, request, where), o, nvrtc,
+                        retarget{compute_capability, request}, where);
+  });
 }
 
 compile_result compiler::compile(const program& p, const target& t, const compile_options& o,
                                  std::source_location where) {
-  return compile_with(p, t, o, nvrtc_identity(), std::nullopt, where);
+  return traced(p, [&] { return compile_with(p, t, o, nvrtc_identity(), std::nullopt, where); });
 }
 
 compile_result compiler::compile_with(const program& p, const target& t, const compile_options& o,

@@ -1,5 +1,7 @@
 #include <cuasync/runtime/memcpy_team.hpp>
 
+#include <cuasync/trace/scope.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +81,8 @@ void memcpy_team::copy_part(const job& j, std::size_t part) noexcept {
   const std::size_t begin = std::min(j.n, j.per * part);
   const std::size_t end = part + 1 == j.parts ? j.n : std::min(j.n, begin + j.per);
   if (end <= begin) return;
+  // The host side of a staged chunk (pageable <-> pinned ring), on this copy thread's lane.
+  trace::scope traced(trace::category::staged_copy_chunk, "host memcpy", end - begin);
   if (j.streaming)
     copy_streaming(j.dst + begin, j.src + begin, end - begin);
   else

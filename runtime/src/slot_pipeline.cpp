@@ -1,9 +1,27 @@
 #include <cuasync/runtime/copy.hpp>
 #include <cuasync/runtime/slot_pipeline.hpp>
 
+#include <cuasync/trace/scope.hpp>
+
 #include <algorithm>
+#include <optional>
 
 namespace cuasync::runtime {
+
+namespace {
+// A stage as a host span labelled with its batch (the label only built while recording).
+struct traced_stage {
+  traced_stage(const char* name, std::size_t batch) {
+    if (trace::enabled()) [[unlikely]] {
+      label.emplace("batch " + std::to_string(batch));
+      scope.emplace(trace::category::pipeline_stage, name);
+    }
+  }
+  std::optional<trace::label> label;
+  std::optional<trace::scope> scope;  // destroyed first: it reads the label at construction only
+};
+}  // namespace
+
 
 slot_pipeline::slot_pipeline(device_runtime& rt, slot_pipeline_options options, std::source_location where)
     : options_(options) {
@@ -64,6 +82,7 @@ void slot_pipeline::retire(slot_state& s, const stage& post, std::source_locatio
   const std::size_t batch = std::exchange(s.batch, SIZE_MAX);
   s.done.synchronize(where);  // throws the device error, if any
   if (workers_.empty()) {
+    traced_stage traced("postprocess", batch);
     post(batch, s.slot);
     return;
   }
@@ -73,6 +92,7 @@ void slot_pipeline::retire(slot_state& s, const stage& post, std::source_locatio
     jobs_.push_back([this, &s, &post, batch] {
       std::exception_ptr error;
       try {
+        traced_stage traced("postprocess", batch);
         post(batch, s.slot);
       } catch (...) {
         error = std::current_exception();
@@ -96,7 +116,11 @@ void slot_pipeline::submit(std::size_t batch, const stage& pre, const stage& gpu
   pipeline_slot& slot = s.slot;
   slot.input_view = std::span<const std::byte>(slot.input.bytes());
   slot.output_view = slot.output.bytes();
-  pre(batch, slot);
+  {
+    traced_stage traced("preprocess", batch);
+    pre(batch, slot);
+  }
+  traced_stage traced("submit", batch);
   cuasync::copy_async(slot.stream, slot.input_device.span(), slot.input_view, where);
   gpu(batch, slot);
   cuasync::copy_async(slot.stream, slot.output_view,

@@ -1,6 +1,8 @@
 #include <cuasync/runtime/staged_copy.hpp>
 
 #include <cuasync/driver/copy.hpp>
+#include <cuasync/driver/detail/instrumented_op.hpp>
+#include <cuasync/trace/scope.hpp>
 
 #include <algorithm>
 
@@ -142,6 +144,7 @@ void staged_copier::start_chunk_locked(job& j, slot& sl, outcalls& out) {
 
 void staged_copier::enqueue_dma_locked(job& j, slot& sl, outcalls& out) {
   const std::size_t off = sl.chunk * options_.chunk_bytes;
+  detail::copy_category_scope traced_as(trace::category::staged_copy_chunk);  // the DMA of one chunk, not a copy
   try {
     if (j.to_device)
       cuasync::copy_async(j.s, device_span{j.dev + off, sl.len}, std::span<const std::byte>(sl.mem, sl.len), j.where);

@@ -223,7 +223,14 @@ bool device_described(int ordinal) noexcept {
   return std::any_of(r.devices.begin(), r.devices.end(), [&](const device_info& d) { return d.device == ordinal; });
 }
 
+namespace {
+std::atomic<void (*)()> gpu_span_drain{nullptr};
+}  // namespace
+
+void detail::set_gpu_span_drain(void (*drain)()) noexcept { gpu_span_drain.store(drain); }
+
 timeline snapshot() {
+  if (auto drain = gpu_span_drain.load()) drain();
   registry& r = the_registry();
   timeline t;
   std::vector<std::shared_ptr<thread_buffer>> buffers;

@@ -6,6 +6,7 @@
 
 #include <cuasync/driver/kernel.hpp>
 #include <cuasync/driver/stream.hpp>
+#include <cuasync/trace/hooks.hpp>
 
 #include <array>
 #include <optional>
@@ -53,9 +54,9 @@ inline bool config_fits(const kernel_info& k, const launch_config& c) noexcept {
 }
 
 //! Launches with prepared parameter pointers (`params[i]` points at argument i). Checks context and config.
-inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
+//! The launch itself, checks done, uninstrumented.
+inline void launch_unhooked(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
                             std::source_location where) {
-  if (!config_fits(k, c) || !(k.ctx == s.context()) || !s) [[unlikely]] check_config_slow(k, c, s, where);
   CUlaunchAttribute attrs[3];
   unsigned n = 0;
   if (c.cooperative) [[unlikely]] {
@@ -77,6 +78,19 @@ inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_con
   scoped_context guard(k.ctx.get(), where);
   if (CUresult r = driver().cuLaunchKernelEx(&cfg, k.function, params, nullptr); r != CUDA_SUCCESS) [[unlikely]]
     throw_launch(r, k, c, s, where);
+}
+
+//! The launch between the instrumentation's hooks (trace, NVTX, watchdog): out of line, reached only when one is on.
+void launch_instrumented(std::uint32_t hooks, stream_ref s, const kernel_info& k, const launch_config& c,
+                         void** params, std::source_location where);
+
+inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
+                            std::source_location where) {
+  if (!config_fits(k, c) || !(k.ctx == s.context()) || !s) [[unlikely]] check_config_slow(k, c, s, where);
+  if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
+    launch_instrumented(hooks, s, k, c, params, where);
+  else
+    launch_unhooked(s, k, c, params, where);
 }
 }  // namespace detail
 

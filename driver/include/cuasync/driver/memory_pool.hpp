@@ -4,6 +4,7 @@
 //! foreign pool, `memory_pool` for created pools, `pool_buffer` for an allocation freed in stream order.
 
 #include <cuasync/driver/device_span.hpp>
+#include <cuasync/trace/hooks.hpp>
 #include <cuasync/driver/stream.hpp>
 
 #include <cstddef>
@@ -30,6 +31,8 @@ class memory_pool_ref {
     if (bytes == 0) [[unlikely]]
       detail::throw_invalid("cuasync::memory_pool_ref::allocate_async", "zero-byte allocation on " + s.describe(),
                             where);
+    trace::host_call hooked(trace::category::alloc, "cuMemAllocFromPoolAsync", bytes, trace::flag::stream_ordered,
+                            &where);
     if (CUresult r = detail::driver().cuMemAllocFromPoolAsync(&p, bytes, pool_, s.get()); r != CUDA_SUCCESS)
       [[unlikely]]
       detail::throw_cu(r, "cuMemAllocFromPoolAsync", std::to_string(bytes) + " bytes on " + s.describe(), where);
@@ -38,6 +41,7 @@ class memory_pool_ref {
   //! Enqueues the return of `p` to its pool after the work submitted to `s` so far. Work on other streams that
   //! still uses `p` must be made to complete first (record an event there and `s.wait()` it). @throws cuda_error
   static void free_async(stream_ref s, CUdeviceptr p, std::source_location where = std::source_location::current()) {
+    trace::host_call hooked(trace::category::alloc, "cuMemFreeAsync", 0, trace::flag::stream_ordered, &where);
     if (CUresult r = detail::driver().cuMemFreeAsync(p, s.get()); r != CUDA_SUCCESS) [[unlikely]]
       detail::throw_cu(r, "cuMemFreeAsync", "pointer " + detail::handle_string(reinterpret_cast<void*>(p)) + " on " +
                                                 s.describe(),

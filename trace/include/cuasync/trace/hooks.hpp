@@ -54,6 +54,11 @@ class host_call {
     if (const std::uint32_t bits = active_hooks()) [[unlikely]]
       detail::start_host_call(*this, bits, cat, call, bytes, flags, where);
   }
+  //! Only the instrumentation in `bits` (a hook that records its own span and wants only the watch, say).
+  host_call(std::uint32_t bits, category cat, const char* call, std::uint64_t bytes = 0, std::uint32_t flags = 0,
+            const std::source_location* where = nullptr) noexcept {
+    if (bits) detail::start_host_call(*this, bits, cat, call, bytes, flags, where);
+  }
   ~host_call() {
     if (state_) [[unlikely]] detail::finish_host_call(*this);
   }

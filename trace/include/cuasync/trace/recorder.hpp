@@ -58,6 +58,12 @@ void name_lane(const lane& l, std::string name);
 //! Names the calling thread's lane.
 void name_this_thread(std::string name);
 
+namespace detail {
+//! Set by the driver's GPU span collector: snapshot() and flush() run it first, so that the spans of operations
+//! that completed are in the timeline, not only those the collector's thread already converted.
+void set_gpu_span_drain(void (*drain)()) noexcept;
+}  // namespace detail
+
 //! Tells the timeline what device `d.device` is (its SM and copy-engine counts, for the diagnostics). The hooks
 //! describe each device once; a later description of the same ordinal replaces the earlier one. Kept by clear().
 void describe_device(device_info d);
