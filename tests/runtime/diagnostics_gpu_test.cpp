@@ -155,6 +155,7 @@ TEST_CASE("diagnostics: uploads and downloads on one stream never overlap", "[gp
   CHECK(f.explanation.find("Every copy was issued on stream") != std::string::npos);
 }
 
+// [concurrent]: the small kernel must be ready while the big one runs (compute-sanitizer serializes kernels).
 TEST_CASE("diagnostics: a kernel that fills every SM holds back another stream's kernel",
           "[gpu][diagnostics][concurrent]") {
   stream a = stream::create(test::ctx()), b = stream::create(test::ctx());
@@ -176,7 +177,9 @@ TEST_CASE("diagnostics: a kernel that fills every SM holds back another stream's
   CHECK(example_names(f, "waited: empty_kernel"));
 }
 
-TEST_CASE("diagnostics: a stream synchronize, then at once a launch on another stream", "[gpu][diagnostics]") {
+// [timing]: the launch must follow the wait within 50 us, which compute-sanitizer's interception can exceed.
+TEST_CASE("diagnostics: a stream synchronize, then at once a launch on another stream",
+          "[gpu][diagnostics][timing]") {
   stream producer = stream::create(test::ctx()), consumer = stream::create(test::ctx());
   const kernel_ref spin = test::kernels().kernel("sleep_ns");
   const kernel_ref small = test::kernels().kernel("empty_kernel");
@@ -214,7 +217,8 @@ TEST_CASE("diagnostics: device buffers allocated and freed between launches", "[
   CHECK(f.summary.find("cuMemFree") != std::string::npos);
 }
 
-TEST_CASE("diagnostics: two streams write one buffer at once", "[gpu][diagnostics]") {
+// [concurrent]: the upload and the memset must run at once (compute-sanitizer serializes them).
+TEST_CASE("diagnostics: two streams write one buffer at once", "[gpu][diagnostics][concurrent]") {
   auto rt = runtime::device_runtime::for_device(0);
   constexpr std::size_t bytes = 64 << 20;  // the upload takes over a millisecond: the memset starts during it
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
@@ -231,8 +235,9 @@ TEST_CASE("diagnostics: two streams write one buffer at once", "[gpu][diagnostic
   CHECK(example_names(f, "both write"));
 }
 
+// [concurrent]: one slot's download must run beside the other's upload (compute-sanitizer serializes them).
 TEST_CASE("diagnostics: a clean pipeline (pinned blocks, non-blocking streams, pools, event waits) has no findings",
-          "[gpu][diagnostics]") {
+          "[gpu][diagnostics][concurrent]") {
   auto rt = runtime::device_runtime::for_device(0);
   constexpr int n = 1 << 16;              // the kernels touch 256 KiB: too few blocks to fill the device
   constexpr std::size_t bytes = 8 << 20;  // the copies move 8 MiB (~0.2 ms): one stream's download runs beside the

@@ -31,7 +31,7 @@ std::optional<finding> find_device_synchronize(const timeline& t) {
     // Inside the traced region: GPU work began before it and was issued or began after it.
     if (!(first < w.begin_ns && last >= w.end_ns)) continue;
     ++f.occurrences;
-    blocked += w.duration_ns();
+    add_clamped(blocked, w.duration_ns());
     add_example(f, t, w);
   }
   if (!f.occurrences) return std::nullopt;
@@ -67,7 +67,7 @@ std::optional<finding> find_host_waits(const timeline& t) {
         if (spans[j]->begin_ns >= w.end_ns) next = spans[j];
       if (!next || !is_issue(*next) || next->begin_ns - w.end_ns > max_gap_after_wait_ns) continue;
       ++f.occurrences;
-      blocked += w.duration_ns();
+      add_clamped(blocked, w.duration_ns());
       if (w.stream_id && w.stream_id == next->stream_id) ++same_stream;
       if (f.examples.size() < max_examples)
         f.examples.push_back(describe(t, w) + ", then " + format_duration(next->begin_ns - w.end_ns) +
@@ -110,7 +110,7 @@ std::optional<finding> find_allocations_on_hot_path(const timeline& t) {
     if (a.begin_ns <= first || a.end_ns > last) continue;  // before the first issue or after the last
     ++f.occurrences;
     ++calls[a.name.empty() ? "alloc" : a.name];
-    time += a.duration_ns();
+    add_clamped(time, a.duration_ns());
     add_example(f, t, a);
   }
   if (f.occurrences < min_hot_allocations) return std::nullopt;

@@ -59,7 +59,7 @@ std::optional<finding> find_pageable_copies(const timeline& t) {
     if (!(s.flags & flag::pageable_host) || is_gpu_work(s) != gpu_side) continue;
     ++f.occurrences;
     bytes += s.bytes;
-    time += s.duration_ns();
+    add_clamped(time, s.duration_ns());
     add_example(f, t, s);
   }
   if (!f.occurrences) return std::nullopt;
@@ -85,7 +85,7 @@ std::optional<finding> find_copies_not_overlapped(const timeline& t) {
     const overlap_summary s = summarize(t, d.device);
     if (s.h2d.spans < min_copies_per_direction || s.d2h.spans < min_copies_per_direction) continue;
     // Overlap below 1% of the shorter direction's busy time is clock noise between copies in a row.
-    if (s.h2d_with_d2h_ns * 100 > std::min(s.h2d.busy_ns, s.d2h.busy_ns)) continue;
+    if (s.h2d_with_d2h_ns > std::min(s.h2d.busy_ns, s.d2h.busy_ns) / 100) continue;
     if (!directions_interleave(t, d.device)) continue;
 
     finding f = new_finding(diagnostic::copies_not_overlapped);

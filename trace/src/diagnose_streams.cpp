@@ -84,7 +84,7 @@ std::optional<finding> find_kernel_filled_device(const timeline& t) {
       const std::int64_t wait = std::min(o->end_ns, k.end_ns) - o->begin_ns;
       if (wait < min_wait_ns) continue;
       ++f.occurrences;
-      waited += wait;
+      add_clamped(waited, wait);
       if (fillers.insert(&k).second) add_example(f, t, k);
       if (f.examples.size() < max_examples) f.examples.push_back("waited: " + describe(t, *o));
     }

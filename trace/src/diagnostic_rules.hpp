@@ -26,6 +26,11 @@ std::uint64_t issuing_stream(const span& s) noexcept;
 std::string describe(const timeline& t, const span& s);
 // "8.000 MiB", "512 B".
 std::string format_bytes(std::uint64_t bytes);
+// `sum += d` for sums of durations, held at INT64_MAX: a trace read from a file may hold many spans of years each.
+inline void add_clamped(std::int64_t& sum, std::int64_t d) noexcept {
+  if (d > 0) sum = d > INT64_MAX - sum ? INT64_MAX : sum + d;
+}
+
 // An empty finding of kind `d`.
 inline finding new_finding(diagnostic d) {
   finding f;
