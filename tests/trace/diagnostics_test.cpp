@@ -83,3 +83,18 @@ TEST_CASE("a finding lists at most five examples", "[trace][diagnostics]") {
   CHECK(findings[0].occurrences == 12);
   CHECK(findings[0].examples.size() == 5);
 }
+
+TEST_CASE("a trace read from a file that shows every problem: each diagnostic fires", "[trace][diagnostics]") {
+  // data/all_diagnostics.json (also a seed of the trace reader's fuzz corpus): Chrome trace events with flags,
+  // addresses and a described device, as the hooks write them.
+  const trace::timeline t =
+      trace::read_chrome_json(trace::test::read_file(CUASYNC_TRACE_TEST_DATA "/all_diagnostics.json"));
+  const auto findings = trace::diagnose(t);
+  REQUIRE(findings.size() == trace::diagnostic_count);
+  for (int d = 0; d < trace::diagnostic_count; ++d) {
+    INFO(trace::to_string(static_cast<diagnostic>(d)));
+    CHECK(findings[static_cast<std::size_t>(d)].kind == static_cast<diagnostic>(d));
+    CHECK(findings[static_cast<std::size_t>(d)].occurrences > 0);
+    CHECK_FALSE(findings[static_cast<std::size_t>(d)].examples.empty());
+  }
+}

@@ -92,17 +92,17 @@ std::optional<finding> find_kernel_filled_device(const timeline& t) {
   if (!f.occurrences) return std::nullopt;
   f.summary = std::to_string(fillers.size()) + " kernel" + (fillers.size() == 1 ? "" : "s") +
               " filled every SM while " + std::to_string(f.occurrences) + " operation" +
-              (f.occurrences == 1 ? "" : "s") + " of other streams were ready (" + format_duration(waited) +
-              " of waiting in all)";
+              (f.occurrences == 1 ? " of another stream was" : "s of other streams were") + " ready (" +
+              format_duration(waited) + " of waiting in all)";
   f.explanation =
       "A kernel whose grid alone fills every SM at its occupancy (grid >= SMs x resident blocks per SM) leaves no "
       "room for another stream's kernel until its last blocks have been dispatched: the other streams' work was "
       "issued and ready, but waited, so using several streams bought no concurrency there.";
   f.fix =
-      "When the waiting work is latency-critical, give its stream a higher priority (`rt->streams().next("
-      "priority::high)`, `stream_options::priority`): its blocks are then dispatched as the big kernel's retire. "
-      "Otherwise size the big kernel's grid to the device (a grid-stride loop over SMs x blocks per SM) so it "
-      "leaves SMs free, or accept the serialization and do not count on that overlap.";
+      "When the waiting work is latency-critical, give its stream a higher priority "
+      "(`rt->streams().next(runtime::priority::high)`, `stream_options::priority`): its blocks are then dispatched "
+      "as the big kernel's blocks retire. Otherwise size the big kernel's grid to the device (a grid-stride loop over "
+      "SMs x blocks per SM) so it leaves SMs free, or accept the serialization and do not count on that overlap.";
   return f;
 }
 
