@@ -1,8 +1,9 @@
 // `cuasync trace TRACE.json`: renders a recorded trace as the self-contained HTML page and prints its overlap
-// summary. Needs no GPU.
+// summary and the diagnostics' findings. Needs no GPU.
 #include "commands.hpp"
 
 #include <cuasync/trace/chrome_json.hpp>
+#include <cuasync/trace/diagnostics.hpp>
 #include <cuasync/trace/html.hpp>
 #include <cuasync/trace/json.hpp>
 #include <cuasync/trace/overlap.hpp>
@@ -64,6 +65,7 @@ int run(invocation& inv) {
       return inv.fail(exit_failure, "io_error", e.what());
     }
   const trace::overlap_summary summary = trace::summarize(t, device);
+  const std::vector<trace::finding> findings = trace::diagnose(t);  // the whole trace: a rule may span devices
 
   if (inv.json()) {
     trace::json::writer w;
@@ -80,7 +82,8 @@ int run(invocation& inv) {
       w.value(*device);
     else
       w.null();
-    w.key("summary").raw(trace::to_json(summary)).end_object();
+    w.key("summary").raw(trace::to_json(summary));
+    w.key("diagnostics").raw(trace::to_json(findings)).end_object();
     std::printf("%s\n", w.str().c_str());
     return exit_ok;
   }
@@ -93,21 +96,25 @@ int run(invocation& inv) {
   if (html) std::printf("  %-8s %s\n", "html", output.c_str());
   if (device) std::printf("  %-8s GPU %d only\n", "summary", *device);
   std::printf("\n%s", trace::to_text(summary).c_str());
+  std::printf("\n%s", trace::to_text(findings).c_str());
   return exit_ok;
 }
 
 }  // namespace
 
 const command trace_command{
-    "trace", "render a recorded trace.json as an HTML timeline and print its overlap summary (no GPU needed)",
+    "trace",
+    "render a recorded trace.json as an HTML timeline and print its overlap summary and diagnostics (no GPU needed)",
     "usage: cuasync trace TRACE.json [-o PAGE.html] [--no-html] [--device N]\n"
     "Reads a trace cuasync recorded (CUASYNC_TRACE=trace.json, or cuasync::trace::flush()), or any Chrome trace\n"
     "event JSON with complete (X) events, writes it as one self-contained HTML page (inline SVG: a lane per stream,\n"
     "copy direction and host thread) and prints the overlap summary: busy time of H2D, compute and D2H, how much\n"
-    "of each overlapped the others, and the critical stage (docs/tracing.md).\n"
+    "of each overlapped the others, and the critical stage; then the diagnostics: what serialized the GPU or\n"
+    "stalled the host (pageable copies, the legacy stream, device-wide syncs, ...), each with the fix\n"
+    "(docs/tracing.md). --json gives them as \"diagnostics\", an array of {id, occurrences, summary, ...}.\n"
     "  -o, --output PAGE.html   where to write the page (default: TRACE with .html for its extension)\n"
-    "  --no-html                only the summary\n"
-    "  --device N               the summary of GPU N's lanes only (the page shows every lane)\n",
+    "  --no-html                only the summary and the diagnostics\n"
+    "  --device N               the summary of GPU N's lanes only (the page and the diagnostics cover every lane)\n",
     run};
 
 }  // namespace cuasync::tools

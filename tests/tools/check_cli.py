@@ -126,6 +126,27 @@ summary = run_json(["trace", recorded_trace, "-o", page], 0, no_gpu_env)
 check(summary.get("spans") == 31 and summary.get("lanes") == 7 and summary.get("html") == page,
       f"trace --json: {summary}")
 check(summary.get("summary", {}).get("critical") == "compute", "trace --json: critical stage")
+check("diagnostics: no findings" in out and summary.get("diagnostics") == [],
+      f"trace: the clean pipeline has findings: {summary.get('diagnostics')}")
+# A trace that provokes a diagnostic: a pageable copy between two launches, then a device-wide synchronize.
+provoking = os.path.join(work, "provoking.json")
+with open(provoking, "w") as f:
+    json.dump({"traceEvents": [
+        {"ph": "X", "name": "k", "cat": "launch", "pid": 1, "tid": 1, "ts": 0, "dur": 2,
+         "args": {"lane": "thread", "device": -1, "id": 1, "stream": 5}},
+        {"ph": "X", "name": "cuMemcpyHtoDAsync", "cat": "copy", "pid": 2, "tid": 1, "ts": 3, "dur": 40,
+         "args": {"lane": "h2d", "device": 0, "id": 0, "stream": 5, "bytes": 4096, "flags": ["pageable_host"]}},
+        {"ph": "X", "name": "cuCtxSynchronize", "cat": "sync", "pid": 1, "tid": 1, "ts": 3, "dur": 50,
+         "args": {"lane": "thread", "device": -1, "id": 1, "flags": ["device_wide"]}},
+        {"ph": "X", "name": "k", "cat": "launch", "pid": 1, "tid": 1, "ts": 60, "dur": 2,
+         "args": {"lane": "thread", "device": -1, "id": 1, "stream": 5}}]}, f)
+out, _ = run(["trace", provoking, "--no-html"], 0)
+check("[pageable_copy] 1 asynchronous copy" in out and "[device_synchronize]" in out and "fix: " in out,
+      f"trace: the provoking trace's findings are not printed: {out}")
+found = run_json(["trace", provoking, "--no-html"], 0).get("diagnostics", [])
+check([d.get("id") for d in found] == ["pageable_copy", "device_synchronize"] and
+      all(d.get("summary") and d.get("explanation") and d.get("fix") and d.get("examples") for d in found) and
+      found[0].get("occurrences") == 1, f"trace --json: diagnostics of the provoking trace: {found}")
 only = run_json(["trace", recorded_trace, "--no-html", "--device", "1"], 0)
 check(only.get("html") is None and only.get("summary", {}).get("critical") == "none", f"trace --device 1: {only}")
 check_error(run_json(["trace", os.path.join(work, "missing.json")], 1), 1, "io_error", "trace of a missing file")

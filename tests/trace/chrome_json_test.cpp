@@ -161,3 +161,53 @@ TEST_CASE("numbers beyond what a trace holds are refused, so nothing computed fr
     CHECK_THROWS_WITH(trace::read_chrome_json(bad), Catch::Contains("range") || Catch::Contains("time"));
   }
 }
+
+TEST_CASE("the diagnostics' facts read back: flags, addresses, the devices", "[trace][chrome]") {
+  trace::timeline t;
+  t.devices = {{0, "NVIDIA H200", 132, 3}, {1, "other \"GPU\"", 8, 1}};
+  trace::span s;
+  s.lane = trace::lane::copy(0, trace::lane_kind::copy_d2h);
+  s.category = trace::category::copy;
+  s.begin_ns = 10;
+  s.end_ns = 20;
+  s.bytes = 4096;
+  s.stream_id = 7;
+  s.src = 0x7f00'0000'1000;
+  s.dst = 0xffff'ffff'ffff'fff0;  // beyond a double's exact integers: written as a hex string
+  s.flags = trace::flag::pageable_host | trace::flag::legacy_stream | trace::flag::stream_ordered;
+  t.spans.push_back(s);
+  s.lane = trace::lane::host_thread(1);
+  s.flags =
+      trace::flag::device_wide | trace::flag::host_wait | trace::flag::fills_device | trace::flag::blocking_stream;
+  s.src = s.dst = 0;
+  t.spans.push_back(s);
+  t.normalize();
+  const std::string text = trace::to_chrome_json(t);
+  CHECK(text.find(R"("src":"0x7f0000001000","dst":"0xfffffffffffffff0")") != std::string::npos);
+  CHECK(text.find(R"("flags":["pageable_host","legacy_stream","stream_ordered"])") != std::string::npos);
+  const trace::timeline back = trace::read_chrome_json(text);
+  CHECK(back.devices == t.devices);
+  REQUIRE(back.spans.size() == 2);
+  CHECK(back.spans[0] == t.spans[0]);
+  CHECK(back.spans[1] == t.spans[1]);
+}
+
+TEST_CASE("unknown flag names are ignored; bad addresses and flags are refused", "[trace][chrome]") {
+  const trace::timeline t = trace::read_chrome_json(
+      R"([{"ph": "X", "name": "a", "ts": 1, "args": {"flags": ["from_a_later_version", "host_wait"]}}])");
+  REQUIRE(t.spans.size() == 1);
+  CHECK(t.spans[0].flags == trace::flag::host_wait);
+  for (const char* bad : {R"("src": 4096)", R"("src": "4096")", R"("dst": "0x")", R"("dst": "0x12g4")",
+                          R"("dst": "0x1234567890abcdef0")"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(trace::read_chrome_json(std::string(R"([{"ph": "X", "name": "a", "ts": 1, "args": {)") + bad +
+                                              "}}]"),
+                      Catch::Contains("address"));
+  }
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1, "args": {"flags": "host_wait"}}])"),
+                    Catch::Contains("flags"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "X", "name": "a", "ts": 1, "args": {"flags": [3]}}])"),
+                    Catch::Contains("flag"));
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"({"otherData": {"devices": [{"copy_engines": -2}]}, "traceEvents": []})"),
+                    Catch::Contains("copy_engines"));
+}

@@ -1,6 +1,7 @@
 // The HTML page: self-contained, one lane per stream, copy direction and thread, escaped text, legend and summary.
 #include <cuasync/trace/html.hpp>
 
+#include "span_builder.hpp"
 #include "synthetic_pipeline.hpp"
 
 #include <catch2/catch.hpp>
@@ -94,4 +95,20 @@ TEST_CASE("spans narrower than a pixel are merged, and an empty timeline still r
   const std::string empty = trace::to_html(trace::timeline{});
   CHECK(empty.find("0 spans on 0 lanes") != std::string::npos);
   CHECK(empty.find("No copies or kernels") != std::string::npos);
+}
+
+TEST_CASE("the HTML page lists the diagnostics' findings after the overlap summary, escaped", "[trace][html]") {
+  const std::string clean = trace::to_html(trace::test::pipeline_timeline());
+  CHECK(clean.find("Diagnostics</h2>\n<p>No findings: none of the 8 checks fired.</p>") != std::string::npos);
+
+  trace::test::span_builder b;
+  b.copy(trace::lane_kind::copy_h2d, 3, 0, 1, 64, trace::flag::pageable_host).name = "copy<script>";
+  const std::string page = trace::to_html(b.t);
+  const auto summary = page.find("Overlap summary"), diagnostics = page.find("Diagnostics</h2>");
+  REQUIRE(diagnostics != std::string::npos);
+  CHECK(summary < diagnostics);
+  CHECK(page.find("<strong>pageable_copy</strong>: 1 asynchronous copy", diagnostics) != std::string::npos);
+  CHECK(page.find("<li>copy&lt;script&gt; on H2D (GPU 0) (stream 3)", diagnostics) != std::string::npos);
+  CHECK(page.find("Fix: Copy from and to pinned memory", diagnostics) != std::string::npos);
+  CHECK(page.find("<script") == std::string::npos);
 }

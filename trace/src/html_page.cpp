@@ -1,7 +1,9 @@
-// The HTML page around the SVG timeline: title and counts, the category legend, the overlap summary table. Inline
+// The HTML page around the SVG timeline: title and counts, the category legend, the overlap summary table, the
+// diagnostics' findings. Inline
 // CSS with generic font families only: nothing is fetched when the page opens.
 #include "html_parts.hpp"
 
+#include <cuasync/trace/diagnostics.hpp>
 #include <cuasync/trace/html.hpp>
 #include <cuasync/trace/overlap.hpp>
 
@@ -43,6 +45,10 @@ svg line.grid { stroke: #d0d4da; stroke-width: 1; }
 table { border-collapse: collapse; margin-top: 6px; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+div.finding { margin: 10px 0 14px 0; padding: 6px 10px; border-left: 4px solid #b00020; background: #fbf4f4; }
+div.finding p { margin: 4px 0; }
+div.finding code { font-size: 12px; }
+div.finding ul { margin: 4px 0; padding-left: 20px; color: #555; }
 )";
 
 
@@ -70,6 +76,25 @@ std::string summary_table(const overlap_summary& s) {
          html_escape(format_duration(s.h2d_with_d2h_ns)) + ", all three " +
          html_escape(format_duration(s.all_three_ns)) + ". Overlap factor " + factor +
          " (1: the stages ran one after another).</p>\n";
+  return out;
+}
+
+// The findings, each with its explanation, fix and examples.
+std::string findings_section(const std::vector<finding>& findings) {
+  using detail::html_escape;
+  if (findings.empty())
+    return "<p>No findings: none of the " + std::to_string(diagnostic_count) + " checks fired.</p>\n";
+  std::string out;
+  for (const finding& f : findings) {
+    out += "<div class=\"finding\">\n<p><strong>" + std::string(to_string(f.kind)) + "</strong>: " +
+           html_escape(f.summary) + "</p>\n<p>Why: " + html_escape(f.explanation) + "</p>\n<p>Fix: " + html_escape(f.fix) + "</p>\n";
+    if (!f.examples.empty()) {
+      out += "<ul>";
+      for (const std::string& e : f.examples) out += "<li>" + html_escape(e) + "</li>";
+      out += "</ul>\n";
+    }
+    out += "</div>\n";
+  }
   return out;
 }
 
@@ -113,6 +138,7 @@ std::string to_html(const timeline& input) {
 
   out += detail::timeline_svg(t);
   out += "<h2 style=\"font-size:15px\">Overlap summary</h2>\n" + summary_table(summarize(t));
+  out += "<h2 style=\"font-size:15px\">Diagnostics</h2>\n" + findings_section(diagnose(t));
   out += "</body>\n</html>\n";
   return out;
 }

@@ -29,7 +29,7 @@ inline constexpr int diagnostic_count = 8;
 std::string_view to_string(diagnostic d) noexcept;
 
 struct finding {
-  diagnostic kind;
+  diagnostic kind = diagnostic::pageable_copy;
   std::size_t occurrences = 0;        //!< how many spans (or pairs of spans) showed it
   std::string summary;                //!< one line: what happened, with counts and times
   std::string explanation;            //!< why it costs (plain words)
