@@ -21,7 +21,8 @@ std::string stall_report::text() const {
     line += call.empty() ? " (no driver call was in flight)" : " (it was in " + call + ")";
     return line;
   }
-  if (call.empty()) return line + "a handler has run " + milliseconds(duration) + " without yielding (no driver call in flight)";
+  if (call.empty())
+    return line + "a handler has run " + milliseconds(duration) + " without yielding (no driver call in flight)";
   line += "blocked for " + milliseconds(duration) + " so far, in " + call + " for " + milliseconds(call_duration);
   if (*where.file_name())
     line += ", called from " + std::string(where.file_name()) + ":" + std::to_string(where.line()) + " (`" +

@@ -112,7 +112,7 @@ TEST_CASE("a handler blocked in cuMemFree is reported once with the call, its ca
 TEST_CASE("a handler that runs without yielding and without a driver call is reported as such",
           "[async_io][watchdog][timing]") {
   asio::io_context io;
-  io_watchdog w(io, threshold, quiet);
+  io_watchdog w(io, threshold);  // the default sink, as docs/tracing.md shows
   io_thread runner(io);
   asio::post(io, [] { busy_for(300ms); });
   REQUIRE(eventually([&] { return has_ended(w); }));
@@ -211,7 +211,8 @@ TEST_CASE("two io_contexts: only the stalled one's thread is reported", "[async_
   }
 }
 
-TEST_CASE("a watched strand blocked in a handler is reported; its context may go first", "[async_io][watchdog][timing]") {
+TEST_CASE("a watched strand blocked in a handler is reported; its context may go first",
+          "[async_io][watchdog][timing]") {
   io_watchdog w(threshold, quiet);
   {
     asio::io_context io;

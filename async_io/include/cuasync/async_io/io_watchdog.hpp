@@ -8,16 +8,16 @@
 //!
 //! Turning it on: construct one (`io_watchdog w(io);`), or set `CUASYNC_WATCHDOG_MS=<threshold>`: then every
 //! executor that async_io's operations complete on (the first of each `completion_service`) is watched by a
-//! process-wide watchdog, and
-//! `from_environment(io)` gives one for other contexts.
+//! process-wide watchdog, and `from_environment(io)` gives one for other contexts.
 //!
 //! Cost: nothing until one is constructed (trace's watch bit is off: a `host_call` is one load and a branch). While
-//! one lives, every `host_call` publishes its call (a backtrace, ~1–2 µs), each watched executor runs a tiny handler
-//! every threshold / 4, and the watchdog's thread wakes as often. It never blocks an io thread: the heartbeat stores
-//! two atomics. Caveat: the heartbeat is a queued handler, so `run_one()` and `poll()` can run it instead of one of
-//! yours, and a `run()` with nothing else to do returns up to one heartbeat later.
+//! one lives, every `host_call` publishes its call (a backtrace, ~2 µs), each watched executor runs a tiny handler
+//! every threshold / 4, and the watchdog's thread wakes as often. It never blocks an io thread: the heartbeat makes
+//! three atomic stores. Caveat: the heartbeat is a queued handler, so `run_one()` and `poll()` can run it instead
+//! of one of yours, and a `run()` with nothing else to do returns up to one heartbeat later.
 //!
-//! Thread-safe. The destructor stops and joins the watchdog's thread (it does not wait for a stall to end). A watched
+//! Thread-safe. The destructor stops and joins the watchdog's thread (it does not wait for a stall to end). A context
+//! must have run one heartbeat before its thread can be named: `watch()` queues the first at once. A watched
 //! io_context may be stopped (a stopped context is not stalled) or destroyed before the watchdog: the watchdog learns
 //! of it through a service of that context and posts nothing to it afterwards.
 
@@ -48,9 +48,10 @@ struct stall_report {
   std::chrono::nanoseconds call_duration{};  //!< how long it has been in `call` (0 without one)
   bool ended = false;
 
-  //! One line: "io thread 3 (io): blocked for 62 ms so far in cuMemFree (for 61 ms), called from f.cpp:12 in
-  //! `void serve()`; frames: serve() at ./server+0x1234" or "... a handler has run 61 ms without yielding (no driver
-  //! call in flight)"; an ended stall: "io thread 3 (io): the stall ended after 180 ms (in cuMemFree)".
+  //! One line: "io thread 3 (io): blocked for 62 ms so far, in cuMemFree for 61 ms, called from f.cpp:12
+  //! (`void serve()`); frames: serve() at ./server+0x1234", or "io thread 3: a handler has run 61 ms without
+  //! yielding (no driver call in flight)"; an ended stall: "io thread 3 (io): the stall ended after 180 ms (it was
+  //! in cuMemFree)".
   std::string text() const;
 };
 
