@@ -10,7 +10,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <vector>
 
@@ -66,11 +65,10 @@ std::shared_ptr<watch_target> watch_target::of(const asio::any_io_executor& ex) 
   // Untracked: a target held by the watchdog must not keep io_context::run() from returning.
   t->executor_ = asio::prefer(ex, asio::execution::outstanding_work.untracked);
   asio::execution_context& ctx = asio::query(ex, asio::execution::context);
-  // An io_context's executor, or a strand of one: that io_context is asked whether it is stopped.
-  if (const auto* io_ex = ex.target<asio::io_context::executor_type>())
-    t->io_ = &io_ex->context();
-  else if (const auto* strand = ex.target<asio::strand<asio::io_context::executor_type>>())
-    t->io_ = &strand->get_inner_executor().context();
+  // An io_context (or a thread_pool) is asked whether it is stopped through its scheduler: Asio's detail, but the one
+  // way to ask without knowing the executor's type (tracked or not, a strand, any_io_executor).
+  if (asio::has_service<asio::detail::io_context_impl>(ctx))
+    t->scheduler_ = &asio::use_service<asio::detail::io_context_impl>(ctx);
   asio::use_service<context_watch_service>(ctx).add(t);
   return t;
 }
@@ -78,7 +76,7 @@ std::shared_ptr<watch_target> watch_target::of(const asio::any_io_executor& ex) 
 watch_target::status watch_target::beat(std::int64_t now_ns) noexcept {
   std::lock_guard lock(mutex_);
   if (!executor_) return status::gone;
-  if (io_ && io_->stopped()) {
+  if (scheduler_ && scheduler_->stopped()) {
     // A heartbeat queued in a stopped context waits for a restart: its clock starts again from now, so a restart is
     // not taken for a stall.
     std::int64_t posted = times_->posted_ns.load(std::memory_order_acquire);
@@ -99,7 +97,7 @@ void watch_target::forget_context() noexcept {
   asio::any_io_executor gone;
   std::lock_guard lock(mutex_);
   gone.swap(executor_);  // destroyed here, while the context's services are still alive (a strand's is)
-  io_ = nullptr;
+  scheduler_ = nullptr;
 }
 
 }  // namespace cuasync::detail

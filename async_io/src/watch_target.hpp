@@ -3,15 +3,12 @@
 // heartbeat's times. A service of the executor's execution context empties the target when the context shuts down, so
 // nothing is posted to (or kept of) a context that is going away.
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-
-namespace boost::asio {
-class io_context;
-}
 
 namespace cuasync::detail {
 
@@ -28,7 +25,8 @@ class watch_target {
   static std::shared_ptr<watch_target> of(const boost::asio::any_io_executor& ex);
 
   // Posts a heartbeat unless one is in flight or the context is gone or stopped. Returns what it found:
-  // gone (the context shut down), stopped (a stopped io_context: nothing in flight counts), or running.
+  // gone (the context shut down), stopped (a stopped io_context or thread_pool: nothing in flight counts), or
+  // running.
   enum class status { gone, stopped, running };
   status beat(std::int64_t now_ns) noexcept;
 
@@ -40,7 +38,7 @@ class watch_target {
  private:
   std::mutex mutex_;
   boost::asio::any_io_executor executor_;  // untracked; empty once the context is gone
-  boost::asio::io_context* io_ = nullptr;  // asked stopped() when the context is an io_context
+  boost::asio::detail::io_context_impl* scheduler_ = nullptr;  // asked stopped(): the context's, when it has one
   std::shared_ptr<heartbeat_times> times_ = std::make_shared<heartbeat_times>();  // shared with heartbeats in flight
 };
 

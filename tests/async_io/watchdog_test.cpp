@@ -14,6 +14,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -98,7 +99,6 @@ TEST_CASE("a handler blocked in cuMemFree is reported once with the call, its ca
   REQUIRE_FALSE(first.frames.empty());
   CHECK(first.frames[0].find("watchdog_test_free_on_io_thread") == 0);
   CHECK(first.duration >= threshold);
-  CHECK(first.duration < 400ms);
   CHECK(first.text().find("in cuMemFree for") != std::string::npos);
   const stall_report& last = reports[1];
   INFO(last.text());
@@ -123,7 +123,7 @@ TEST_CASE("a handler that runs without yielding and without a driver call is rep
   CHECK(reports[0].thread == runner.ordinal);
   CHECK(reports[0].text().find("without yielding (no driver call in flight)") != std::string::npos);
   CHECK(reports[1].ended);
-  CHECK(reports[1].duration >= 250ms);
+  CHECK(reports[1].duration >= 150ms);  // from the overdue heartbeat's post, up to a late tick after the start
 }
 
 TEST_CASE("an io_context running many short handlers and timers is never reported", "[async_io][watchdog][timing]") {
@@ -164,6 +164,17 @@ TEST_CASE("a stopped io_context is not stalled, a restarted one neither, and a d
   }
   CHECK(w.reports().empty());
   io.reset();  // destroyed while watched: its heartbeats are dropped and the watchdog forgets it
+  std::this_thread::sleep_for(4 * threshold);
+  CHECK(w.reports().empty());
+}
+
+TEST_CASE("a watched executor that tracks work keeps none, and its io_context is not stalled once run() returned",
+          "[async_io][watchdog][timing]") {
+  asio::io_context io;
+  io_watchdog w(threshold, quiet);
+  w.watch(asio::any_io_executor(asio::prefer(io.get_executor(), asio::execution::outstanding_work.tracked)));
+  std::thread runner([&] { io.run(); });
+  runner.join();  // returns: the watchdog holds no work (the queued heartbeat runs, then run() is out of work)
   std::this_thread::sleep_for(4 * threshold);
   CHECK(w.reports().empty());
 }

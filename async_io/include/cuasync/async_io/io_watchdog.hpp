@@ -77,9 +77,9 @@ class io_watchdog {
 
   //! Watches `io` (its heartbeat goes through its executor; a stopped `io` is never stalled).
   void watch(boost::asio::io_context& io);
-  //! Watches an executor (the heartbeat goes through it: a strand's is stalled while its handler runs). When it is an
-  //! io_context's executor or a strand of one, that io_context is asked whether it is stopped; otherwise it is
-  //! always taken to be running.
+  //! Watches an executor (the heartbeat goes through it: a strand's is stalled while its handler runs). When its
+  //! context is an io_context (or a thread_pool), a stopped one is not stalled; other contexts are taken to be
+  //! running.
   void watch(const boost::asio::any_io_executor& ex);
 
   std::chrono::milliseconds threshold() const noexcept { return threshold_; }
