@@ -41,9 +41,19 @@ struct stall {
 
 struct watched {
   std::shared_ptr<detail::watch_target> target;
-  std::vector<std::uint64_t> threads;  // every thread seen running its heartbeat
+  std::vector<std::uint64_t> threads;  // the latest threads seen running its heartbeat, newest last
   std::vector<stall> stalls;
 };
+
+// The latest threads seen running a target's heartbeats: an executor run by threads that come and go keeps a bounded
+// list (each is looked up in trace's registry every tick).
+constexpr std::size_t remembered_threads = 64;
+void remember_thread(watched& w, std::uint64_t thread) {
+  if (!thread || (!w.threads.empty() && w.threads.back() == thread)) return;
+  std::erase(w.threads, thread);
+  if (w.threads.size() == remembered_threads) w.threads.erase(w.threads.begin());
+  w.threads.push_back(thread);
+}
 
 stall_report begun(const stall& s, std::int64_t now, const trace::call_in_flight* c) {
   stall_report r;
@@ -112,7 +122,7 @@ void io_watchdog::state::tick(watched& w, std::int64_t now, std::vector<stall_re
   const detail::heartbeat_times& times = w.target->times();
   const std::int64_t posted = times.posted_ns.load(std::memory_order_acquire);
   const std::uint64_t ran_on = times.ran_on.load(std::memory_order_relaxed);
-  if (ran_on && std::find(w.threads.begin(), w.threads.end(), ran_on) == w.threads.end()) w.threads.push_back(ran_on);
+  remember_thread(w, ran_on);
   const bool running = status == detail::watch_target::status::running;
   const bool overdue = running && posted != 0 && ran_on != 0 && now - posted > threshold_ns;
 
