@@ -66,7 +66,7 @@ class io_watchdog {
   //! How many reports `reports()` keeps (the latest).
   static constexpr std::size_t kept_reports = 256;
 
-  //! A watchdog with no executor yet.
+  //! A watchdog with no executor yet; its thread starts here. @throws std::system_error when no thread can start
   explicit io_watchdog(std::chrono::milliseconds threshold = default_threshold, sink report_to = {});
   //! A watchdog of `io`.
   explicit io_watchdog(boost::asio::io_context& io, std::chrono::milliseconds threshold = default_threshold,
@@ -75,7 +75,8 @@ class io_watchdog {
   io_watchdog(const io_watchdog&) = delete;
   io_watchdog& operator=(const io_watchdog&) = delete;
 
-  //! Watches `io` (its heartbeat goes through its executor; a stopped `io` is never stalled).
+  //! Watches `io` (its heartbeat goes through its executor; a stopped `io` is never stalled). The first heartbeat is
+  //! queued here, ahead of handlers posted later. @throws std::bad_alloc
   void watch(boost::asio::io_context& io);
   //! Watches an executor (the heartbeat goes through it: a strand's is stalled while its handler runs). When its
   //! context is an io_context (or a thread_pool), a stopped one is not stalled; other contexts are taken to be
@@ -88,7 +89,8 @@ class io_watchdog {
 
   //! The threshold `CUASYNC_WATCHDOG_MS` asks for (0 when unset, empty, "0" or not a number): read once.
   static std::chrono::milliseconds environment_threshold();
-  //! A watchdog of `io` when `CUASYNC_WATCHDOG_MS` is set, else null.
+  //! A watchdog of `io` when `CUASYNC_WATCHDOG_MS` is set, else null: for contexts no async_io operation completes
+  //! on (those are watched already; watching one twice reports its stalls twice).
   static std::unique_ptr<io_watchdog> from_environment(boost::asio::io_context& io);
   //! Watches `ex` with the process-wide watchdog of `CUASYNC_WATCHDOG_MS` (created on first use) when it is set;
   //! does nothing otherwise. async_io's completion_service calls it with the executor of its first operation.
