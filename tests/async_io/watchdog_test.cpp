@@ -35,6 +35,7 @@ namespace trace = cuasync::trace;
 namespace {
 
 constexpr auto threshold = 50ms;
+constexpr auto quiet_threshold = 200ms;  // where silence is asserted: a loaded VM's scheduling delays stay below it
 const io_watchdog::sink quiet = [](const stall_report&) {};
 
 // An io_context run by a thread of its own until stop().
@@ -54,15 +55,36 @@ struct io_thread {
   }
 };
 
-bool has_ended(const io_watchdog& w) {
-  for (const stall_report& r : w.reports())
-    if (r.ended) return true;
-  return false;
+// A stall: its first report and, once over, its last. A loaded machine may add stalls of its own (an io thread not
+// scheduled for a threshold), so tests look for theirs instead of counting every report.
+struct stall {
+  stall_report begun;
+  std::optional<stall_report> ended;
+};
+std::vector<stall> stalls(const io_watchdog& w) {
+  std::vector<stall> out;
+  for (const stall_report& r : w.reports()) {
+    if (!r.ended) {
+      out.push_back({r, std::nullopt});
+      continue;
+    }
+    for (stall& s : out)
+      if (!s.ended && s.begun.thread == r.thread) {
+        s.ended = r;
+        break;
+      }
+  }
+  return out;
 }
-int begun_count(const io_watchdog& w) {
-  int n = 0;
-  for (const stall_report& r : w.reports()) n += !r.ended;
-  return n;
+// The stalls whose first report names `call`.
+std::vector<stall> stalls_in(const io_watchdog& w, const std::string& call) {
+  std::vector<stall> all = stalls(w);
+  std::erase_if(all, [&](const stall& s) { return s.begun.call != call; });
+  return all;
+}
+bool ended_in(const io_watchdog& w, const std::string& call) {
+  const std::vector<stall> in = stalls_in(w, call);
+  return !in.empty() && in[0].ended;
 }
 
 void busy_for(std::chrono::milliseconds d) {
@@ -86,23 +108,20 @@ TEST_CASE("a handler blocked in cuMemFree is reported once with the call, its ca
   io_watchdog w(io, threshold);  // the default sink: the lines go to standard error
   io_thread runner(io);
   asio::post(io, [] { watchdog_test_free_on_io_thread(400ms); });
-  REQUIRE(eventually([&] { return has_ended(w); }));
-  const std::vector<stall_report> reports = w.reports();
-  REQUIRE(reports.size() == 2);
-  const stall_report& first = reports[0];
+  REQUIRE(eventually([&] { return ended_in(w, "cuMemFree"); }));
+  const std::vector<stall> in_free = stalls_in(w, "cuMemFree");
+  REQUIRE(in_free.size() == 1);  // once per stall
+  const stall_report& first = in_free[0].begun;
   INFO(first.text());
-  CHECK_FALSE(first.ended);
   CHECK(first.thread == runner.ordinal);
-  CHECK(first.call == "cuMemFree");
   CHECK(std::string(first.where.file_name()).ends_with("watchdog_test.cpp"));
   CHECK(std::string(first.where.function_name()).find("watchdog_test_free_on_io_thread") != std::string::npos);
   REQUIRE_FALSE(first.frames.empty());
   CHECK(first.frames[0].find("watchdog_test_free_on_io_thread") == 0);
   CHECK(first.duration >= threshold);
   CHECK(first.text().find("in cuMemFree for") != std::string::npos);
-  const stall_report& last = reports[1];
+  const stall_report& last = *in_free[0].ended;
   INFO(last.text());
-  CHECK(last.ended);
   CHECK(last.thread == runner.ordinal);
   CHECK(last.call == "cuMemFree");
   CHECK(last.duration >= 350ms);
@@ -115,20 +134,23 @@ TEST_CASE("a handler that runs without yielding and without a driver call is rep
   io_watchdog w(io, threshold);  // the default sink, as docs/tracing.md shows
   io_thread runner(io);
   asio::post(io, [] { busy_for(300ms); });
-  REQUIRE(eventually([&] { return has_ended(w); }));
-  const std::vector<stall_report> reports = w.reports();
-  REQUIRE(reports.size() == 2);
-  INFO(reports[0].text());
-  CHECK(reports[0].call.empty());
-  CHECK(reports[0].thread == runner.ordinal);
-  CHECK(reports[0].text().find("without yielding (no driver call in flight)") != std::string::npos);
-  CHECK(reports[1].ended);
-  CHECK(reports[1].duration >= 150ms);  // from the overdue heartbeat's post, up to a late tick after the start
+  // The busy handler's stall: from the overdue heartbeat's post, up to a late tick after its start.
+  const auto busy_stall = [&]() -> std::optional<stall> {
+    for (const stall& s : stalls_in(w, ""))
+      if (s.ended && s.ended->duration >= 150ms) return s;
+    return std::nullopt;
+  };
+  REQUIRE(eventually([&] { return busy_stall().has_value(); }));
+  const stall s = *busy_stall();
+  INFO(s.begun.text());
+  CHECK(s.begun.thread == runner.ordinal);
+  CHECK(s.begun.text().find("without yielding (no driver call in flight)") != std::string::npos);
+  CHECK(s.ended->text().find("no driver call was in flight") != std::string::npos);
 }
 
 TEST_CASE("an io_context running many short handlers and timers is never reported", "[async_io][watchdog][timing]") {
   asio::io_context io;
-  io_watchdog w(io, 200ms, quiet);
+  io_watchdog w(io, quiet_threshold, quiet);
   std::atomic<int> handlers{0};
   asio::steady_timer timer(io);
   std::function<void()> next = [&] {
@@ -149,33 +171,33 @@ TEST_CASE("an io_context running many short handlers and timers is never reporte
 TEST_CASE("a stopped io_context is not stalled, a restarted one neither, and a destroyed one is forgotten",
           "[async_io][watchdog][timing]") {
   auto io = std::make_unique<asio::io_context>();
-  io_watchdog w(*io, threshold, quiet);
+  io_watchdog w(*io, quiet_threshold, quiet);
   {
     io_thread runner(*io);
     REQUIRE(eventually([&] { return runner.ordinal != 0; }));
     io->stop();
   }
-  std::this_thread::sleep_for(4 * threshold);  // heartbeats queued in a stopped context
+  std::this_thread::sleep_for(2 * quiet_threshold);  // heartbeats queued in a stopped context
   CHECK(w.reports().empty());
   io->restart();
   {
     io_thread runner(*io);
-    std::this_thread::sleep_for(4 * threshold);
+    std::this_thread::sleep_for(2 * quiet_threshold);
   }
   CHECK(w.reports().empty());
   io.reset();  // destroyed while watched: its heartbeats are dropped and the watchdog forgets it
-  std::this_thread::sleep_for(4 * threshold);
+  std::this_thread::sleep_for(2 * quiet_threshold);
   CHECK(w.reports().empty());
 }
 
 TEST_CASE("a watched executor that tracks work keeps none, and its io_context is not stalled once run() returned",
           "[async_io][watchdog][timing]") {
   asio::io_context io;
-  io_watchdog w(threshold, quiet);
+  io_watchdog w(quiet_threshold, quiet);
   w.watch(asio::any_io_executor(asio::prefer(io.get_executor(), asio::execution::outstanding_work.tracked)));
   std::thread runner([&] { io.run(); });
   runner.join();  // returns: the watchdog holds no work (the queued heartbeat runs, then run() is out of work)
-  std::this_thread::sleep_for(4 * threshold);
+  std::this_thread::sleep_for(2 * quiet_threshold);
   CHECK(w.reports().empty());
 }
 
@@ -190,8 +212,7 @@ TEST_CASE("a watchdog destroyed during a stall stops at once; the stalled handle
     const auto give_up = std::chrono::steady_clock::now() + 20s;
     while (!release && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
   });
-  REQUIRE(eventually([&] { return begun_count(*w) == 1; }));
-  CHECK(w->reports()[0].call == "cuStreamSynchronize");
+  REQUIRE(eventually([&] { return !stalls_in(*w, "cuStreamSynchronize").empty(); }));
   const auto before = std::chrono::steady_clock::now();
   w.reset();
   CHECK(std::chrono::steady_clock::now() - before < 2s);
@@ -210,15 +231,14 @@ TEST_CASE("two io_contexts: only the stalled one's thread is reported", "[async_
     trace::host_call c(trace::category::sync, "cuEventSynchronize");
     std::this_thread::sleep_for(300ms);
   });
-  REQUIRE(eventually([&] { return has_ended(w); }));
+  REQUIRE(eventually([&] { return ended_in(w, "cuEventSynchronize"); }));
   blocked_runner.stop();
   free_runner.stop();
-  const std::vector<stall_report> reports = w.reports();
-  REQUIRE(reports.size() == 2);
-  for (const stall_report& r : reports) {
-    INFO(r.text());
-    CHECK(r.thread == blocked_runner.ordinal);
-    CHECK(r.call == "cuEventSynchronize");
+  CHECK(stalls_in(w, "cuEventSynchronize").size() == 1);
+  for (const stall& s : stalls(w)) {
+    INFO(s.begun.text());
+    if (!s.begun.call.empty()) CHECK(s.begun.thread == blocked_runner.ordinal);
+    if (s.begun.thread == free_runner.ordinal) CHECK(s.begun.call.empty());  // only ever a late schedule
   }
 }
 
@@ -231,8 +251,7 @@ TEST_CASE("a watched strand blocked in a handler is reported; its context may go
     w.watch(strand);
     io_thread runner(io);
     asio::post(strand, [] { watchdog_test_free_on_io_thread(300ms); });
-    REQUIRE(eventually([&] { return has_ended(w); }));
-    CHECK(w.reports()[0].call == "cuMemFree");
+    REQUIRE(eventually([&] { return ended_in(w, "cuMemFree"); }));
   }  // the context goes before the watchdog, with the strand the watchdog holds
   std::this_thread::sleep_for(2 * threshold);
 }
