@@ -1,12 +1,21 @@
 // The completion service: the Asio execution-context service that owns one service_queues.
 #include <cuasync/async_io/completion_service.hpp>
 
+#include <cuasync/async_io/io_watchdog.hpp>
+
 #include "service_queues.hpp"
 
 namespace cuasync {
 
 completion_service::completion_service(boost::asio::execution_context& ctx)
-    : boost::asio::execution_context::service(ctx), queues_(std::make_shared<detail::service_queues>()) {}
+    : boost::asio::execution_context::service(ctx),
+      queues_(std::make_shared<detail::service_queues>()),
+      watchdog_asked_(io_watchdog::environment_threshold().count() != 0) {}
+
+void completion_service::watch_once(const boost::asio::any_io_executor& io_executor) {
+  if (!watchdog_asked_ || watching_.exchange(true, std::memory_order_relaxed)) return;
+  io_watchdog::watch_if_asked(io_executor);
+}
 
 completion_service::~completion_service() = default;
 
@@ -18,6 +27,7 @@ completion_service::statistics completion_service::stats() const { return queues
 
 void completion_service::start_wait(boost::asio::any_io_executor io_executor, wait_target target,
                                     detail::wait_handler handler, detail::wait_hints hints) {
+  watch_once(io_executor);
   queues_->start(std::move(io_executor), std::move(target), std::move(handler), hints);
 }
 
@@ -25,6 +35,7 @@ void completion_service::start_operation(boost::asio::any_io_executor io_executo
                                          const detail::enqueue_ref& enqueue, std::shared_ptr<void> keep_alive,
                                          detail::wait_handler handler, detail::wait_hints hints,
                                          std::source_location where) {
+  watch_once(io_executor);
   queues_->start_operation(std::move(io_executor), s, enqueue, std::move(keep_alive), std::move(handler), hints,
                            where);
 }
@@ -32,11 +43,13 @@ void completion_service::start_operation(boost::asio::any_io_executor io_executo
 void completion_service::start_task(boost::asio::any_io_executor io_executor, stream_ref s,
                                     const detail::task_ref& task, std::shared_ptr<void> keep_alive,
                                     detail::wait_handler handler, detail::wait_hints hints) {
+  watch_once(io_executor);
   queues_->start_task(std::move(io_executor), s, task, std::move(keep_alive), std::move(handler), hints);
 }
 
 void completion_service::fail_wait(boost::asio::any_io_executor io_executor, std::error_code error,
                                    detail::wait_handler handler) {
+  watch_once(io_executor);
   queues_->fail(std::move(io_executor), error, std::move(handler));
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 namespace cuasync::trace {
 namespace {
@@ -26,9 +27,10 @@ struct slot {
   detail::watch_entry entry;
 };
 
+// Weak: a thread's slot goes with the thread (its thread_local owner), so threads that come and go leave nothing.
 struct slots {
   std::mutex mutex;
-  std::vector<std::shared_ptr<slot>> all;
+  std::vector<std::weak_ptr<slot>> all;
 };
 slots& the_slots() {
   static slots* s = new slots;  // never destroyed: threads may publish during the process's exit
@@ -45,10 +47,21 @@ slot& my_slot() {
     if (pthread_getname_np(pthread_self(), name, sizeof name) == 0) s->thread_name = name;
     slots& registry = the_slots();
     std::lock_guard lock(registry.mutex);
+    std::erase_if(registry.all, [](const std::weak_ptr<slot>& w) { return w.expired(); });
     registry.all.push_back(s);
     this_thread_slot = std::move(s);
   }
   return *this_thread_slot;
+}
+
+// The slots of the threads alive now.
+std::vector<std::shared_ptr<slot>> live_slots() {
+  slots& registry = the_slots();
+  std::lock_guard lock(registry.mutex);
+  std::vector<std::shared_ptr<slot>> live;
+  for (const auto& w : registry.all)
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  return live;
 }
 
 call_in_flight view_of(const slot& s) {
@@ -68,11 +81,33 @@ std::string demangled(const char* symbol) {
   return status == 0 && d ? std::string(d.get()) : std::string(symbol);
 }
 
-// cuasync's, the standard library's and Asio's frames say nothing about which of the user's code called.
-bool is_library_frame(const std::string& name) {
-  for (const char* prefix : {"cuasync::", "std::", "boost::", "void cuasync::", "void std::", "void boost::"})
-    if (name.rfind(prefix, 0) == 0) return true;
-  return name.find("cuasync::trace::") != std::string::npos;
+// cuasync's, the standard library's and Boost's own functions say nothing about which of the user's code called: judged
+// by the mangled name, whose first component is the namespace whatever the return type (a lambda inside such a
+// function, `_ZZ...`, by its enclosing function).
+bool is_library_symbol(std::string_view mangled) {
+  if (mangled.starts_with("_ZZ"))
+    mangled.remove_prefix(3);
+  else if (mangled.starts_with("_Z"))
+    mangled.remove_prefix(2);
+  else
+    return false;
+  if (mangled.starts_with("St")) return true;  // std::f
+  if (!mangled.starts_with("N")) return false;
+  mangled.remove_prefix(1);
+  while (!mangled.empty() && std::string_view("KVRO").find(mangled.front()) != std::string_view::npos)
+    mangled.remove_prefix(1);  // the qualifiers of a member function
+  for (std::string_view ns : {"St", "7cuasync", "5boost", "9__gnu_cxx"})
+    if (mangled.starts_with(ns)) return true;
+  return false;
+}
+
+// The C library, the C++ runtime, the loader, the driver and the sanitizers' runtimes.
+bool is_system_module(std::string_view path) {
+  const std::string_view file = path.substr(path.rfind('/') + 1);
+  for (std::string_view prefix : {"libc.so", "libc-", "libstdc++", "libgcc_s", "ld-linux", "libpthread", "libcuda",
+                                  "libnvrtc", "libtsan", "libasan", "libubsan"})
+    if (file.starts_with(prefix)) return true;
+  return false;
 }
 
 }  // namespace
@@ -107,14 +142,8 @@ void restore_call(watch_entry previous) noexcept {
 }  // namespace detail
 
 std::vector<call_in_flight> calls_in_flight() {
-  std::vector<std::shared_ptr<slot>> all;
-  {
-    slots& registry = the_slots();
-    std::lock_guard lock(registry.mutex);
-    all = registry.all;
-  }
   std::vector<call_in_flight> out;
-  for (const auto& s : all) {
+  for (const auto& s : live_slots()) {
     std::lock_guard lock(s->mutex);
     if (s->entry.call) out.push_back(view_of(*s));
   }
@@ -122,13 +151,7 @@ std::vector<call_in_flight> calls_in_flight() {
 }
 
 bool call_of_thread(std::uint64_t thread, call_in_flight& out) {
-  std::vector<std::shared_ptr<slot>> all;
-  {
-    slots& registry = the_slots();
-    std::lock_guard lock(registry.mutex);
-    all = registry.all;
-  }
-  for (const auto& s : all) {
+  for (const auto& s : live_slots()) {
     std::lock_guard lock(s->mutex);
     if (s->thread == thread && s->entry.call) {
       out = view_of(*s);
@@ -141,21 +164,26 @@ bool call_of_thread(std::uint64_t thread, call_in_flight& out) {
 std::uint64_t this_thread_ordinal() noexcept { return this_thread_lane().id; }
 
 std::vector<std::string> describe_frames(const std::vector<void*>& frames, std::size_t max) {
-  std::vector<std::string> out;
+  // Frames without a name (local symbols: a lambda, a template on a lambda's type, a static function) are shown only
+  // when no frame has one, as module+offset for addr2line: beside a named frame they are noise.
+  std::vector<std::string> named, unnamed;
   for (void* frame : frames) {
-    if (out.size() >= max) break;
+    if (named.size() >= max) break;
     Dl_info info{};
-    std::string name;
-    if (dladdr(frame, &info) && info.dli_sname) name = demangled(info.dli_sname);
-    if (!name.empty() && is_library_frame(name)) continue;
-    char where[64] = "?";
-    if (info.dli_fbase)
-      std::snprintf(where, sizeof where, "+0x%llx",
-                    static_cast<unsigned long long>(static_cast<char*>(frame) - static_cast<char*>(info.dli_fbase)));
+    if (!dladdr(frame, &info)) info = Dl_info{};
+    if (info.dli_sname && is_library_symbol(info.dli_sname)) continue;
     const std::string module = info.dli_fname ? info.dli_fname : "?";
-    out.push_back((name.empty() ? std::string("?") : name) + " at " + module + where);
+    if (is_system_module(module)) continue;
+    char offset[32] = "";
+    if (info.dli_fbase)
+      std::snprintf(offset, sizeof offset, "+0x%llx",
+                    static_cast<unsigned long long>(static_cast<char*>(frame) - static_cast<char*>(info.dli_fbase)));
+    if (info.dli_sname)
+      named.push_back(demangled(info.dli_sname) + " at " + module + offset);
+    else if (unnamed.size() < max)
+      unnamed.push_back("? at " + module + offset);
   }
-  return out;
+  return named.empty() ? unnamed : named;
 }
 
 }  // namespace cuasync::trace

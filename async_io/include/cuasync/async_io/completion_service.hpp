@@ -33,6 +33,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/execution_context.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -142,7 +143,11 @@ class completion_service : public boost::asio::execution_context::service {
 
  private:
   void shutdown() override;
+  // CUASYNC_WATCHDOG_MS set: the first operation's executor is watched by the process-wide io_watchdog.
+  void watch_once(const boost::asio::any_io_executor& io_executor);
   std::shared_ptr<detail::service_queues> queues_;
+  const bool watchdog_asked_;
+  std::atomic<bool> watching_{false};
 };
 
 }  // namespace cuasync

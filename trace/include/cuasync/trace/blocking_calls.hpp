@@ -31,8 +31,10 @@ bool call_of_thread(std::uint64_t thread, call_in_flight& out);
 //! The calling thread's ordinal (trace::this_thread_lane().id): how a watchdog learns which thread runs an io_context.
 std::uint64_t this_thread_ordinal() noexcept;
 
-//! "demo::serve(...) at libfoo.so+0x1234" for each frame that is not cuasync's own (symbols from dladdr, demangled),
-//! innermost first, at most `max` of them.
+//! "demo::serve(...) at libfoo.so+0x1234" for each frame that is not cuasync's, the standard library's, Boost's or a
+//! system library's (libc, libstdc++, libcuda, ...), innermost first, at most `max` of them. Names come from dladdr
+//! (demangled), so only exported symbols have one: build executables with -rdynamic (CMake ENABLE_EXPORTS) to name
+//! their frames. Unnamed frames ("? at module+0x...", for addr2line) are given only when no frame has a name.
 std::vector<std::string> describe_frames(const std::vector<void*>& frames, std::size_t max = 4);
 
 }  // namespace cuasync::trace
