@@ -1,6 +1,7 @@
 // The shared part of the `cuasync` subcommands: --json and --help, help text, failures as text and as JSON.
 #include "cli.hpp"
 
+#include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/trace/json.hpp>
 
@@ -64,10 +65,36 @@ int invocation::fail(int status, std::string_view kind, const std::string& messa
   return status;
 }
 
+bool is_no_gpu_error(const cuda_error& e) noexcept {
+  return dynamic_cast<const driver_not_found_error*>(&e) || dynamic_cast<const stub_library_error*>(&e) ||
+         dynamic_cast<const no_device_error*>(&e) || dynamic_cast<const driver_too_old_error*>(&e);
+}
+
+std::string why_no_gpu(int device) {
+  try {
+    const int count = device::count();
+    if (count == 0) return "the driver reports no device";
+    if (device >= count) return "no device " + std::to_string(device) + ": there are " + std::to_string(count);
+    return {};
+  } catch (const cuda_error& e) {
+    if (!is_no_gpu_error(e)) throw;
+    return e.detail().empty() ? std::string(e.what()) : e.detail();  // the loader's sentence, without the call site
+  }
+}
+
+int invocation::fail_within(trace::json::writer& w, int status, std::string_view kind,
+                            const std::string& message) const {
+  std::fprintf(stderr, "cuasync %.*s: %s\n", static_cast<int>(cmd_.name.size()), cmd_.name.data(), message.c_str());
+  if (json_) {
+    w.key("error").begin_object().member("command", cmd_.name).member("status", status);
+    w.member("kind", kind).member("message", message).end_object().end_object();
+    std::printf("%s\n", w.str().c_str());
+  }
+  return status;
+}
+
 int invocation::fail(const cuda_error& e, std::string_view kind) const {
-  const bool no_gpu = dynamic_cast<const driver_not_found_error*>(&e) || dynamic_cast<const stub_library_error*>(&e) ||
-                      dynamic_cast<const no_device_error*>(&e) || dynamic_cast<const driver_too_old_error*>(&e);
-  if (no_gpu) return fail(exit_no_gpu, "no_gpu", std::string("no usable GPU: ") + e.what());
+  if (is_no_gpu_error(e)) return fail(exit_no_gpu, "no_gpu", std::string("no usable GPU: ") + e.what());
   return fail(exit_failure, kind, e.what());
 }
 
