@@ -87,6 +87,7 @@ void print_json(int device, const findings& f) {
 
 int run(invocation& inv) {
   int device = 0;
+  bool ptx = false;
   argument_walker args(inv.args());
   while (!args.done()) {
     const std::string a = args.next();
@@ -95,6 +96,8 @@ int run(invocation& inv) {
       if (!args.value(v) || std::from_chars(v.data(), v.data() + v.size(), device).ptr != v.data() + v.size() ||
           device < 0)
         return inv.usage_error("--device needs a device ordinal (0, 1, ...)");
+    } else if (a == "--ptx") {
+      ptx = true;
     } else {
       return inv.usage_error("unknown option '" + a + "'");
     }
@@ -109,7 +112,9 @@ int run(invocation& inv) {
     f.copy_engines = rt->properties().async_engine_count;
     prog.phase("compiling the test kernels");
     const jit::program program(tools::demo::kernel_program_name, tools::demo::kernel_source);
-    kernel_ref empty = rt->kernel(program, "demo_empty"), infer = rt->kernel(program, "demo_infer");
+    const auto request = ptx ? jit::output_request::ptx : jit::output_request::automatic;
+    kernel_ref empty = rt->kernels().kernel(rt->context(), program, "demo_empty", {}, request);
+    kernel_ref infer = rt->kernels().kernel(rt->context(), program, "demo_infer", {}, request);
     prog.phase("H2D bandwidth, pinned and pageable");
     f.h2d = doctor::measure_h2d(*rt, std::size_t{64} << 20, 5, 30s);
     prog.phase("awaiting empty kernels");
@@ -138,11 +143,13 @@ int run(invocation& inv) {
 
 const command doctor_command{
     "doctor", "a short self-test of a GPU: copy engines, pinned vs pageable bandwidth, await latency, diagnostics",
-    "usage: cuasync doctor [--device N]\n"
+    "usage: cuasync doctor [--device N] [--ptx]\n"
     "A self-test of a few seconds on GPU N (default 0): the copy engines, H2D bandwidth of 64 MiB from pinned and\n"
     "from pageable memory, the round trip of co_await on an empty kernel (p50, p99), and a short traced run of the\n"
     "demo's pipeline (overlap summary and diagnostics, responses checked). Ends with a verdict: OK, WARN with the\n"
-    "reasons, or FAIL (wrong results: status 1). Without a GPU it says why and exits 3.\n",
+    "reasons, or FAIL (wrong results: status 1). Without a GPU it says why and exits 3.\n"
+    "  --device N   the GPU (default 0)\n"
+    "  --ptx        load the test kernels as PTX, compiled by the driver (default: a CUBIN for the GPU)\n",
     run};
 
 }  // namespace cuasync::tools
