@@ -40,9 +40,16 @@ struct suite_result {
   std::vector<measure> measures;
 };
 
-// "<= 1.05" / ">= 0.9" against the ratio; "(absolute)" targets against cuasync's own median; others are notes.
+// "<= 1.05" / ">= 0.9" / "0.95 .. 1.05" against the ratio; "(absolute)" targets against cuasync's own median;
+// others are notes.
 std::string verdict(const measure& m) {
   const std::string& t = m.target;
+  if (const auto dots = t.find(" .. "); dots != std::string::npos) {
+    char *end_lo = nullptr, *end_hi = nullptr;
+    const double lo = std::strtod(t.c_str(), &end_lo), hi = std::strtod(t.c_str() + dots + 4, &end_hi);
+    if (end_lo == t.c_str() || end_hi == t.c_str() + dots + 4) return "-";
+    return m.ratio >= lo && m.ratio <= hi ? "ok" : "MISSED";
+  }
   if (t.size() < 3 || (t.compare(0, 2, "<=") && t.compare(0, 2, ">="))) return "-";
   char* end = nullptr;
   const double bound = std::strtod(t.c_str() + 2, &end);

@@ -6,6 +6,7 @@
 #include <cuasync/trace/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace cuasync::tools {
@@ -23,7 +24,22 @@ exit status:
   3  no usable GPU: no NVIDIA driver, the toolkit's stub libcuda, no device, or a driver too old
 )";
 
+namespace {
+const invocation* running = nullptr;  // the one invocation main() runs, for exit_gpu_hung
+}
+
+void exit_gpu_hung(const std::string& what) {
+  const std::string message = "the GPU did not finish " + what + " in time: is it hung? Exiting without cleanup";
+  if (running)
+    running->fail(exit_failure, "gpu_timeout", message);
+  else
+    std::fprintf(stderr, "cuasync: %s\n", message.c_str());
+  std::fflush(nullptr);
+  std::_Exit(exit_failure);
+}
+
 invocation::invocation(const command& c, int argc, char** argv) : cmd_(c) {
+  running = this;
   for (int i = 0; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json"))
       json_ = true;

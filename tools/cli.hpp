@@ -70,6 +70,11 @@ bool is_no_gpu_error(const cuda_error& e) noexcept;
 //! there are K"); empty when there is one. @throws cuda_error for other driver errors
 std::string why_no_gpu(int device = 0);
 
+//! The GPU did not finish `what` in time (a hung GPU or a kernel that never ends): reports it as the running
+//! command's failure (status 1, kind "gpu_timeout", with --json the error object) and exits at once, without
+//! destructors, since freeing device or pinned memory would wait for that GPU.
+[[noreturn]] void exit_gpu_hung(const std::string& what);
+
 //! The options and exit statuses every command's help ends with.
 extern const std::string_view common_help;
 

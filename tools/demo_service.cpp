@@ -1,6 +1,7 @@
 // The §16 service as coroutines (demo_service.hpp), its calibration, and the figures of a run.
 #include "demo_service.hpp"
 
+#include "cli.hpp"
 #include "demo_kernels.hpp"
 
 #include <cuasync/async_io.hpp>
@@ -37,8 +38,7 @@ void wait_idle(stream_ref s, std::chrono::seconds timeout, const std::string& wh
   done.record(s);
   const auto deadline = clock::now() + timeout;
   while (!done.query()) {
-    if (clock::now() > deadline)
-      throw std::runtime_error("the GPU did not finish " + what + " within " + std::to_string(timeout.count()) + " s");
+    if (clock::now() > deadline) exit_gpu_hung(what + " within " + std::to_string(timeout.count()) + " s");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -117,7 +117,7 @@ struct service::run_state {
   std::function<void(std::size_t)> on_progress;
 };
 
-std::optional<run_result> service::run(std::size_t slots, std::size_t requests, std::size_t first_request,
+run_result service::run(std::size_t slots, std::size_t requests, std::size_t first_request,
                                        std::chrono::seconds timeout,
                                        const std::function<void(std::size_t)>& on_progress) {
   slots = std::clamp<std::size_t>(slots, 1, slots_.size());
@@ -171,20 +171,17 @@ std::optional<run_result> service::run(std::size_t slots, std::size_t requests, 
     }
   };
 
-  // Heap-allocated: on a timeout it is left behind with its coroutines rather than destroyed under them.
-  auto io = std::make_unique<asio::io_context>(1);
+  asio::io_context io(1);
   const auto t0 = clock::now();
   state->running = slots;
   for (std::size_t k = 0; k < slots; ++k)
-    asio::co_spawn(*io, worker(this, state, slots_[k], floats, iters), [state](std::exception_ptr e) {
+    asio::co_spawn(io, worker(this, state, slots_[k], floats, iters), [state](std::exception_ptr e) {
       if (e && !state->error) state->error = e;
       --state->running;
     });
-  io->run_for(timeout);
-  if (state->running != 0) {
-    (void)io.release();
-    return std::nullopt;
-  }
+  io.run_for(timeout);
+  if (state->running != 0)
+    exit_gpu_hung("a run of " + std::to_string(requests) + " requests within " + std::to_string(timeout.count()) + " s");
   run_result r;
   r.seconds = us_since(t0) / 1e6;
   if (state->error) std::rethrow_exception(state->error);

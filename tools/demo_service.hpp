@@ -20,8 +20,8 @@
 
 namespace cuasync::tools::demo {
 
-//! Waits for `s`'s work by polling an event, so that a hung GPU ends in an error instead of a hang.
-//! @throws std::runtime_error naming `what` after `timeout`, cuda_error with a device error
+//! Waits for `s`'s work by polling an event, so that a hung GPU ends the command (exit_gpu_hung) instead of hanging
+//! it. @throws cuda_error with a device error
 void wait_idle(stream_ref s, std::chrono::seconds timeout, const std::string& what);
 
 //! Each GPU stage of one request run alone (microseconds), as the calibration measured it.
@@ -52,14 +52,14 @@ class service {
   service& operator=(const service&) = delete;
 
   //! Picks the kernel's steps so that it takes about as long as the H2D copy, and measures each stage alone.
-  //! @throws cuda_error, std::runtime_error when the GPU does not finish within `timeout`
+  //! @throws cuda_error (a GPU that does not finish within `timeout` ends the command: exit_gpu_hung)
   stage_times calibrate(std::chrono::seconds timeout);
   int iterations() const noexcept { return iters_; }
 
   //! Serves `requests` requests (ids from `first_request`) with `slots` slots. `on_progress(done)` is called on the
-  //! io thread now and then. A run that does not finish within `timeout` returns nothing, leaving its state behind
-  //! (the caller must exit without cleaning up). @throws what a stage threw, cuda_error
-  std::optional<run_result> run(std::size_t slots, std::size_t requests, std::size_t first_request,
+  //! io thread now and then. A run that does not finish within `timeout` ends the command (exit_gpu_hung).
+  //! @throws what a stage threw, cuda_error
+  run_result run(std::size_t slots, std::size_t requests, std::size_t first_request,
                                 std::chrono::seconds timeout,
                                 const std::function<void(std::size_t done)>& on_progress = {});
 

@@ -126,9 +126,7 @@ int run(invocation& inv) {
     return inv.fail(e);
   } catch (const std::exception& e) {
     prog.done();
-    inv.fail(exit_failure, "error", e.what());
-    std::fflush(nullptr);
-    std::_Exit(exit_failure);  // a timeout may leave work on the GPU that the destructors would wait for
+    return inv.fail(exit_failure, "error", e.what());
   }
   prog.done();
   judge(f);

@@ -1,6 +1,7 @@
 // The doctor's measurements (doctor_checks.hpp).
 #include "doctor_checks.hpp"
 
+#include "cli.hpp"
 #include "demo_service.hpp"
 
 #include <cuasync/async_io.hpp>
@@ -71,18 +72,15 @@ await_latency measure_await(runtime::device_runtime& rt, kernel_ref empty, std::
       if (i >= 10) out->push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
     }
   };
-  auto io = std::make_unique<asio::io_context>(1);
+  asio::io_context io(1);
   std::exception_ptr error;
   bool finished = false;
-  asio::co_spawn(*io, loop(s, empty, samples, &us), [&](std::exception_ptr e) {
+  asio::co_spawn(io, loop(s, empty, samples, &us), [&](std::exception_ptr e) {
     error = e;
     finished = true;
   });
-  io->run_for(timeout);
-  if (!finished) {
-    (void)io.release();  // its coroutine still waits on the GPU: leave it, the caller exits
-    throw std::runtime_error("awaiting an empty kernel did not finish within the timeout");
-  }
+  io.run_for(timeout);
+  if (!finished) exit_gpu_hung("an awaited empty kernel within " + std::to_string(timeout.count()) + " s");
   if (error) std::rethrow_exception(error);
   std::sort(us.begin(), us.end());
   await_latency a;
@@ -95,16 +93,15 @@ await_latency measure_await(runtime::device_runtime& rt, kernel_ref empty, std::
 pipeline_check traced_pipeline(runtime::device_runtime& rt, kernel_ref infer, std::chrono::seconds timeout) {
   demo::service svc(rt, infer, std::size_t{1} << 20, 3);
   svc.calibrate(timeout);
-  if (!svc.run(3, 6, 0, timeout)) throw std::runtime_error("the pipeline did not finish within the timeout");
+  svc.run(3, 6, 0, timeout);  // warm
   trace::enable({.output = {}, .max_records = 100'000});
   trace::clear();
-  auto run = svc.run(3, 60, 6, timeout);
+  const demo::run_result run = svc.run(3, 60, 6, timeout);
   trace::disable();
-  if (!run) throw std::runtime_error("the traced pipeline did not finish within the timeout");
   const trace::timeline t = trace::snapshot();
   pipeline_check c;
-  c.requests = run->requests;
-  c.wrong = run->wrong;
+  c.requests = run.requests;
+  c.wrong = run.wrong;
   c.overlap = trace::summarize(t, rt.context().device_ordinal());
   c.spans = t.spans.size();
   c.diagnostics = diagnose_timeline(t);

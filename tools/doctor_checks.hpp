@@ -31,7 +31,7 @@ struct pipeline_check {
   std::size_t spans = 0;
   diagnostics_report diagnostics;
 };
-//! A short traced run of the demo's service (3 slots). @throws cuda_error, std::runtime_error on a timeout
+//! A short traced run of the demo's service (3 slots). @throws cuda_error (a timeout ends the command)
 pipeline_check traced_pipeline(runtime::device_runtime& rt, kernel_ref infer, std::chrono::seconds timeout);
 
 }  // namespace cuasync::tools::doctor

@@ -165,16 +165,18 @@ with open(os.path.join(fake_build, "bench", "driver", "cuasync_driver_bench"), "
             '{"name": "c", "unit": "%", "baseline": "raw", "cuasync": {"median": 1.5}, "raw": {"median": 100}, '
             '"ratio": 0.015, "target": "<= 5 % of a core (absolute)"},\n'
             '{"name": "d", "unit": "us", "baseline": "raw", "cuasync": {"median": 1}, "raw": {"median": 1}, '
-            '"ratio": 1, "target": ""}]}\nEOF\n')
+            '"ratio": 1, "target": ""},\n'
+            '{"name": "e", "unit": "x", "baseline": "raw", "cuasync": {"median": 1}, "raw": {"median": 1}, '
+            '"ratio": 1.07, "target": "0.95 .. 1.05"}]}\nEOF\n')
 os.chmod(os.path.join(fake_build, "bench", "driver", "cuasync_driver_bench"), 0o755)
 bench = run_json(["bench", "--suite", "driver", "--build", fake_build, "--out", os.path.join(work, "bench-out")], 0,
                  simulated_env)
 rows = {m["name"]: m["verdict"] for s in bench.get("suites", []) for m in s.get("measures", [])}
-check(rows == {"a": "ok", "b": "MISSED", "c": "ok", "d": "-"} and bench.get("missed_targets") == 1,
+check(rows == {"a": "ok", "b": "MISSED", "c": "ok", "d": "-", "e": "MISSED"} and bench.get("missed_targets") == 2,
       f"bench --json: verdicts {rows}, {bench}")
 out, _ = run(["bench", "--suite", "driver", "--build", fake_build, "--out", os.path.join(work, "bench-out")], 0,
              simulated_env)
-check("MISSED" in out and "1 target missed" in out, f"bench's table: {out}")
+check("MISSED" in out and "2 targets missed" in out, f"bench's table: {out}")
 missing = run_json(["bench", "--suite", "jit", "--build", fake_build], 1, simulated_env)
 check(missing.get("suites", [{}])[0].get("status") == "not found", f"bench of a suite not built: {missing}")
 
