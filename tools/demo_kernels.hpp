@@ -5,7 +5,10 @@
 // demo_infer runs `iters` steps of v = v * a + b from v = in[i] + bias. With a = 1 - 1/iters and b = 500 (1 - a),
 // v converges towards 500 by a factor a^iters (~0.37) whatever `iters` the calibration picks, so the output still
 // depends on the input and on the request's bias: a stale or misplaced response is caught.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <cstddef>
 #include <span>
 
@@ -34,10 +37,18 @@ struct infer_params {
   }
 };
 
-//! The CPU preprocess: the request's features (a pattern shifted by the request, so each request differs).
+//! The CPU preprocess: the request's features (a pattern shifted by the request, so each request differs):
+//! in[i] = (i + request) mod 1024. Copied from a table in blocks of 1,024: memory speed, 3x a per-element loop here,
+//! so that the CPU stages stay shorter than the GPU's and the GPU stages can overlap.
 inline void fill_input(std::span<float> in, std::size_t request) {
-  const std::size_t shift = request;
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i + shift) & 1023);
+  static const std::array<float, 2048> table = [] {
+    std::array<float, 2048> t{};
+    for (std::size_t j = 0; j < t.size(); ++j) t[j] = static_cast<float>(j & 1023);
+    return t;
+  }();
+  const float* from = table.data() + (request & 1023);
+  for (std::size_t i = 0; i < in.size(); i += 1024)
+    std::memcpy(in.data() + i, from, sizeof(float) * std::min<std::size_t>(1024, in.size() - i));
 }
 
 //! What the kernel computes at index `i` of request `request`: the closed form of its recurrence.

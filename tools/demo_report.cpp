@@ -94,8 +94,9 @@ void print_text(const results& r) {
               r.kernel_load_ms);
   std::printf("  each request: preprocess (CPU) -> H2D %zu MiB -> kernel (%d steps) -> D2H %zu MiB -> check (CPU)\n",
               r.request_bytes >> 20, r.kernel_iterations, r.request_bytes >> 20);
-  std::printf("  each stage alone: H2D %.1f us, kernel %.1f us, D2H %.1f us\n\n", r.stages.h2d_us,
-              r.stages.kernel_us, r.stages.d2h_us);
+  std::printf("  each stage alone: H2D %.1f us, kernel %.1f us, D2H %.1f us; on the CPU: preprocess %.1f us, check "
+              "%.1f us\n\n",
+              r.stages.h2d_us, r.stages.kernel_us, r.stages.d2h_us, r.stages.preprocess_us, r.stages.check_us);
   std::printf("service (%zu rounds, pipelined and serial alternating)\n", r.rounds);
   print_variant_text("pipelined", r.pipelined);
   print_variant_text("serial", r.serial);
@@ -115,7 +116,10 @@ void print_text(const results& r) {
               r.trace_dropped ? " (some dropped at the recorder's cap)" : "");
   std::printf("%s", trace::to_text(r.overlap).c_str());
   std::printf("  time per request / slowest stage alone (wall clock):  %.3f\n", r.wall_over_bound());
-  std::printf("  window / critical stage's busy time (trace):          %.3f\n", r.window_over_critical());
+  if (r.overlap.critical == trace::stage::none)
+    std::printf("  window / critical stage's busy time (trace):          n/a (no GPU spans were recorded)\n");
+  else
+    std::printf("  window / critical stage's busy time (trace):          %.3f\n", r.window_over_critical());
   std::printf("\ndiagnostics\n%s", r.diagnostics.text.c_str());
   std::printf("\nwritten: %s, %s\n", r.trace_file.c_str(), r.timeline_file.c_str());
 }
@@ -152,7 +156,8 @@ void print_json(const results& r, int error_status, const std::string& error_kin
     w.member("kernel_load_ms", r.kernel_load_ms).member("request_bytes", static_cast<std::uint64_t>(r.request_bytes));
     w.member("kernel_iterations", r.kernel_iterations).member("rounds", static_cast<std::uint64_t>(r.rounds));
     w.key("stages_alone_us").begin_object().member("h2d", r.stages.h2d_us).member("kernel", r.stages.kernel_us);
-    w.member("d2h", r.stages.d2h_us).member("bound", r.stages.bound_us()).end_object();
+    w.member("d2h", r.stages.d2h_us).member("bound", r.stages.bound_us());
+    w.member("preprocess", r.stages.preprocess_us).member("check", r.stages.check_us).end_object();
     variant_json(w, "pipelined", r.pipelined.merged());
     variant_json(w, "serial", r.serial.merged());
     const double serial_rps = r.serial.merged().requests_per_second();

@@ -27,7 +27,8 @@ void wait_idle(stream_ref s, std::chrono::seconds timeout, const std::string& wh
 //! Each GPU stage of one request run alone (microseconds), as the calibration measured it.
 struct stage_times {
   double h2d_us = 0, kernel_us = 0, d2h_us = 0;
-  //! The slowest stage: what a request costs when the stages overlap perfectly.
+  double preprocess_us = 0, check_us = 0;  //!< the CPU stages, on one thread (they run on async_io's pool)
+  //! The slowest GPU stage: what a request costs when the stages overlap perfectly.
   double bound_us() const noexcept;
 };
 
