@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 
 struct demo_options {
   int device = 0;
-  std::size_t slots = 3, requests = 1200, rounds = 3, mib = 4;
+  std::size_t slots = 3, requests = 3000, rounds = 3, mib = 4;
   std::string out = ".";
   bool trace = true;
   bool ptx = false;  // load PTX (the driver JIT-compiles it) instead of a CUBIN
@@ -184,7 +184,7 @@ const command demo_command{
     "\"no GPU: <reason>\" and exits 3.\n"
     "  --device N     the GPU (default 0)\n"
     "  --slots N      requests in flight in the pipelined runs (default 3)\n"
-    "  --requests N   requests per variant, over all rounds (default 1200)\n"
+    "  --requests N   requests per variant, over all rounds (default 3000)\n"
     "  --rounds N     pipelined/serial rounds, alternating (default 3)\n"
     "  --mib N        MiB per request each way (default 4)\n"
     "  -o, --out DIR  where trace.json and timeline.html go (default: the current directory)\n"

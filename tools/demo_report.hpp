@@ -40,7 +40,8 @@ struct results {
   diagnostics_report diagnostics;
   std::string trace_file, timeline_file;
   bool verified() const noexcept { return pipelined.wrong == 0 && serial.wrong == 0 && (!traced || !traced->wrong); }
-  //! Wall time per pipelined request over the slowest stage alone: what the pipeline benchmark reports.
+  //! The traced run's wall time per request over the bound (stage_times::bound_us): what the pipeline benchmark
+  //! reports as time / bound.
   double wall_over_bound() const;
   //! From the traced run's overlap summary: window over the critical stage's busy time (the same figure).
   double window_over_critical() const;

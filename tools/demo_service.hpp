@@ -27,8 +27,12 @@ void wait_idle(stream_ref s, std::chrono::seconds timeout, const std::string& wh
 //! Each GPU stage of one request run alone (microseconds), as the calibration measured it.
 struct stage_times {
   double h2d_us = 0, kernel_us = 0, d2h_us = 0;
+  //! An H2D and a D2H copy at once on two streams (both directions share the link: each is slower than alone);
+  //! 0 when there was one slot only.
+  double copies_together_us = 0;
   double preprocess_us = 0, check_us = 0;  //!< the CPU stages, on one thread (they run on async_io's pool)
-  //! The slowest GPU stage: what a request costs when the stages overlap perfectly.
+  //! What a request costs when the GPU stages overlap perfectly: the kernel or both copies at once, whichever is
+  //! longer (the pipeline benchmark's bound, bench/runtime).
   double bound_us() const noexcept;
 };
 
