@@ -221,7 +221,8 @@ int run(invocation& inv) {
     print_json(results, out, missed);
   else
     print_text(results, out, missed);
-  if (broken) std::fprintf(stderr, "cuasync bench: %zu suite%s did not run to the end\n", broken, broken == 1 ? "" : "s");
+  if (broken)
+    std::fprintf(stderr, "cuasync bench: %zu suite%s did not run to the end\n", broken, broken == 1 ? "" : "s");
   return broken ? exit_failure : exit_ok;
 }
 

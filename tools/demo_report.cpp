@@ -170,9 +170,9 @@ void print_json(const results& r, int error_status, const std::string& error_kin
       w.member("trace_spans", static_cast<std::uint64_t>(r.trace_spans));
       w.member("trace_dropped", r.trace_dropped);
       w.key("overlap").raw(trace::to_json(r.overlap));
-      w.member("critical_busy_per_request_us",
-               per_request_us(r.overlap.critical == trace::stage::none ? 0 : r.overlap.time_of(r.overlap.critical).busy_ns,
-                              r.traced->requests));
+      const std::int64_t critical_ns =
+          r.overlap.critical == trace::stage::none ? 0 : r.overlap.time_of(r.overlap.critical).busy_ns;
+      w.member("critical_busy_per_request_us", per_request_us(critical_ns, r.traced->requests));
       w.member("wall_over_bound", r.wall_over_bound()).member("window_over_critical", r.window_over_critical());
       w.key("diagnostics").raw(r.diagnostics.json);
       w.key("files").begin_object().member("trace", r.trace_file).member("timeline", r.timeline_file).end_object();

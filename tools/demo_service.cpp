@@ -99,7 +99,8 @@ stage_times service::calibrate(std::chrono::seconds timeout) {
            p.bias, p.a, p.b, p.iters);
   };
   stage_times t;
-  t.h2d_us = per_op_us([&] { copy_async(s.gpu_stream, s.input_device.span(), std::span<const std::byte>(s.input.bytes())); });
+  t.h2d_us = per_op_us(
+      [&] { copy_async(s.gpu_stream, s.input_device.span(), std::span<const std::byte>(s.input.bytes())); });
   iters_ = 1024;
   const double k = per_op_us(kernel);
   iters_ = std::clamp(static_cast<int>(iters_ * t.h2d_us / std::max(k, 1.0)), 8, 16384);
@@ -204,7 +205,8 @@ run_result service::run(std::size_t slots, std::size_t requests, std::size_t fir
     });
   io.run_for(timeout);
   if (state->running != 0)
-    exit_gpu_hung("a run of " + std::to_string(requests) + " requests within " + std::to_string(timeout.count()) + " s");
+    exit_gpu_hung("a run of " + std::to_string(requests) + " requests within " + std::to_string(timeout.count()) +
+                  " s");
   run_result r;
   r.seconds = us_since(t0) / 1e6;
   if (state->error) std::rethrow_exception(state->error);

@@ -114,15 +114,16 @@ check(demo.get("error", {}).get("message", "").startswith("no GPU: ") and demo.g
 jit = demo.get("jit", {})
 nvrtc_present = jit.get("nvrtc", {}).get("loaded")
 if nvrtc_present:
-    check(jit.get("cold_ms", 0) > 0 and jit.get("memory_hit_ms", 1e9) < jit["cold_ms"] and jit.get("image_bytes", 0) > 0,
-          f"demo --json: the JIT part's times: {jit}")
+    check(jit.get("cold_ms", 0) > 0 and jit.get("memory_hit_ms", 1e9) < jit["cold_ms"] and
+          jit.get("image_bytes", 0) > 0, f"demo --json: the JIT part's times: {jit}")
     check(jit.get("disk_cache", {}).get("first_outcome") == "disk hit" and jit["disk_cache"].get("hit_ms", 1e9) <
           jit["cold_ms"], f"demo --json: the disk cache (its entry stored by the run before): {jit.get('disk_cache')}")
     cold = run_json(["demo"], 3, dict(no_gpu_env, CUASYNC_CACHE_DIR=os.path.join(work, "fresh-cache")))
     check(cold.get("jit", {}).get("disk_cache", {}).get("first_outcome") == "miss",
           f"demo --json with an empty disk cache: {cold.get('jit')}")
     off = run_json(["demo"], 3, dict(no_gpu_env, CUASYNC_CACHE="0"))
-    check(off.get("jit", {}).get("disk_cache", {}).get("enabled") is False, f"demo with CUASYNC_CACHE=0: {off.get('jit')}")
+    check(off.get("jit", {}).get("disk_cache", {}).get("enabled") is False,
+          f"demo with CUASYNC_CACHE=0: {off.get('jit')}")
 else:
     print(f"check_cli: NVRTC did not load, demo's JIT part checked for its message only: {jit}")
     check(jit.get("nvrtc", {}).get("error"), f"demo --json without NVRTC gives no reason: {jit}")
