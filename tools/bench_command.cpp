@@ -159,8 +159,15 @@ void print_text(const std::vector<suite_result>& suites, const std::string& out,
   std::printf("\n%zu target%s missed\n", missed, missed == 1 ? "" : "s");
 }
 
+// The build directory this command was built in (it lives in BUILD/tools), else ./build.
+std::string default_build() {
+  std::error_code ec;
+  const fs::path build = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  return !ec && fs::is_directory(build / "bench", ec) ? build.string() : "build";
+}
+
 int run(invocation& inv) {
-  std::string build = "build", out;
+  std::string build = default_build(), out;
   std::vector<std::string> suites;
   long timeout_s = 300;
   argument_walker args(inv.args());
@@ -235,7 +242,7 @@ const command bench_command{
     "cuasync against the raw driver (or a bound) in the same process, reads the JSON it writes, and prints one table:\n"
     "measure, ratio, target and verdict (ok, MISSED, or - where the row has no target). Needs a GPU.\n"
     "  --suite NAME   driver, jit, runtime, async_io or c_abi; repeatable (default: all that are built)\n"
-    "  --build DIR    the build directory (default: build)\n"
+    "  --build DIR    the build directory (default: the one this command is in, else ./build)\n"
     "  -o, --out DIR  where the suites' JSON, markdown and logs go (default: a new folder under /tmp)\n"
     "  --timeout S    per suite (default 300)\n"
     "Status 1 when a suite failed, timed out or wrote no results; missed targets are reported, not a failure.\n",
