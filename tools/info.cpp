@@ -145,7 +145,8 @@ int run(invocation& inv) {
 
 }  // namespace
 
-const command info_command{"info", "the driver, each device and its attributes (copy engines, ...), NVRTC, the JIT cache",
+const command info_command{
+    "info", "the driver, each device and its attributes (copy engines, ...), NVRTC, the JIT cache",
                            "usage: cuasync info [--json]\n"
                            "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the\n"
                            "ones that decide how work should be issued (copy engines, concurrent kernels, memory\n"
