@@ -3,8 +3,8 @@
 # a short table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
 #   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" / CUASYNC_GPU_PROBES="completion_probe" narrow what
 #   runs; set to "" they skip it (unset: all that are built). CUASYNC_EXAMPLES=0 skips the examples.
-# Everything lands in OUT_DIR/results.tgz (logs, bench JSON and markdown) and OUT_DIR/summary.txt: two files, as the
-# device tool returns at most eight.
+# Everything lands in OUT_DIR/results.tgz (logs, bench JSON and markdown) and OUT_DIR/summary.txt, and the demo's
+# trace.json and timeline.html in OUT_DIR/demo: four files, as the device tool returns at most eight.
 set -uo pipefail
 out=${1:?usage: gpu-run.sh OUT_DIR [BUILD_DIR]}
 build=${2:-build}
@@ -13,6 +13,20 @@ export CUASYNC_COMMIT=$(cat "$build/commit.txt" 2>/dev/null || echo unknown)
 summary=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$work/gpu.txt" 2>&1 || true
 [ -x "$build/tools/cuasync" ] && "$build/tools/cuasync" info > "$work/info.txt" 2>&1
+
+# The README's first command, `cuasync demo` (its trace.json and timeline.html also land in OUT/demo), its --json
+# form, and `cuasync doctor`. CUASYNC_GPU_DEMO=0 skips them.
+if [ -x "$build/tools/cuasync" ] && [ "${CUASYNC_GPU_DEMO:-1}" != 0 ]; then
+  timeout 120 "$build/tools/cuasync" demo --out "$work/demo" > "$work/demo.txt" 2> "$work/demo.err"
+  summary+=("cuasync demo: rc=$? $(grep -m1 'pipelined / serial' "$work/demo.txt")")
+  timeout 120 "$build/tools/cuasync" demo --json --out "$work/demo-json" > "$work/demo.json" 2> "$work/demo-json.err"
+  summary+=("cuasync demo --json: rc=$?")
+  timeout 60 "$build/tools/cuasync" doctor > "$work/doctor.txt" 2> "$work/doctor.err"
+  summary+=("cuasync doctor: rc=$? $(grep -m1 '^verdict' "$work/doctor.txt")")
+  timeout 60 "$build/tools/cuasync" doctor --json > "$work/doctor.json" 2>> "$work/doctor.err"
+  mkdir -p "$out/demo"
+  cp "$work"/demo/trace.json "$work"/demo/timeline.html "$out/demo/" 2> /dev/null
+fi
 
 for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io fault_injection plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
@@ -68,6 +82,9 @@ done
   echo "== failures (first lines) =="
   for f in "$work"/tests-*.log; do
     [ -f "$f" ] && grep -B3 -A10 "FAILED" "$f" | head -50
+  done
+  for f in demo.txt doctor.txt; do
+    [ -f "$work/$f" ] && { echo "== $f =="; cat "$work/$f"; }
   done
   echo "== bench tables =="
   cat "$work"/*.md 2>/dev/null

@@ -9,6 +9,9 @@
 namespace cuasync {
 class cuda_error;
 }
+namespace cuasync::trace::json {
+class writer;
+}
 
 namespace cuasync::tools {
 
@@ -47,6 +50,9 @@ class invocation {
   //! {"error": {"command", "status", "kind", "message", extra...}} on stdout. Returns `status`.
   int fail(int status, std::string_view kind, const std::string& message,
            const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
+  //! The same, for a command whose --json object carries more than the error: adds the "error" member to the open
+  //! object `w`, closes it and prints it (with --json); the line on stderr either way. Returns `status`.
+  int fail_within(trace::json::writer& w, int status, std::string_view kind, const std::string& message) const;
   //! A cuda_error: exit_no_gpu with kind "no_gpu" for the loader's errors (no driver, stub, no device, driver too
   //! old), else exit_failure with `kind`.
   int fail(const cuda_error& e, std::string_view kind = "cuda_error") const;
@@ -56,6 +62,18 @@ class invocation {
   std::vector<std::string> args_;
   bool json_ = false, help_ = false;
 };
+
+//! True for the driver loader's errors that mean "no usable GPU" (no driver, the stub, no device, a driver too old).
+bool is_no_gpu_error(const cuda_error& e) noexcept;
+
+//! Why there is no usable GPU `device` (the loader's message, or "the driver reports no device", or "no device N:
+//! there are K"); empty when there is one. @throws cuda_error for other driver errors
+std::string why_no_gpu(int device = 0);
+
+//! The GPU did not finish `what` in time (a hung GPU or a kernel that never ends): reports it as the running
+//! command's failure (status 1, kind "gpu_timeout", with --json the error object) and exits at once, without
+//! destructors, since freeing device or pinned memory would wait for that GPU.
+[[noreturn]] void exit_gpu_hung(const std::string& what);
 
 //! The options and exit statuses every command's help ends with.
 extern const std::string_view common_help;

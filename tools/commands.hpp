@@ -7,5 +7,10 @@ extern const command info_command;
 #ifdef CUASYNC_TOOL_COMPILE
 extern const command compile_command;
 #endif
+#ifdef CUASYNC_TOOL_DEMO
+extern const command demo_command;
+extern const command doctor_command;
+#endif
+extern const command bench_command;
 extern const command trace_command;
 }  // namespace cuasync::tools

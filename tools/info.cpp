@@ -1,5 +1,8 @@
 // `cuasync info`: the driver version, then each device with the attributes that shape how work should be issued.
 #include "commands.hpp"
+#ifdef CUASYNC_TOOL_COMPILE
+#include "jit_facts.hpp"
+#endif
 
 #include <cuasync/driver.hpp>
 #include <cuasync/trace/json.hpp>
@@ -15,6 +18,18 @@ void row(const char* key, bool value) { row(key, std::string(value ? "yes" : "no
 std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 std::string dims3(const std::array<int, 3>& d) {
   return std::to_string(d[0]) + " x " + std::to_string(d[1]) + " x " + std::to_string(d[2]);
+}
+
+// NVRTC and the JIT cache: in every build with jit/, GPU or not.
+void print_jit_text() {
+#ifdef CUASYNC_TOOL_COMPILE
+  print_text(read_jit_facts());
+#endif
+}
+void add_jit_json([[maybe_unused]] trace::json::writer& w) {
+#ifdef CUASYNC_TOOL_COMPILE
+  add_json(w, read_jit_facts());
+#endif
 }
 
 void print_text(const detail::driver_entry_points& d, int count) {
@@ -56,6 +71,7 @@ void print_text(const detail::driver_entry_points& d, int count) {
     row("clock", std::to_string(p.clock_rate_khz / 1000) + " MHz");
     row("memory clock", std::to_string(p.memory_clock_rate_khz / 1000) + " MHz");
   }
+  print_jit_text();
 }
 
 // The same facts, with the struct's field names and plain units (bytes, kHz).
@@ -95,16 +111,28 @@ void print_json(const detail::driver_entry_points& d, int count) {
     w.member("clock_rate_khz", p.clock_rate_khz).member("memory_clock_rate_khz", p.memory_clock_rate_khz);
     w.end_object();
   }
-  w.end_array().end_object();
+  w.end_array();
+  add_jit_json(w);
+  w.end_object();
   std::printf("%s\n", w.str().c_str());
 }
 
 int run(invocation& inv) {
   if (!inv.args().empty()) return inv.usage_error("unexpected argument '" + inv.args().front() + "'");
   try {
+    // Without a GPU the JIT facts still hold: shown, then the reason and status 3.
+    if (const std::string why = why_no_gpu(); !why.empty()) {
+      trace::json::writer w;
+      w.begin_object();
+      add_jit_json(w);
+      if (!inv.json()) {
+        std::printf("cuasync info\n  no usable GPU: %s\n", why.c_str());
+        print_jit_text();
+      }
+      return inv.fail_within(w, exit_no_gpu, "no_gpu", "no usable GPU: " + why);
+    }
     const auto& d = detail::driver();
     const int count = device::count();
-    if (count == 0) return inv.fail(exit_no_gpu, "no_gpu", "no usable GPU: the driver reports no device");
     if (inv.json())
       print_json(d, count);
     else
@@ -117,11 +145,14 @@ int run(invocation& inv) {
 
 }  // namespace
 
-const command info_command{"info", "the driver, each device and its attributes (copy engines, concurrent kernels, ...)",
+const command info_command{
+    "info", "the driver, each device and its attributes (copy engines, ...), NVRTC, the JIT cache",
                            "usage: cuasync info [--json]\n"
                            "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the\n"
                            "ones that decide how work should be issued (copy engines, concurrent kernels, memory\n"
-                           "pools, stream priorities, limits). Needs a GPU: without one it says why and exits 3.\n",
+                           "pools, stream priorities, limits), then NVRTC (version, architectures) and the JIT\n"
+                           "disk cache (directory, entries, size). Without a GPU it shows NVRTC and the cache, says\n"
+                           "why, and exits 3.\n",
                            run};
 
 }  // namespace cuasync::tools

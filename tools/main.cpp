@@ -16,6 +16,11 @@ const std::array commands = {
 #ifdef CUASYNC_TOOL_COMPILE
     &compile_command,
 #endif
+#ifdef CUASYNC_TOOL_DEMO
+    &demo_command,
+    &doctor_command,
+#endif
+    &bench_command,
     &trace_command,
 };
 

@@ -56,7 +56,8 @@ def check_error(value, status, kind, what):
 
 
 # --help: the same shape everywhere, with the exit statuses; `cuasync help CMD` says the same.
-for command in ["info", "compile", "trace"]:
+commands = ["info", "compile", "demo", "doctor", "bench", "trace"]
+for command in commands:
     out, _ = run([command, "--help"], 0)
     check(out.startswith(f"usage: cuasync {command}"), f"{command} --help does not start with its usage")
     for text in ["--json", "exit status:", "0  success", "1  failure", "2  usage error", "3  no usable GPU"]:
@@ -65,7 +66,7 @@ for command in ["info", "compile", "trace"]:
     check(same == out, f"'cuasync help {command}' differs from '{command} --help'")
     run([command, "-h"], 0)
 out, _ = run(["--help"], 0)
-for text in ["usage: cuasync <command>", "info", "compile", "trace", "exit status:", "3  no usable GPU"]:
+for text in ["usage: cuasync <command>", "exit status:", "3  no usable GPU"] + commands:
     check(text in out, f"cuasync --help lacks {text!r}")
 check(run(["help"], 0)[0] == out, "'cuasync help' differs from 'cuasync --help'")
 
@@ -74,8 +75,11 @@ run([], 2)
 run(["no-such-command"], 2)
 check_error(run_json(["no-such-command"], 2), 2, "usage", "an unknown command")
 run(["help", "no-such-command"], 2)
-for command in ["info", "compile", "trace"]:
+for command in commands:
     check_error(run_json([command, "--no-such-option"], 2), 2, "usage", f"{command} --no-such-option")
+for args in (["demo", "--slots", "0"], ["demo", "--requests", "x"], ["demo", "--out"], ["doctor", "--device", "x"],
+             ["bench", "--suite", "no-such-suite"], ["bench", "--timeout", "0"]):
+    check_error(run_json(args, 2), 2, "usage", " ".join(args))
 check_error(run_json(["compile"], 2), 2, "usage", "compile without a file")
 check_error(run_json(["trace"], 2), 2, "usage", "trace without a file")
 check_error(run_json(["trace", recorded_trace, "--device", "x"], 2), 2, "usage", "trace --device x")
@@ -91,6 +95,91 @@ devices = info.get("devices", [])
 check(info.get("device_count", 0) >= 1 and len(devices) == info.get("device_count"),
       f"info --json: device_count and devices disagree: {info}")
 check(all("async_engine_count" in d and "compute_capability" in d for d in devices), "info --json lacks attributes")
+# info's JIT side, with a GPU or without: NVRTC (loaded or why not) and the disk cache.
+for value, where in ((info, "on the simulated driver"), (run_json(["info"], 3, no_gpu_env), "without a GPU")):
+    nvrtc, cache = value.get("nvrtc", {}), value.get("jit_cache", {})
+    check("loaded" in nvrtc and (nvrtc.get("supported_archs", 0) > 0 or nvrtc.get("error")),
+          f"info --json {where}: nvrtc {nvrtc}")
+    check(cache.get("directory") and "entries" in cache and "bytes" in cache, f"info --json {where}: jit_cache {cache}")
+out, _ = run(["info"], 3, no_gpu_env)
+check("NVRTC" in out and "disk cache" in out, f"info without a GPU does not show NVRTC and the cache: {out}")
+
+# demo without a GPU: the JIT part (cold, then the caches), "no GPU: <reason>", status 3.
+out, err = run(["demo"], 3, no_gpu_env)
+check("no GPU: " in out and "no GPU: " in err and "JIT" in out, f"demo without a GPU: {out} {err}")
+demo = run_json(["demo"], 3, no_gpu_env)
+check_error(demo, 3, "no_gpu", "demo without a GPU")
+check(demo.get("error", {}).get("message", "").startswith("no GPU: ") and demo.get("gpu") is None,
+      f"demo --json without a GPU: {demo.get('error')}")
+jit = demo.get("jit", {})
+nvrtc_present = jit.get("nvrtc", {}).get("loaded")
+if nvrtc_present:
+    check(jit.get("cold_ms", 0) > 0 and jit.get("memory_hit_ms", 1e9) < jit["cold_ms"] and
+          jit.get("image_bytes", 0) > 0, f"demo --json: the JIT part's times: {jit}")
+    check(jit.get("disk_cache", {}).get("first_outcome") == "disk hit" and jit["disk_cache"].get("hit_ms", 1e9) <
+          jit["cold_ms"], f"demo --json: the disk cache (its entry stored by the run before): {jit.get('disk_cache')}")
+    cold = run_json(["demo"], 3, dict(no_gpu_env, CUASYNC_CACHE_DIR=os.path.join(work, "fresh-cache")))
+    check(cold.get("jit", {}).get("disk_cache", {}).get("first_outcome") == "miss",
+          f"demo --json with an empty disk cache: {cold.get('jit')}")
+    off = run_json(["demo"], 3, dict(no_gpu_env, CUASYNC_CACHE="0"))
+    check(off.get("jit", {}).get("disk_cache", {}).get("enabled") is False,
+          f"demo with CUASYNC_CACHE=0: {off.get('jit')}")
+else:
+    print(f"check_cli: NVRTC did not load, demo's JIT part checked for its message only: {jit}")
+    check(jit.get("nvrtc", {}).get("error"), f"demo --json without NVRTC gives no reason: {jit}")
+
+# demo on the simulated driver: it runs no kernel it does not know, so every response is wrong, and the demo must
+# say so and fail (status 1); everything else (slots, coroutines, the traced run, the files) runs as on a GPU.
+if nvrtc_present:
+    outdir = os.path.join(work, "demo-out")
+    args = ["demo", "--ptx", "--requests", "6", "--rounds", "1", "--mib", "1", "--out", outdir]
+    sim = run_json(args, 1, simulated_env)
+    check_error(sim, 1, "wrong_result", "demo on the simulated driver (kernels that do nothing)")
+    gpu = sim.get("gpu") or {}
+    check(gpu.get("verified") is False and gpu.get("pipelined", {}).get("requests") == 6 and
+          gpu.get("serial", {}).get("slots") == 1 and "overlap" in gpu and "diagnostics" in gpu,
+          f"demo --json on the simulated driver: {gpu}")
+    check(os.path.getsize(os.path.join(outdir, "trace.json")) > 0 and
+          os.path.getsize(os.path.join(outdir, "timeline.html")) > 1000, "demo wrote no trace.json or timeline.html")
+    out, err = run(args, 1, simulated_env)
+    check("WRONG RESPONSES" in out and "WRONG RESPONSES" in err, f"demo's wrong responses are not loud: {out} {err}")
+    doctor = run_json(["doctor", "--ptx"], 1, simulated_env)
+    check(doctor.get("verdict") == "FAIL" and doctor.get("failures") and doctor.get("copy_engines", 0) >= 1 and
+          doctor.get("await_empty_kernel", {}).get("samples") == 500, f"doctor on the simulated driver: {doctor}")
+
+# doctor and bench need a GPU: status 3 with the reason.
+for command in ["doctor", "bench"]:
+    out, err = run([command], 3, no_gpu_env)
+    check("no usable GPU" in err, f"{command} without a GPU: {err}")
+    check_error(run_json([command], 3, no_gpu_env), 3, "no_gpu", f"{command} without a GPU")
+
+# bench: a stand-in suite executable (a script writing the JSON the bench harness writes) gives the table's rows and
+# verdicts; a missing or failing suite is status 1.
+fake_build = os.path.join(work, "fake-build")
+os.makedirs(os.path.join(fake_build, "bench", "driver"))
+with open(os.path.join(fake_build, "bench", "driver", "cuasync_driver_bench"), "w") as f:
+    f.write('#!/bin/sh\ncat > "$1/driver.json" <<EOF\n{"bench": "driver", "results": [\n'
+            '{"name": "a", "unit": "us", "baseline": "raw", "cuasync": {"median": 1.0}, "raw": {"median": 1.0}, '
+            '"ratio": 1.02, "target": "<= 1.05"},\n'
+            '{"name": "b", "unit": "GB/s", "baseline": "raw", "cuasync": {"median": 2.0}, "raw": {"median": 4.0}, '
+            '"ratio": 0.5, "target": ">= 0.9"},\n'
+            '{"name": "c", "unit": "%", "baseline": "raw", "cuasync": {"median": 1.5}, "raw": {"median": 100}, '
+            '"ratio": 0.015, "target": "<= 5 % of a core (absolute)"},\n'
+            '{"name": "d", "unit": "us", "baseline": "raw", "cuasync": {"median": 1}, "raw": {"median": 1}, '
+            '"ratio": 1, "target": ""},\n'
+            '{"name": "e", "unit": "x", "baseline": "raw", "cuasync": {"median": 1}, "raw": {"median": 1}, '
+            '"ratio": 1.07, "target": "0.95 .. 1.05"}]}\nEOF\n')
+os.chmod(os.path.join(fake_build, "bench", "driver", "cuasync_driver_bench"), 0o755)
+bench = run_json(["bench", "--suite", "driver", "--build", fake_build, "--out", os.path.join(work, "bench-out")], 0,
+                 simulated_env)
+rows = {m["name"]: m["verdict"] for s in bench.get("suites", []) for m in s.get("measures", [])}
+check(rows == {"a": "ok", "b": "MISSED", "c": "ok", "d": "-", "e": "MISSED"} and bench.get("missed_targets") == 2,
+      f"bench --json: verdicts {rows}, {bench}")
+out, _ = run(["bench", "--suite", "driver", "--build", fake_build, "--out", os.path.join(work, "bench-out")], 0,
+             simulated_env)
+check("MISSED" in out and "2 targets missed" in out, f"bench's table: {out}")
+missing = run_json(["bench", "--suite", "jit", "--build", fake_build], 1, simulated_env)
+check(missing.get("suites", [{}])[0].get("status") == "not found", f"bench of a suite not built: {missing}")
 
 # compile: needs NVRTC, not a GPU. A cold compile, then a disk hit in a second process; a compile error is 1.
 kernel = os.path.join(work, "scale.cu")

@@ -1,0 +1,29 @@
+#pragma once
+// What `cuasync info` says about the JIT side: the NVRTC this process loads and the disk cache's directory, entries
+// and size. Read without a GPU, and without creating the cache directory.
+#include <cstdint>
+#include <string>
+
+namespace cuasync::trace::json {
+class writer;
+}
+
+namespace cuasync::tools {
+
+struct jit_facts {
+  std::string nvrtc_error;  //!< why NVRTC did not load (empty: it did)
+  std::string nvrtc_version, nvrtc_library;
+  std::size_t supported_archs = 0;
+  int oldest_arch = 0, newest_arch = 0;
+  bool cache_enabled = false;
+  std::string cache_directory, cache_note;  //!< the note: off, not created yet, unreadable size setting
+  std::size_t cache_entries = 0;
+  std::uint64_t cache_bytes = 0, cache_max_bytes = 0;
+};
+
+jit_facts read_jit_facts();
+void print_text(const jit_facts& f);
+//! Adds "nvrtc" and "jit_cache" members to an object being written.
+void add_json(trace::json::writer& w, const jit_facts& f);
+
+}  // namespace cuasync::tools
