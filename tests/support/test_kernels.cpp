@@ -1,6 +1,9 @@
 #include "gpu.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <cstring>
+#include <map>
 #include <mutex>
 
 extern "C" const unsigned char cuasync_test_kernels_cubin[], cuasync_test_kernels_cubin_end[];
@@ -28,6 +31,13 @@ bool gpu_available(std::string* reason) {
   }
 }
 
+bool devices_at_least(int n) {
+  const int have = device::count();
+  if (have >= n) return true;
+  WARN("skipped: this test needs " << n << " devices, the machine has " << have);
+  return false;
+}
+
 context_ref ctx() {
   static primary_context context = primary_context::retain(0);
   return context;
@@ -42,6 +52,17 @@ std::span<const std::byte> kernels_fatbin() {
 module_ref kernels() {
   static module m = module::load(ctx(), kernels_fatbin(), "test_kernels.fatbin");
   return m;
+}
+
+module_ref kernels(context_ref c) {
+  if (c == ctx()) return kernels();
+  // Other devices' primary contexts (multi-GPU tests): loaded once each, kept for the process.
+  static std::mutex mutex;
+  static std::map<CUcontext, module> loaded;
+  std::lock_guard lock(mutex);
+  auto it = loaded.find(c.get());
+  if (it == loaded.end()) it = loaded.emplace(c.get(), module::load(c, kernels_fatbin(), "test_kernels.fatbin")).first;
+  return it->second;
 }
 
 std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
@@ -63,7 +84,7 @@ gate::~gate() { open(); }
 void gate::close(stream_ref s) {
   *flag_.data<volatile int>() = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch(s, kernels().kernel("spin_until_flag"), {.grid = 1, .block = 1}, flag_.data<int>());
+  launch(s, kernels(s.context()).kernel("spin_until_flag"), {.grid = 1, .block = 1}, flag_.data<int>());
 }
 
 void gate::open() {
