@@ -14,7 +14,7 @@ summary=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$work/gpu.txt" 2>&1 || true
 [ -x "$build/tools/cuasync" ] && "$build/tools/cuasync" info > "$work/info.txt" 2>&1
 
-for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io fault_injection plugins}; do
+for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io collectives fault_injection plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
   [ -x "$bin" ] || continue
   start=$(date +%s)

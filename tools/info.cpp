@@ -17,6 +17,29 @@ std::string dims3(const std::array<int, 3>& d) {
   return std::to_string(d[0]) + " x " + std::to_string(d[1]) + " x " + std::to_string(d[2]);
 }
 
+// Which device can address which device's memory directly (cuDeviceCanAccessPeer): peer copies and kernels that
+// read another GPU's memory go over NVLink or PCIe there, through host memory elsewhere.
+std::vector<std::vector<bool>> peer_matrix() {
+  const auto all = device::all();
+  std::vector<std::vector<bool>> m(all.size(), std::vector<bool>(all.size(), false));
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t j = 0; j < all.size(); ++j)
+      if (i != j) m[i][j] = all[i].can_access_peer(all[j]);
+  return m;
+}
+
+void print_peer_matrix() {
+  const auto m = peer_matrix();
+  std::printf("\npeer access (row device can access column device's memory)\n      ");
+  for (std::size_t j = 0; j < m.size(); ++j) std::printf(" %4zu", j);
+  std::printf("\n");
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    std::printf("  %4zu", i);
+    for (std::size_t j = 0; j < m.size(); ++j) std::printf(" %4s", i == j ? "-" : m[i][j] ? "yes" : "no");
+    std::printf("\n");
+  }
+}
+
 void print_text(const detail::driver_entry_points& d, int count) {
   std::printf("cuasync info\n");
   std::printf("  %-36s %s (%d)\n", "driver (CUDA version)", driver_version_string().c_str(), d.driver_version);
@@ -56,6 +79,7 @@ void print_text(const detail::driver_entry_points& d, int count) {
     row("clock", std::to_string(p.clock_rate_khz / 1000) + " MHz");
     row("memory clock", std::to_string(p.memory_clock_rate_khz / 1000) + " MHz");
   }
+  print_peer_matrix();
 }
 
 // The same facts, with the struct's field names and plain units (bytes, kHz).
@@ -95,6 +119,13 @@ void print_json(const detail::driver_entry_points& d, int count) {
     w.member("clock_rate_khz", p.clock_rate_khz).member("memory_clock_rate_khz", p.memory_clock_rate_khz);
     w.end_object();
   }
+  w.end_array();
+  w.key("peer_access").begin_array();  // [i][j]: device i can access device j's memory
+  for (const auto& r : peer_matrix()) {
+    w.begin_array();
+    for (bool b : r) w.value(b);
+    w.end_array();
+  }
   w.end_array().end_object();
   std::printf("%s\n", w.str().c_str());
 }
@@ -117,11 +148,12 @@ int run(invocation& inv) {
 
 }  // namespace
 
-const command info_command{"info", "the driver, each device and its attributes (copy engines, concurrent kernels, ...)",
+const command info_command{"info",
+                           "the driver, each device and its attributes (copy engines, concurrent kernels, ...), peer access",
                            "usage: cuasync info [--json]\n"
                            "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the\n"
                            "ones that decide how work should be issued (copy engines, concurrent kernels, memory\n"
-                           "pools, stream priorities, limits). Needs a GPU: without one it says why and exits 3.\n",
+                           "pools, stream priorities, limits), and the peer-access matrix. Needs a GPU: without one it says why and exits 3.\n",
                            run};
 
 }  // namespace cuasync::tools

@@ -2,6 +2,7 @@
 #include <cuasync/collectives/nccl_error.hpp>
 
 #include <set>
+#include <utility>
 
 namespace cuasync::collectives::detail {
 
@@ -19,15 +20,15 @@ void clique::fail(std::error_code ec, std::string what) noexcept {
   // Every member: a rank whose peer faulted waits in its kernel for data that never comes; the abort flag NCCL's
   // kernels poll lets them exit. Not on this thread: the poller (or an executor) called us.
   try {
-    std::vector<nccl_comm> comms;
-    for (const clique_member& m : members) comms.push_back(m.comm);
-    aborter_ = std::thread([comms = std::move(comms)] {
+    aborter_ = std::thread([this] {
+      std::unique_lock lock(comms_mutex_);
       const nccl_entry_points& n = nccl();
-      for (nccl_comm c : comms) n.comm_abort(c);
+      for (const clique_member& m : members) n.comm_abort(m.comm);
     });
   } catch (...) {
     // No thread to be had: abort here rather than leave ranks hanging.
     try {
+      std::unique_lock lock(comms_mutex_);
       const nccl_entry_points& n = nccl();
       for (const clique_member& m : members) n.comm_abort(m.comm);
     } catch (...) {
@@ -46,30 +47,33 @@ std::string clique::detail() const {
 }
 
 bool clique::poll_async_errors() noexcept {
-  if (failed()) return true;
   const nccl_entry_points* n = nullptr;
   try {
     n = &nccl();
   } catch (...) {
     return false;  // no communicator exists without the library
   }
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    nccl_result r = nccl_success;
-    nccl_result q = n->comm_get_async_error(members[i].comm, &r);
-    if (q != nccl_success) r = q;
-    if (r != nccl_success && r != nccl_in_progress) {
-      std::string what;
+  nccl_result found = nccl_success;
+  std::string what;
+  {
+    std::shared_lock lock(comms_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || failed()) return failed();  // being aborted: the fault is known
+    for (std::size_t i = 0; i < members.size() && found == nccl_success; ++i) {
+      nccl_result r = nccl_success;
+      if (nccl_result q = n->comm_get_async_error(members[i].comm, &r); q != nccl_success) r = q;
+      if (r == nccl_success || r == nccl_in_progress) continue;
+      found = r;
       try {
         what = "NCCL reported an asynchronous error on " + describe(static_cast<int>(i));
         if (n->get_last_error)
           if (const char* last = n->get_last_error(members[i].comm); last && *last) what += ": " + std::string(last);
       } catch (...) {
       }
-      fail(make_nccl_error_code(r), std::move(what));
-      return true;
     }
   }
-  return false;
+  if (found == nccl_success) return false;
+  fail(make_nccl_error_code(found), std::move(what));  // outside the lock: the abort takes it exclusively
+  return true;
 }
 
 std::string clique::describe(int index) const {
@@ -90,6 +94,18 @@ clique::~clique() {
   } catch (...) {
   }
 }
+
+namespace {
+thread_local std::vector<std::shared_ptr<clique>> grouped;
+}
+
+void note_grouped(const std::shared_ptr<clique>& c) {
+  for (const auto& g : grouped)
+    if (g == c) return;
+  grouped.push_back(c);
+}
+
+std::vector<std::shared_ptr<clique>> take_grouped() { return std::exchange(grouped, {}); }
 
 const char* operation_label(const char* op, const clique& c, int index) {
   static std::mutex mutex;

@@ -67,6 +67,17 @@ void check_rank(const char* api, const char* what, int r, const communicator& c,
                                    where);
 }
 
+// NCCL refused to enqueue: the other ranks' parts may already be issued and would wait for this one forever, so
+// the fault domain is aborted before the error is thrown.
+void issue(const communicator& c, int r, const char* nccl_api, const std::string& what, std::source_location where) {
+  if (r == 0) [[likely]] {
+    if (group::depth() > 0) detail::note_grouped(c.clique());
+    return;
+  }
+  c.clique()->fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + what);
+  detail::throw_nccl(r, nccl_api, what, where);
+}
+
 std::string concerning(const communicator& c, std::size_t count, data_type t) {
   return c.describe() + ", " + std::to_string(count) + " elements of " + std::to_string(element_size(t)) + " B";
 }
@@ -91,7 +102,7 @@ void all_reduce(const communicator& c, collective_buffer send, collective_buffer
   require_size(api, "recv", recv.span.size, send.span.size, where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  detail::check_nccl(detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr),
+  issue(c, detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr),
                                                reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
                                                static_cast<int>(op), m.comm, s.get()),
                      "ncclAllReduce", concerning(c, n, t), where);
@@ -111,7 +122,7 @@ void broadcast(const communicator& c, collective_buffer send, collective_buffer 
     declare_pair(send, recv, s, where);
   else
     declare(recv, s, runtime::access::write, where);
-  detail::check_nccl(detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr),
+  issue(c, detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr),
                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), root,
                                               m.comm, s.get()),
                      "ncclBroadcast", concerning(c, n, t), where);
@@ -126,7 +137,7 @@ void reduce_scatter(const communicator& c, collective_buffer send, collective_bu
   require_size(api, "send", send.span.size, recv.span.size * static_cast<std::size_t>(c.size()), where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  detail::check_nccl(detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
+  issue(c, detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
                                                    reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
                                                    static_cast<int>(op), m.comm, s.get()),
                      "ncclReduceScatter", concerning(c, n, t), where);
@@ -141,7 +152,7 @@ void all_gather(const communicator& c, collective_buffer send, collective_buffer
   require_size(api, "recv", recv.span.size, send.span.size * static_cast<std::size_t>(c.size()), where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  detail::check_nccl(detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr),
+  issue(c, detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr),
                                                reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), m.comm,
                                                s.get()),
                      "ncclAllGather", concerning(c, n, t), where);
@@ -154,7 +165,7 @@ void send(const communicator& c, collective_buffer buffer, data_type t, int peer
   check_rank(api, "peer", peer, c, where);
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::read, where);
-  detail::check_nccl(detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
+  issue(c, detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
                                          m.comm, s.get()),
                      "ncclSend", concerning(c, n, t) + " to rank " + std::to_string(peer), where);
 }
@@ -166,7 +177,7 @@ void recv(const communicator& c, collective_buffer buffer, data_type t, int peer
   check_rank(api, "peer", peer, c, where);
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::write, where);
-  detail::check_nccl(detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
+  issue(c, detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
                                          m.comm, s.get()),
                      "ncclRecv", concerning(c, n, t) + " from rank " + std::to_string(peer), where);
 }
@@ -177,11 +188,26 @@ group::group(std::source_location where) {
   ++open_groups;
 }
 
+namespace {
+// Ends one group level; the domains noted in it are forgotten when the outermost ends, or aborted when NCCL
+// failed to issue the group (its ranks' parts that did start would wait forever).
+int end_group_level() noexcept {
+  const int r = detail::nccl().group_end();
+  if (r != 0) {
+    for (const auto& c : detail::take_grouped())
+      c->fail(make_nccl_error_code(r), "ncclGroupEnd failed for a group holding " + c->describe(0) + "'s calls");
+  } else if (open_groups == 0) {
+    detail::take_grouped();
+  }
+  return r;
+}
+}  // namespace
+
 group::~group() {
   if (!open_) return;
   --open_groups;
   try {
-    detail::nccl().group_end();
+    end_group_level();
   } catch (...) {
   }
 }
@@ -190,7 +216,7 @@ void group::end(std::source_location where) {
   if (!open_) cuasync::detail::throw_invalid("cuasync::collectives::group::end", "the group has ended already", where);
   open_ = false;
   --open_groups;
-  detail::check_nccl(detail::nccl().group_end(), "ncclGroupEnd", {}, where);
+  detail::check_nccl(end_group_level(), "ncclGroupEnd", {}, where);
 }
 
 int group::depth() noexcept { return open_groups; }

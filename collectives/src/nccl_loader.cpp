@@ -8,7 +8,6 @@
 #include <glob.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -50,7 +49,7 @@ std::string dl_error() {
 
 }  // namespace
 
-const nccl_entry_points* open_nccl() {
+std::unique_ptr<const nccl_entry_points> open_nccl() {
   const char* env = std::getenv("CUASYNC_LIBNCCL");
   std::vector<std::string> tried;
   void* lib = nullptr;
@@ -94,13 +93,13 @@ const nccl_entry_points* open_nccl() {
                                  "newer");
   }
   d->get_version(&d->version);
-  d->library = ::strdup(path.c_str());  // lives as long as the process, like the library
-  return d.release();
+  d->library = path;
+  return d;
 }
 
 const nccl_entry_points& nccl() {
   static std::once_flag once;
-  static const nccl_entry_points* loaded = nullptr;
+  static std::unique_ptr<const nccl_entry_points> loaded;
   static std::exception_ptr failure;
   std::call_once(once, [] {
     try {

@@ -1,5 +1,6 @@
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/device.hpp>
+#include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/runtime/peer.hpp>
 
 #include <map>
@@ -23,7 +24,12 @@ bool enable_peer_access(context_ref from, context_ref to, std::source_location w
   std::lock_guard lock(peer_mutex);
   if (auto it = peer_state.find(key); it != peer_state.end()) return it->second;
   bool possible = from.device_ordinal() != to.device_ordinal() && from.device(where).can_access_peer(to.device(where), where);
-  if (possible) from.enable_peer_access(to, where);
+  if (possible) {
+    from.enable_peer_access(to, where);
+    // Tracked buffers come from the device's default pool, whose memory ignores cuCtxEnablePeerAccess.
+    if (to.device(where).properties(where).memory_pools_supported)
+      memory_pool_ref::device_default(to, where).grant_access(from.device_ordinal(), where);
+  }
   peer_state.emplace(key, possible);
   return possible;
 }

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "child_process.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,7 +76,9 @@ TEST_CASE("CUASYNC_LIBNCCL naming a file that is not a library is refused", "[co
 }
 
 TEST_CASE("a library without NCCL's entry points is refused, naming what it lacks", "[collectives][loader]") {
-  libnccl_variable v(std::string(CUASYNC_INCOMPLETE_NCCL));
+  const auto beside_us = std::filesystem::path(test::self_path()).parent_path() / CUASYNC_INCOMPLETE_NCCL;
+  REQUIRE(std::filesystem::exists(beside_us));
+  libnccl_variable v(beside_us.string());
   try {
     collectives::detail::open_nccl();
     FAIL("an incomplete library was accepted");
@@ -89,9 +93,9 @@ TEST_CASE("a library without NCCL's entry points is refused, naming what it lack
 TEST_CASE("without CUASYNC_LIBNCCL the loader finds NCCL or lists what it tried", "[collectives][loader]") {
   libnccl_variable v(std::nullopt);
   try {
-    const collectives::detail::nccl_entry_points* n = collectives::detail::open_nccl();
+    const auto n = collectives::detail::open_nccl();
     CHECK(n->version >= 20700);  // NCCL 2.7 or newer: every entry point resolved
-    CHECK(std::string(n->library).find("libnccl") != std::string::npos);
+    CHECK(n->library.find("libnccl") != std::string::npos);
     CHECK(n->all_reduce != nullptr);
     CHECK(n->comm_get_async_error != nullptr);
   } catch (const nccl_not_found_error& e) {

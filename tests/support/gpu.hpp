@@ -26,7 +26,8 @@ module_ref kernels();
 //! The fatbin loaded once into `c` (another device's primary context, for multi-GPU tests).
 module_ref kernels(context_ref c);
 
-//! True when at least `n` devices exist; otherwise a Catch2 warning says the test was skipped and why.
+//! True when at least `n` devices exist; otherwise a Catch2 warning says the test was skipped and why (defined in
+//! test_main.cpp: test executables only).
 bool devices_at_least(int n);
 
 //! Random bytes (never zeros-only) for copy checks.

@@ -1,7 +1,5 @@
 #include "gpu.hpp"
 
-#include <catch2/catch.hpp>
-
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -29,13 +27,6 @@ bool gpu_available(std::string* reason) {
     *reason = e.what();
     return false;
   }
-}
-
-bool devices_at_least(int n) {
-  const int have = device::count();
-  if (have >= n) return true;
-  WARN("skipped: this test needs " << n << " devices, the machine has " << have);
-  return false;
 }
 
 context_ref ctx() {

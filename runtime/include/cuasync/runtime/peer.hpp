@@ -17,7 +17,8 @@
 
 namespace cuasync::runtime {
 
-//! Lets `from` address `to`'s memory, once per pair for the life of the contexts. Returns false (and does nothing)
+//! Lets `from` address `to`'s memory, once per pair for the life of the contexts: `cuCtxEnablePeerAccess`, and
+//! `cuMemPoolSetAccess` on `to`'s default pool (where tracked buffers come from), which peer access does not cover. Returns false (and does nothing)
 //! when the devices cannot reach each other directly, or when both are the same context. @throws cuda_error
 bool enable_peer_access(context_ref from, context_ref to, std::source_location where = std::source_location::current());
 

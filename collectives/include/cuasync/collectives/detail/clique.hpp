@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,11 +45,20 @@ struct clique {
 
  private:
   std::atomic<bool> failed_{false};
+  // Held shared while NCCL is asked about the communicators, exclusively while they are aborted (ncclCommAbort
+  // frees them: no poll may be inside NCCL with them then).
+  std::shared_mutex comms_mutex_;
   mutable std::mutex mutex_;
   std::error_code error_;
   std::string detail_;
   std::thread aborter_;
 };
+
+//! Inside an open `group`, notes that `c` has calls in it: a failed `ncclGroupEnd` aborts every domain noted
+//! (the ranks whose part was issued would otherwise wait for the others forever).
+void note_grouped(const std::shared_ptr<clique>& c);
+//! Takes the domains noted in this thread's groups (cleared).
+std::vector<std::shared_ptr<clique>> take_grouped();
 
 //! A stable string for an operation's name on a rank ("ncclAllReduce on rank 1 of 2 on device 1"): the api name the
 //! completion's exception carries. Interned for the process (a handful per communicator shape).

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
+#include <string>
 
 namespace cuasync::collectives::detail {
 
@@ -81,13 +83,14 @@ struct nccl_entry_points {
   CUASYNC_NCCL_ENTRY_POINTS(CUASYNC_DECLARE_NCCL_ENTRY)
 #undef CUASYNC_DECLARE_NCCL_ENTRY
   nccl_get_last_error_fn get_last_error = nullptr;  //!< optional (NCCL 2.13+)
-  int version = 0;           //!< ncclGetVersion, e.g. 22809 for 2.28.9
-  const char* library = "";  //!< the path that was opened
+  int version = 0;      //!< ncclGetVersion, e.g. 22809 for 2.28.9
+  std::string library;  //!< the path that was opened
 };
 
 //! Opens NCCL once (`$CUASYNC_LIBNCCL`, else `libnccl.so.2`, else the Python environments' `nvidia/nccl/lib`) and
-//! resolves every entry point; not cached, for tests. @throws nccl_not_found_error, nccl_too_old_error
-const nccl_entry_points* open_nccl();
+//! resolves every entry point; not cached, for tests. The library stays loaded for the life of the process (NCCL's
+//! threads and CUDA state are never unloaded safely). @throws nccl_not_found_error, nccl_too_old_error
+std::unique_ptr<const nccl_entry_points> open_nccl();
 
 //! The entry points: loads NCCL on first use (thread-safe; a failed load is remembered and thrown again).
 //! @throws nccl_not_found_error, nccl_too_old_error
