@@ -29,7 +29,7 @@ step() {  # step NAME LIMIT_S COMMAND...: runs it with a timeout, printing line 
   echo "== $name"
   timeout --kill-after=10 "$limit" stdbuf -oL -eL "$@" 2>&1 | tee "$work/$name.log"
   local rc=${PIPESTATUS[0]}
-  local line=$(grep -E "^(All tests passed|test cases:)" "$work/$name.log" | tail -1)
+  local line=$(grep -E "^(All tests passed|test cases:|No tests ran)" "$work/$name.log" | tail -1)
   summary+=("$name: rc=$rc $(( $(date +%s) - start ))s $line")
 }
 

@@ -49,7 +49,18 @@ int rank_main(const std::string& out, int rank, const std::string& socket, bool 
 
 }  // namespace
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::printf("multi_gpu bench failed: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run killed by a time limit still shows its progress
   const std::string out = b::output_dir(argc, argv);
   bool quick = false;
