@@ -89,8 +89,16 @@ clique::~clique() {
   if (failed()) return;
   try {
     const nccl_entry_points& n = nccl();
+    // Several ranks of one thread finalize together (NCCL's rule for ncclCommFinalize on several communicators of
+    // one thread: in a group), then each is destroyed; both wait for the communicators' work.
+    if (n.comm_finalize && members.size() > 1) {
+      n.group_start();
+      for (clique_member& m : members)
+        if (m.comm) n.comm_finalize(m.comm);
+      n.group_end();
+    }
     for (clique_member& m : members)
-      if (m.comm) n.comm_destroy(m.comm);  // waits for the communicator's work
+      if (m.comm) n.comm_destroy(m.comm);
   } catch (...) {
   }
 }

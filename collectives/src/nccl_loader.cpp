@@ -85,6 +85,7 @@ std::unique_ptr<const nccl_entry_points> open_nccl() {
   CUASYNC_NCCL_ENTRY_POINTS(CUASYNC_FETCH_NCCL)
 #undef CUASYNC_FETCH_NCCL
   d->get_last_error = reinterpret_cast<nccl_get_last_error_fn>(::dlsym(lib, "ncclGetLastError"));
+  d->comm_finalize = reinterpret_cast<nccl_comm_fn>(::dlsym(lib, "ncclCommFinalize"));
   if (!missing.empty()) {
     ::dlclose(lib);
     throw nccl_too_old_error(std::error_code(ENOSYS, std::generic_category()), "dlsym",

@@ -55,7 +55,8 @@ using nccl_send_fn = nccl_result (*)(const void* buf, std::size_t count, int typ
                                      CUstream s);
 using nccl_recv_fn = nccl_result (*)(void* buf, std::size_t count, int type, int peer, nccl_comm comm, CUstream s);
 
-// (member, symbol, type): every one is required (all exist since NCCL 2.7) except ncclGetLastError (2.13).
+// (member, symbol, type): every one is required (all exist since NCCL 2.7); ncclGetLastError (2.13) and
+// ncclCommFinalize (2.14) are optional, fetched beside them.
 #define CUASYNC_NCCL_ENTRY_POINTS(X)                                                                         \
   X(get_version, ncclGetVersion, nccl_get_version_fn)                                                      \
   X(get_unique_id, ncclGetUniqueId, nccl_get_unique_id_fn)                                                 \
@@ -83,6 +84,7 @@ struct nccl_entry_points {
   CUASYNC_NCCL_ENTRY_POINTS(CUASYNC_DECLARE_NCCL_ENTRY)
 #undef CUASYNC_DECLARE_NCCL_ENTRY
   nccl_get_last_error_fn get_last_error = nullptr;  //!< optional (NCCL 2.13+)
+  nccl_comm_fn comm_finalize = nullptr;              //!< optional (NCCL 2.14+): ncclCommFinalize
   int version = 0;      //!< ncclGetVersion, e.g. 22809 for 2.28.9
   std::string library;  //!< the path that was opened
 };
