@@ -43,7 +43,9 @@ wait_target collective_completion_source::record(const communicator& c, stream_r
   w->started = std::chrono::steady_clock::now();
   wait_target t;
   t.source = this;
-  t.queue = static_cast<std::uintptr_t>(s.id(where));  // handles are reused by later streams; ids are not
+  // One FIFO per (stream, fault domain): handles are reused by later streams, ids are not; and a FIFO belongs to one
+  // failure group, while a stream may serve two communicators.
+  t.queue = static_cast<std::uintptr_t>(s.id(where) * 0x9e3779b97f4a7c15ull) ^ reinterpret_cast<std::uintptr_t>(clique.get());
   t.group = reinterpret_cast<std::uintptr_t>(clique.get());
   t.keep_alive = std::move(keep_alive);
   t.token = reinterpret_cast<std::uintptr_t>(w.release());
