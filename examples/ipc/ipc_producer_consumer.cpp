@@ -51,7 +51,7 @@ int consume(int fd) {
   receive_all(fd, &eh.handle, sizeof eh.handle);
   const ipc_memory_handle mh = ipc_memory_handle::from_bytes(wire);
   {
-    ipc_mapping theirs = ipc_mapping::open(ctx, mh);  // closed at the end of this scope, before the producer frees
+    ipc_mapping theirs = ipc_mapping::open(ctx, mh);  // the producer frees its buffer only after this process ends
     event ready = eh.open(ctx);
     s.wait(ready);  // on the device: the producer's fill is done before the copy starts
     device_buffer mine = device_buffer::allocate(ctx, bytes);
@@ -93,7 +93,7 @@ int produce(int child_end, int my_end, const char* self) {
   send_all(my_end, wire.data(), wire.size());
   send_all(my_end, &eh.handle, sizeof eh.handle);
   char done = 0;
-  receive_all(my_end, &done, 1);  // the consumer closed its mapping: now b may be freed
+  receive_all(my_end, &done, 1);  // the consumer is done reading; b is freed after it has exited
   int status = 0;
   ::waitpid(pid, &status, 0);
   s.synchronize();
