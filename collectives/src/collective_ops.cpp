@@ -41,6 +41,10 @@ const detail::clique_member& member_on(const char* api, const communicator& c, s
                                             ", the communicator (" + c.describe() + ") on device " +
                                             std::to_string(m.device),
                                    where);
+  if (!(s.context() == context_ref(m.context)))
+    cuasync::detail::throw_invalid(api, "the stream is on another context of device " + std::to_string(m.device) +
+                                            " than its primary context, which NCCL uses",
+                                   where);
   if (c.clique()->failed())
     throw collective_error(c.clique()->error(), api, "the communicator was aborted: " + c.clique()->detail(), where);
   return m;
