@@ -28,7 +28,7 @@ if [ -x "$build/tools/cuasync" ] && [ "${CUASYNC_GPU_DEMO:-1}" != 0 ]; then
   cp "$work"/demo/trace.json "$work"/demo/timeline.html "$out/demo/" 2> /dev/null
 fi
 
-for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io fault_injection plugins}; do
+for t in ${CUASYNC_GPU_TESTS-driver jit engine runtime async_io collectives fault_injection plugins}; do
   bin="$build/tests/$t/cuasync_${t}_tests"
   [ -x "$bin" ] || continue
   start=$(date +%s)

@@ -32,6 +32,29 @@ void add_jit_json([[maybe_unused]] trace::json::writer& w) {
 #endif
 }
 
+// Which device can address which device's memory directly (cuDeviceCanAccessPeer): peer copies and kernels that
+// read another GPU's memory go over NVLink or PCIe there, through host memory elsewhere.
+std::vector<std::vector<bool>> peer_matrix() {
+  const auto all = device::all();
+  std::vector<std::vector<bool>> m(all.size(), std::vector<bool>(all.size(), false));
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t j = 0; j < all.size(); ++j)
+      if (i != j) m[i][j] = all[i].can_access_peer(all[j]);
+  return m;
+}
+
+void print_peer_matrix() {
+  const auto m = peer_matrix();
+  std::printf("\npeer access (row device can access column device's memory)\n      ");
+  for (std::size_t j = 0; j < m.size(); ++j) std::printf(" %4zu", j);
+  std::printf("\n");
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    std::printf("  %4zu", i);
+    for (std::size_t j = 0; j < m.size(); ++j) std::printf(" %4s", i == j ? "-" : m[i][j] ? "yes" : "no");
+    std::printf("\n");
+  }
+}
+
 void print_text(const detail::driver_entry_points& d, int count) {
   std::printf("cuasync info\n");
   std::printf("  %-36s %s (%d)\n", "driver (CUDA version)", driver_version_string().c_str(), d.driver_version);
@@ -71,6 +94,7 @@ void print_text(const detail::driver_entry_points& d, int count) {
     row("clock", std::to_string(p.clock_rate_khz / 1000) + " MHz");
     row("memory clock", std::to_string(p.memory_clock_rate_khz / 1000) + " MHz");
   }
+  print_peer_matrix();
   print_jit_text();
 }
 
@@ -112,6 +136,13 @@ void print_json(const detail::driver_entry_points& d, int count) {
     w.end_object();
   }
   w.end_array();
+  w.key("peer_access").begin_array();  // [i][j]: device i can access device j's memory
+  for (const auto& r : peer_matrix()) {
+    w.begin_array();
+    for (bool b : r) w.value(b);
+    w.end_array();
+  }
+  w.end_array();
   add_jit_json(w);
   w.end_object();
   std::printf("%s\n", w.str().c_str());
@@ -146,13 +177,13 @@ int run(invocation& inv) {
 }  // namespace
 
 const command info_command{
-    "info", "the driver, each device and its attributes (copy engines, ...), NVRTC, the JIT cache",
+    "info", "the driver, each device and its attributes (copy engines, ...), peer access, NVRTC, the JIT cache",
                            "usage: cuasync info [--json]\n"
                            "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the\n"
                            "ones that decide how work should be issued (copy engines, concurrent kernels, memory\n"
-                           "pools, stream priorities, limits), then NVRTC (version, architectures) and the JIT\n"
-                           "disk cache (directory, entries, size). Without a GPU it shows NVRTC and the cache, says\n"
-                           "why, and exits 3.\n",
+                           "pools, stream priorities, limits), the peer-access matrix, then NVRTC (version,\n"
+                           "architectures) and the JIT disk cache (directory, entries, size). Without a GPU it shows\n"
+                           "NVRTC and the cache, says why, and exits 3.\n",
                            run};
 
 }  // namespace cuasync::tools

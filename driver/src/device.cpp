@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <cctype>
 #include <mutex>
 #include <unordered_map>
 
@@ -108,6 +109,27 @@ std::vector<device> device::all(std::source_location where) {
   std::vector<device> out;
   for (int i = 0, n = count(where); i < n; ++i) out.push_back(get(i, where));
   return out;
+}
+
+device device::by_uuid(std::string_view uuid, std::source_location where) {
+  auto normal = [](std::string_view u) {
+    std::string out;
+    if (u.size() >= 4 && (u.substr(0, 4) == "GPU-" || u.substr(0, 4) == "gpu-")) u.remove_prefix(4);
+    for (char c : u) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string wanted = normal(uuid);
+  std::string present;
+  for (device d : all(where)) {
+    CUuuid raw{};
+    check(driver().cuDeviceGetUuid(&raw, d.handle_), "cuDeviceGetUuid", where);
+    const std::string u = format_uuid(raw);
+    if (normal(u) == wanted) return d;
+    present += (present.empty() ? "" : ", ") + u;
+  }
+  throw cuda_error(make_error_code(CUDA_ERROR_INVALID_DEVICE), "cuasync::device::by_uuid",
+                   "no device has UUID '" + std::string(uuid) + "'; present: " + (present.empty() ? "none" : present),
+                   where);
 }
 
 const device_properties& device::properties(std::source_location where) const {

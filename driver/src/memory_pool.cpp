@@ -28,6 +28,15 @@ void memory_pool_ref::set_release_threshold(std::uint64_t bytes, std::source_loc
     throw_cu(r, "cuMemPoolSetAttribute", pool_text(*this), where);
 }
 
+void memory_pool_ref::grant_access(int peer, std::source_location where) const {
+  CUmemAccessDesc desc{};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = peer;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (CUresult r = driver().cuMemPoolSetAccess(pool_, &desc, 1); r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemPoolSetAccess", pool_text(*this) + " for device " + std::to_string(peer), where);
+}
+
 namespace {
 std::uint64_t get_attr(const memory_pool_ref& p, CUmemPool_attribute a, std::source_location where) {
   cuuint64_t v = 0;

@@ -53,6 +53,10 @@ std::shared_ptr<device_runtime> device_runtime::for_device(int ordinal, std::sou
   return rt;
 }
 
+std::shared_ptr<device_runtime> device_runtime::for_uuid(std::string_view uuid, std::source_location where) {
+  return for_device(device::by_uuid(uuid, where).ordinal(), where);
+}
+
 staged_copier& device_runtime::staging(std::source_location where) {
   std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging, where); });
   return *staging_;

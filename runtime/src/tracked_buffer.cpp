@@ -40,7 +40,10 @@ tracked_buffer::~tracked_buffer() { free_nothrow(); }
 
 void tracked_buffer::wait_for(stream_ref s, stream_use& u, std::source_location where) {
   if (u.stream == s) return;  // same stream: stream order already covers it
-  if (!u.after) u.after = events_->record(u.stream, where);
+  // An event must come from the recording stream's own context: another device's stream takes its context's pool.
+  if (!u.after)
+    u.after = u.stream.context() == events_->context() ? events_->record(u.stream, where)
+                                                        : event_pool::for_context(u.stream.context(), where)->record(u.stream, where);
   u.after.make_wait(s, where);
 }
 

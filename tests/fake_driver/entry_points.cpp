@@ -727,6 +727,15 @@ CUresult CUDAAPI MemPoolDestroy(CUmemoryPool h) {
   count(d, kind::pool, -1);
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI MemPoolSetAccess(CUmemoryPool h, const CUmemAccessDesc* desc, size_t n) {
+  ENTER(cuMemPoolSetAccess, unknown);
+  lock_t lock(d.m);
+  if (!d.pools.count(h) || !desc || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < n; ++i)
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || valid_device(desc[i].location.id))
+      return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;  // the simulation has one address space: every device reaches every pool
+}
 CUresult CUDAAPI MemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute a, void* v) {
   ENTER(cuMemPoolSetAttribute, unknown);
   lock_t lock(d.m);
@@ -1069,7 +1078,7 @@ const entry entries[] = {
     E(cuMemAllocManaged, MemAllocManaged), E(cuMemPrefetchAsync, MemPrefetchAsync), E(cuMemAdvise, MemAdvise),
     E(cuMemGetInfo, MemGetInfo), E(cuMemPoolCreate, MemPoolCreate), E(cuMemPoolDestroy, MemPoolDestroy),
     E(cuMemPoolSetAttribute, MemPoolSetAttribute), E(cuMemPoolGetAttribute, MemPoolGetAttribute),
-    E(cuMemPoolTrimTo, MemPoolTrimTo), E(cuMemAllocFromPoolAsync, MemAllocFromPoolAsync),
+    E(cuMemPoolTrimTo, MemPoolTrimTo), E(cuMemPoolSetAccess, MemPoolSetAccess), E(cuMemAllocFromPoolAsync, MemAllocFromPoolAsync),
     E(cuMemAllocAsync, MemAllocAsync), E(cuMemFreeAsync, MemFreeAsync), E(cuMemsetD8Async, MemsetD8Async),
     E(cuMemsetD32Async, MemsetD32Async), E(cuMemcpyAsync, MemcpyAsync), E(cuMemcpyPeerAsync, MemcpyPeerAsync),
     E(cuMemcpyHtoDAsync, MemcpyHtoDAsync), E(cuMemcpyDtoHAsync, MemcpyDtoHAsync),
@@ -1084,7 +1093,10 @@ const entry entries[] = {
 const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
                                    "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
                                    "cuGraphExecKernelNodeSetParams", "cuGraphGetNodes", "cuGraphNodeGetType",
-                                   "cuGraphKernelNodeGetParams"};
+                                   "cuGraphKernelNodeGetParams",
+                                   // IPC needs a second process and a real driver; the simulation has neither.
+                                   "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
+                                   "cuIpcGetEventHandle", "cuIpcOpenEventHandle"};
 
 }  // namespace
 

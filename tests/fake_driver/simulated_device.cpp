@@ -47,7 +47,11 @@ void device_thread(device_model* d) {
   }
 }
 
-thread_local std::vector<context_state*> context_stack;
+// Trivially destructible, as the driver's own per-thread stack outlives the thread's C++ objects: a runtime kept
+// for the process (device_runtime::for_device) pushes its context while static objects are destroyed at exit.
+constexpr int max_context_depth = 64;
+thread_local context_state* context_stack[max_context_depth];
+thread_local int context_depth = 0;
 
 }  // namespace
 
@@ -100,20 +104,15 @@ void wait_done(device_model& d, std::unique_lock<std::mutex>& lock, std::uint64_
   d.progress.wait(lock, [&] { return d.done >= seq; });
 }
 
-context_state* current_context() { return context_stack.empty() ? nullptr : context_stack.back(); }
+context_state* current_context() { return context_depth ? context_stack[context_depth - 1] : nullptr; }
 void set_current_context(context_state* c) {
-  if (context_stack.empty())
-    context_stack.push_back(c);
-  else
-    context_stack.back() = c;
+  if (context_depth == 0) context_depth = 1;
+  context_stack[context_depth - 1] = c;
 }
-void push_context(context_state* c) { context_stack.push_back(c); }
-context_state* pop_context() {
-  if (context_stack.empty()) return nullptr;
-  context_state* c = context_stack.back();
-  context_stack.pop_back();
-  return c;
+void push_context(context_state* c) {
+  if (context_depth < max_context_depth) context_stack[context_depth++] = c;
 }
+context_state* pop_context() { return context_depth ? context_stack[--context_depth] : nullptr; }
 
 stream_state* find_stream(device_model& d, CUstream s, CUresult* r) {
   *r = CUDA_SUCCESS;

@@ -1,6 +1,7 @@
 #include "gpu.hpp"
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 extern "C" const unsigned char cuasync_test_kernels_cubin[], cuasync_test_kernels_cubin_end[];
@@ -44,6 +45,17 @@ module_ref kernels() {
   return m;
 }
 
+module_ref kernels(context_ref c) {
+  if (c == ctx()) return kernels();
+  // Other devices' primary contexts (multi-GPU tests): loaded once each, kept for the process.
+  static std::mutex mutex;
+  static std::map<CUcontext, module> loaded;
+  std::lock_guard lock(mutex);
+  auto it = loaded.find(c.get());
+  if (it == loaded.end()) it = loaded.emplace(c.get(), module::load(c, kernels_fatbin(), "test_kernels.fatbin")).first;
+  return it->second;
+}
+
 std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::byte> v(n);
@@ -63,7 +75,7 @@ gate::~gate() { open(); }
 void gate::close(stream_ref s) {
   *flag_.data<volatile int>() = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch(s, kernels().kernel("spin_until_flag"), {.grid = 1, .block = 1}, flag_.data<int>());
+  launch(s, kernels(s.context()).kernel("spin_until_flag"), {.grid = 1, .block = 1}, flag_.data<int>());
 }
 
 void gate::open() {

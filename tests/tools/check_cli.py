@@ -95,6 +95,12 @@ devices = info.get("devices", [])
 check(info.get("device_count", 0) >= 1 and len(devices) == info.get("device_count"),
       f"info --json: device_count and devices disagree: {info}")
 check(all("async_engine_count" in d and "compute_capability" in d for d in devices), "info --json lacks attributes")
+check("peer access (row device can access column device's memory)" in out, "info shows no peer-access matrix")
+peers = info.get("peer_access", [])
+check(len(peers) == len(devices) and all(len(r) == len(devices) for r in peers),
+      f"info --json: peer_access is not a device_count square: {peers}")
+check(all(peers[i][i] is False for i in range(len(peers))), "info --json: a device is its own peer")
+
 # info's JIT side, with a GPU or without: NVRTC (loaded or why not) and the disk cache.
 for value, where in ((info, "on the simulated driver"), (run_json(["info"], 3, no_gpu_env), "without a GPU")):
     nvrtc, cache = value.get("nvrtc", {}), value.get("jit_cache", {})

@@ -8,6 +8,7 @@
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/event.hpp>
 #include <cuasync/driver/host_registration.hpp>
+#include <cuasync/driver/ipc.hpp>
 #include <cuasync/driver/kernel.hpp>
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/managed_buffer.hpp>

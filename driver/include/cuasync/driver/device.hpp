@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cuasync {
@@ -56,6 +57,10 @@ class device {
   static device get(int ordinal, std::source_location where = std::source_location::current());
   //! Every device.
   static std::vector<device> all(std::source_location where = std::source_location::current());
+  //! The device whose UUID is `uuid` (as nvidia-smi prints it, `GPU-xxxxxxxx-...`; the `GPU-` prefix and case are
+  //! optional): stable across processes and `CUDA_VISIBLE_DEVICES` orders, unlike ordinals. Reads no properties (no
+  //! context is created). @throws cuda_error(CUDA_ERROR_INVALID_DEVICE) listing the UUIDs present
+  static device by_uuid(std::string_view uuid, std::source_location where = std::source_location::current());
 
   int ordinal() const noexcept { return ordinal_; }
   CUdevice native_handle() const noexcept { return handle_; }

@@ -51,6 +51,9 @@ class memory_pool_ref {
   //! Memory above this many bytes is returned to the OS at synchronisation points; UINT64_MAX keeps it all
   //! (no re-allocation cost). @throws cuda_error
   void set_release_threshold(std::uint64_t bytes, std::source_location where = std::source_location::current()) const;
+  //! Lets device `peer` read and write this pool's allocations (`cuMemPoolSetAccess`): pool memory does not follow
+  //! `cuCtxEnablePeerAccess`, so peer copies and kernels on `peer` need this to reach it directly. @throws cuda_error
+  void grant_access(int peer, std::source_location where = std::source_location::current()) const;
   std::uint64_t release_threshold(std::source_location where = std::source_location::current()) const;
   //! Bytes currently reserved from the device / in use by allocations.
   std::uint64_t reserved_bytes(std::source_location where = std::source_location::current()) const;

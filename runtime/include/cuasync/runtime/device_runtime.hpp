@@ -51,6 +51,10 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   //! use and kept for the life of the process. @throws cuda_error
   static std::shared_ptr<device_runtime> for_device(int ordinal,
                                                     std::source_location where = std::source_location::current());
+  //! The process-wide runtime of the device with UUID `uuid` (`device::by_uuid`): how a multi-GPU program names a
+  //! device whatever `CUDA_VISIBLE_DEVICES` did to the ordinals. @throws cuda_error
+  static std::shared_ptr<device_runtime> for_uuid(std::string_view uuid,
+                                                  std::source_location where = std::source_location::current());
   ~device_runtime();
 
   context_ref context() const noexcept { return ctx_; }

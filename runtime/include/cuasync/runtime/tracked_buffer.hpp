@@ -43,6 +43,8 @@ class tracked_buffer {
   template <class T>
   T* data() const noexcept { return span().as<T>(); }
   stream_ref home() const noexcept { return home_; }
+  //! The context (device) the memory belongs to.
+  context_ref context() const noexcept { return home_.context(); }
   explicit operator bool() const noexcept { return ptr_ != 0; }
 
   //! Turns tracking off (or on again) for code that manages its own dependencies. While off, accesses insert no

@@ -31,10 +31,11 @@ namespace cuasync::detail {
   X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000) X(cuMemHostGetDevicePointer, 3020)                  \
   X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 12020) X(cuMemAdvise, 12020) X(cuMemGetInfo, 3020)         \
   X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) X(cuMemPoolSetAttribute, 11020)                        \
-  X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuMemAllocFromPoolAsync, 11020)                 \
+  X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuMemPoolSetAccess, 11020) X(cuMemAllocFromPoolAsync, 11020)                 \
   X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemsetD8Async, 3020) X(cuMemsetD32Async, 3020)      \
   X(cuMemcpyAsync, 4000) X(cuMemcpyPeerAsync, 4000) X(cuMemcpyHtoDAsync, 3020) X(cuMemcpyDtoHAsync, 3020)     \
-  X(cuPointerGetAttribute, 4000)                                                                             \
+  X(cuPointerGetAttribute, 4000) X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000)                     \
+  X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                    \
   X(cuPointerGetAttributes, 7000)                                                                            \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                            \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuFuncGetParamInfo, 12040)                        \

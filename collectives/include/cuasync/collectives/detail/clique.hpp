@@ -1,0 +1,67 @@
+#pragma once
+// Internal: the fault domain behind communicators made together — their NCCL handles, devices and contexts, and
+// the first fault, which aborts them all on a thread of its own (ncclCommAbort can take a while; the poller thread
+// that notices the fault must not wait for it).
+#include <cuasync/collectives/communicator.hpp>
+#include <cuasync/engine/event_pool.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cuasync::collectives::detail {
+
+struct clique_member {
+  nccl_comm comm = nullptr;
+  int rank = 0;
+  int device = 0;
+  primary_context context;
+  std::shared_ptr<event_pool> events;  // the context's pool, looked up once
+};
+
+struct clique {
+  std::vector<clique_member> members;
+  int nranks = 0;
+  communicator_options options;
+
+  //! True once a fault was recorded (then `error` and `detail` are set and no longer change).
+  bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  //! Records the first fault and starts aborting every member; later faults are ignored. Never throws.
+  void fail(std::error_code ec, std::string what) noexcept;
+  std::error_code error() const noexcept;
+  std::string detail() const;
+  //! Checks every member's `ncclCommGetAsyncError`; a fault is recorded (and the domain aborted). Never throws.
+  bool poll_async_errors() noexcept;
+  //! "rank 1 of 2 on device 1".
+  std::string describe(int index) const;
+
+  clique() = default;
+  clique(const clique&) = delete;
+  clique& operator=(const clique&) = delete;
+  ~clique();  // waits for the abort, or destroys the communicators
+
+ private:
+  std::atomic<bool> failed_{false};
+  // Held shared while NCCL is asked about the communicators, exclusively while they are aborted (ncclCommAbort
+  // frees them: no poll may be inside NCCL with them then).
+  std::shared_mutex comms_mutex_;
+  mutable std::mutex mutex_;
+  std::error_code error_;
+  std::string detail_;
+  std::thread aborter_;
+};
+
+//! Inside an open `group`, notes that `c` has calls in it: a failed `ncclGroupEnd` aborts every domain noted
+//! (the ranks whose part was issued would otherwise wait for the others forever).
+void note_grouped(const std::shared_ptr<clique>& c);
+//! Takes the domains noted in this thread's groups (cleared).
+std::vector<std::shared_ptr<clique>> take_grouped();
+
+//! A stable string for an operation's name on a rank ("ncclAllReduce on rank 1 of 2 on device 1"): the api name the
+//! completion's exception carries. Interned for the process (a handful per communicator shape).
+const char* operation_label(const char* op, const clique& c, int index);
+
+}  // namespace cuasync::collectives::detail

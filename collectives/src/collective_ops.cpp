@@ -1,0 +1,228 @@
+#include <cuasync/collectives/collective_ops.hpp>
+#include <cuasync/collectives/detail/clique.hpp>
+#include <cuasync/collectives/nccl_error.hpp>
+
+#include <string>
+
+namespace cuasync::collectives {
+
+namespace {
+
+thread_local int open_groups = 0;
+
+std::string bytes(std::size_t n) { return std::to_string(n) + " B"; }
+
+// Checks the element type and a buffer's size; returns its element count.
+std::size_t count_of(const char* api, const char* which, const collective_buffer& b, data_type t,
+                     std::source_location where) {
+  const std::size_t e = element_size(t);
+  if (e == 0) cuasync::detail::throw_invalid(api, "unknown data type " + std::to_string(static_cast<int>(t)), where);
+  if (!b.span.ptr && b.span.size) cuasync::detail::throw_invalid(api, std::string(which) + " is null", where);
+  if (b.span.size % e)
+    cuasync::detail::throw_invalid(api, std::string(which) + " (" + bytes(b.span.size) + ") is not a whole number of " +
+                                            std::to_string(e) + "-byte elements",
+                                   where);
+  return b.span.size / e;
+}
+
+void require_size(const char* api, const char* what, std::size_t got, std::size_t want, std::source_location where) {
+  if (got != want)
+    cuasync::detail::throw_invalid(api, std::string(what) + " is " + bytes(got) + ", expected " + bytes(want), where);
+}
+
+// The communicator is usable on `s`: not empty, not aborted, and `s` is on its device.
+const detail::clique_member& member_on(const char* api, const communicator& c, stream_ref s,
+                                       std::source_location where) {
+  if (!c) cuasync::detail::throw_invalid(api, "empty communicator", where);
+  if (!s) cuasync::detail::throw_invalid(api, "no stream (the legacy default stream is never used implicitly)", where);
+  const detail::clique_member& m = c.clique()->members[c.index()];
+  if (s.context().device_ordinal() != m.device)
+    cuasync::detail::throw_invalid(api, "the stream is on device " + std::to_string(s.context().device_ordinal()) +
+                                            ", the communicator (" + c.describe() + ") on device " +
+                                            std::to_string(m.device),
+                                   where);
+  if (!(s.context() == context_ref(m.context)))
+    cuasync::detail::throw_invalid(api, "the stream is on another context of device " + std::to_string(m.device) +
+                                            " than its primary context, which NCCL uses",
+                                   where);
+  if (c.clique()->failed())
+    throw collective_error(c.clique()->error(), api, "the communicator was aborted: " + c.clique()->detail(), where);
+  return m;
+}
+
+void declare(const collective_buffer& b, stream_ref s, runtime::access a, std::source_location where) {
+  if (b.tracked) b.tracked->use(s, a, where);
+}
+
+void declare_pair(const collective_buffer& send, const collective_buffer& recv, stream_ref s,
+                  std::source_location where) {
+  if (send.tracked == recv.tracked) {
+    declare(recv, s, runtime::access::read_write, where);
+    return;
+  }
+  declare(send, s, runtime::access::read, where);
+  declare(recv, s, runtime::access::write, where);
+}
+
+void check_rank(const char* api, const char* what, int r, const communicator& c, std::source_location where) {
+  if (r < 0 || r >= c.size())
+    cuasync::detail::throw_invalid(api, std::string(what) + " " + std::to_string(r) + " outside [0, " +
+                                            std::to_string(c.size()) + ")",
+                                   where);
+}
+
+// NCCL refused to enqueue: the other ranks' parts may already be issued and would wait for this one forever, so
+// the fault domain is aborted before the error is thrown.
+void issue(const communicator& c, int r, const char* nccl_api, const std::string& what, std::source_location where) {
+  if (r == 0) [[likely]] {
+    if (group::depth() > 0) detail::note_grouped(c.clique());
+    return;
+  }
+  c.clique()->fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + what);
+  detail::throw_nccl(r, nccl_api, what, where);
+}
+
+std::string concerning(const communicator& c, std::size_t count, data_type t) {
+  return c.describe() + ", " + std::to_string(count) + " elements of " + std::to_string(element_size(t)) + " B";
+}
+
+}  // namespace
+
+std::size_t element_size(data_type t) noexcept {
+  switch (t) {
+    case data_type::int8: case data_type::uint8: return 1;
+    case data_type::float16: case data_type::bfloat16: return 2;
+    case data_type::int32: case data_type::uint32: case data_type::float32: return 4;
+    case data_type::int64: case data_type::uint64: case data_type::float64: return 8;
+  }
+  return 0;
+}
+
+void all_reduce(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, reduce_op op,
+                stream_ref s, std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::all_reduce";
+  const std::size_t n = count_of(api, "send", send, t, where);
+  count_of(api, "recv", recv, t, where);
+  require_size(api, "recv", recv.span.size, send.span.size, where);
+  const auto& m = member_on(api, c, s, where);
+  declare_pair(send, recv, s, where);
+  issue(c, detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr),
+                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
+                                               static_cast<int>(op), m.comm, s.get()),
+                     "ncclAllReduce", concerning(c, n, t), where);
+}
+
+void broadcast(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, int root,
+               stream_ref s, std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::broadcast";
+  const std::size_t n = count_of(api, "recv", recv, t, where);
+  check_rank(api, "root", root, c, where);
+  if (c && c.rank() == root) {
+    count_of(api, "send", send, t, where);
+    require_size(api, "send", send.span.size, recv.span.size, where);
+  }
+  const auto& m = member_on(api, c, s, where);
+  if (m.rank == root)
+    declare_pair(send, recv, s, where);
+  else
+    declare(recv, s, runtime::access::write, where);
+  issue(c, detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr),
+                                              reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), root,
+                                              m.comm, s.get()),
+                     "ncclBroadcast", concerning(c, n, t), where);
+}
+
+void reduce_scatter(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, reduce_op op,
+                    stream_ref s, std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::reduce_scatter";
+  count_of(api, "send", send, t, where);
+  const std::size_t n = count_of(api, "recv", recv, t, where);
+  if (!c) cuasync::detail::throw_invalid(api, "empty communicator", where);
+  require_size(api, "send", send.span.size, recv.span.size * static_cast<std::size_t>(c.size()), where);
+  const auto& m = member_on(api, c, s, where);
+  declare_pair(send, recv, s, where);
+  issue(c, detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
+                                                   reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
+                                                   static_cast<int>(op), m.comm, s.get()),
+                     "ncclReduceScatter", concerning(c, n, t), where);
+}
+
+void all_gather(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, stream_ref s,
+                std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::all_gather";
+  const std::size_t n = count_of(api, "send", send, t, where);
+  count_of(api, "recv", recv, t, where);
+  if (!c) cuasync::detail::throw_invalid(api, "empty communicator", where);
+  require_size(api, "recv", recv.span.size, send.span.size * static_cast<std::size_t>(c.size()), where);
+  const auto& m = member_on(api, c, s, where);
+  declare_pair(send, recv, s, where);
+  issue(c, detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr),
+                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), m.comm,
+                                               s.get()),
+                     "ncclAllGather", concerning(c, n, t), where);
+}
+
+void send(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
+          std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::send";
+  const std::size_t n = count_of(api, "buffer", buffer, t, where);
+  check_rank(api, "peer", peer, c, where);
+  const auto& m = member_on(api, c, s, where);
+  declare(buffer, s, runtime::access::read, where);
+  issue(c, detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
+                                         m.comm, s.get()),
+                     "ncclSend", concerning(c, n, t) + " to rank " + std::to_string(peer), where);
+}
+
+void recv(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
+          std::source_location where) {
+  constexpr const char* api = "cuasync::collectives::recv";
+  const std::size_t n = count_of(api, "buffer", buffer, t, where);
+  check_rank(api, "peer", peer, c, where);
+  const auto& m = member_on(api, c, s, where);
+  declare(buffer, s, runtime::access::write, where);
+  issue(c, detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
+                                         m.comm, s.get()),
+                     "ncclRecv", concerning(c, n, t) + " from rank " + std::to_string(peer), where);
+}
+
+group::group(std::source_location where) {
+  detail::check_nccl(detail::nccl().group_start(), "ncclGroupStart", {}, where);
+  open_ = true;
+  ++open_groups;
+}
+
+namespace {
+// Ends one group level; the domains noted in it are forgotten when the outermost ends, or aborted when NCCL
+// failed to issue the group (its ranks' parts that did start would wait forever).
+int end_group_level() noexcept {
+  const int r = detail::nccl().group_end();
+  if (r != 0) {
+    for (const auto& c : detail::take_grouped())
+      c->fail(make_nccl_error_code(r), "ncclGroupEnd failed for a group holding " + c->describe(0) + "'s calls");
+  } else if (open_groups == 0) {
+    detail::take_grouped();
+  }
+  return r;
+}
+}  // namespace
+
+group::~group() {
+  if (!open_) return;
+  --open_groups;
+  try {
+    end_group_level();
+  } catch (...) {
+  }
+}
+
+void group::end(std::source_location where) {
+  if (!open_) cuasync::detail::throw_invalid("cuasync::collectives::group::end", "the group has ended already", where);
+  open_ = false;
+  --open_groups;
+  detail::check_nccl(end_group_level(), "ncclGroupEnd", {}, where);
+}
+
+int group::depth() noexcept { return open_groups; }
+
+}  // namespace cuasync::collectives

@@ -1,0 +1,5 @@
+/* A library that is not the whole NCCL: the loader must refuse it and name what it lacks. */
+int ncclGetVersion(int* version) {
+  *version = 21000;
+  return 0;
+}
