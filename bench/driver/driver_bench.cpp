@@ -1,10 +1,14 @@
 // bench/driver: cuasync's driver layer against raw driver calls in the same process, side by side.
 //   launch()          vs cuLaunchKernel (host time per launch; empty kernel and a 4-argument kernel)
+//   launch() with tracing off vs the same launch without the hook check (what "off costs one branch" costs), and
+//                     with tracing on (the recorder, then NVTX only) vs off: the cost of the hooks, measured
 //   event.record()    vs cuEventRecord
 //   pool alloc/free   vs cuMemAllocAsync + cuMemFreeAsync
 //   copy_async        vs cuMemcpyHtoDAsync / cuMemcpyDtoHAsync (pinned and pageable bandwidth)
 // Samples of the two sides alternate, so drift in the machine affects both alike.
 #include <cuasync/driver.hpp>
+#include <cuasync/trace/hooks.hpp>
+#include <cuasync/trace/recorder.hpp>
 
 #include "bench.hpp"
 #include "gpu.hpp"
@@ -81,6 +85,52 @@ int main(int argc, char** argv) {
         sync);
     rep.add({.name = "launch, saxpy 4 args checked (host time)", .unit = "us", .ours = ours, .baseline = theirs,
              .baseline_name = "cuLaunchKernel", .target = "<= 1.05"});
+  }
+  // ---- what tracing costs a launch: off (the one branch) and on
+  {
+    kernel_ref k = test::kernels().kernel("empty_kernel");
+    launch_config cfg{.grid = 1, .block = 32};
+    const detail::kernel_info& info = k.info();
+    auto unhooked = [&] {  // launch() as it was before the hooks: the same checks, then the enqueue
+      const std::source_location where = std::source_location::current();
+      detail::check_arguments<>(info, s, where);
+      if (!detail::config_fits(info, cfg) || !(info.ctx == s.context()) || !s) [[unlikely]]
+        detail::check_config_slow(info, cfg, s, where);
+      detail::launch_unhooked(s, info, cfg, nullptr, where);
+    };
+    auto [off, bare] = alternate(400, 500, [&] { launch(s, k, cfg); }, unhooked, sync);
+    rep.add({.name = "launch, empty kernel, tracing off: launch() / launch without the hook check", .unit = "us",
+             .ours = off, .baseline = bare, .baseline_name = "launch_unhooked", .target = "<= 1.01"});
+    // On: a GPU span (two pooled timing events), the host issue span, the watchdog slot bit off. The collector's
+    // thread converts spans meanwhile; the recorder is cleared between samples so its buffers stay small.
+    // Samples alternate: the "between" after each sample flips the state (on for ours, off for the baseline).
+    bool on_now = true;
+    auto flip = [&](auto set) {
+      sync();
+      on_now = !on_now;
+      set(on_now);
+    };
+    auto set_recording = [](bool on) {
+      if (on) {
+        trace::enable({.output = {}, .max_records = 10'000'000});
+      } else {
+        trace::disable();
+        trace::clear();
+      }
+    };
+    set_recording(true);
+    auto [on, off2] = alternate(100, 500, [&] { launch(s, k, cfg); }, [&] { launch(s, k, cfg); },
+                                [&] { flip(set_recording); });
+    set_recording(false);
+    rep.add({.name = "launch, empty kernel, tracing on (recorder): launch() on / off", .unit = "us", .ours = on,
+             .baseline = off2, .baseline_name = "launch() with tracing off", .target = ""});
+    on_now = true;
+    trace::set_nvtx(true);
+    auto [nvtx, off3] = alternate(200, 500, [&] { launch(s, k, cfg); }, [&] { launch(s, k, cfg); },
+                                  [&] { flip(trace::set_nvtx); });
+    trace::set_nvtx(false);
+    rep.add({.name = "launch, empty kernel, NVTX ranges only: launch() on / off", .unit = "us", .ours = nvtx,
+             .baseline = off3, .baseline_name = "launch() with NVTX off", .target = ""});
   }
   // ---- event record
   {
