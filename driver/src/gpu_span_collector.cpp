@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace cuasync::detail {
@@ -97,6 +98,7 @@ class collector {
   }
 
   void submit(context_ref ctx, CUstream stream, const timing_events& e, trace::span s) {
+    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       context_state* c = find(ctx.get());
@@ -106,69 +108,42 @@ class collector {
       if (ref == c->references.end()) return;
       c->queues[stream].push_back({e, *ref, std::move(s)});
       if (!thread_.joinable()) start_locked();
+      wake = sleeping_;  // a polling collector finds it within 50 us: no wake-up (a futex call) per operation
+      sleeping_ = false;
     }
-    wake_.notify_one();
+    if (wake) wake_.notify_one();
   }
 
   // One pass over every queue: the spans whose end event completed are recorded. Returns whether any remain.
   bool pass() {
-    std::lock_guard lock(mutex_);
-    return pass_locked();
-  }
-
-  bool pass_locked() {
-    const auto& d = driver();
-    bool remaining = false;
-    for (auto& c : contexts_) {
-      if (c->dead) continue;
-      scoped_push push(c->ctx);
-      if (!push.pushed) {  // destroyed by its owner behind cuasync's back
-        c->dead = true;
-        continue;
-      }
-      for (auto& [stream, queue] : c->queues) {
-        while (!queue.empty()) {
-          pending& p = queue.front();
-          const CUresult r = d.cuEventQuery(p.events.end);
-          if (r == CUDA_ERROR_NOT_READY) break;
-          const std::int64_t seen = trace::now_ns();
-          float begin_ms = 0, end_ms = 0;
-          if (r == CUDA_SUCCESS && d.cuEventElapsedTime(&begin_ms, p.ref->event, p.events.begin) == CUDA_SUCCESS &&
-              d.cuEventElapsedTime(&end_ms, p.ref->event, p.events.end) == CUDA_SUCCESS) {
-            p.ref->map.add_sample(seen, trace::elapsed_ms_to_ns(end_ms));
-            p.s.begin_ns = p.ref->map.to_host_ns_from_ms(begin_ms);
-            p.s.end_ns = p.ref->map.to_host_ns_from_ms(end_ms);
-            trace::record(std::move(p.s));
-            c->free_events.insert(c->free_events.end(), {p.events.begin, p.events.end});
-          } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
-            // The context is gone (or the operation faulted it): nothing more can be read from it.
-            c->dead = true;
-            queue.clear();
-            break;
-          }
-          queue.pop_front();
-        }
-        remaining |= !queue.empty();
-      }
-      retire_references(*c);
-    }
-    return remaining;
+    std::lock_guard one_pass(pass_mutex_);
+    return pass_unlocked();
   }
 
   // The context is about to be released: its queued spans are waited for and recorded, and the collector's stream,
   // events and references on it destroyed (the next traced operation on it starts afresh).
   void forget(CUcontext ctx) {
+    std::lock_guard one_pass(pass_mutex_);
+    std::vector<CUevent> last;
+    bool dead = true;
+    {
+      std::lock_guard lock(mutex_);
+      context_state* c = find(ctx);
+      if (!c) return;
+      dead = c->dead;
+      for (auto& [stream, queue] : c->queues)
+        if (!queue.empty()) last.push_back(queue.back().events.end);
+    }
+    if (!dead) {
+      scoped_push push(ctx);
+      for (CUevent e : last) driver().cuEventSynchronize(e);
+    }
+    pass_unlocked();
     std::lock_guard lock(mutex_);
     const auto it = std::find_if(contexts_.begin(), contexts_.end(), [&](const auto& c) { return c->ctx == ctx; });
     if (it == contexts_.end()) return;
     context_state& c = **it;
     const auto& d = driver();
-    if (!c.dead) {
-      scoped_push push(c.ctx);
-      for (auto& [stream, queue] : c.queues)
-        if (!queue.empty()) d.cuEventSynchronize(queue.back().events.end);
-    }
-    pass_locked();
     if (!c.dead) {
       scoped_push push(c.ctx);
       for (auto& [stream, queue] : c.queues)
@@ -238,6 +213,77 @@ class collector {
       }
   }
 
+  struct taken_queue {
+    context_state* c;
+    CUstream stream;
+    std::deque<pending> queue;
+  };
+
+  // A pass with pass_mutex_ held: the queues are taken out under mutex_, read without it (issuing threads never
+  // wait for the driver calls), and what is still in flight goes back in front of what was queued meanwhile.
+  bool pass_unlocked() {
+    std::vector<taken_queue> work;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& c : contexts_) {
+        if (c->dead) continue;
+        for (auto& [stream, queue] : c->queues)
+          if (!queue.empty()) work.push_back({c.get(), stream, std::exchange(queue, {})});
+      }
+    }
+    const auto& d = driver();
+    std::vector<std::pair<context_state*, CUevent>> freed;
+    std::vector<context_state*> died;
+    for (std::size_t i = 0; i < work.size();) {
+      context_state* c = work[i].c;
+      scoped_push push(c->ctx);
+      bool dead = !push.pushed;  // destroyed by its owner behind cuasync's back
+      for (; i < work.size() && work[i].c == c; ++i) {
+        std::deque<pending>& queue = work[i].queue;
+        while (!dead && !queue.empty()) {
+          pending& p = queue.front();
+          const CUresult r = d.cuEventQuery(p.events.end);
+          if (r == CUDA_ERROR_NOT_READY) break;
+          const std::int64_t seen = trace::now_ns();
+          float begin_ms = 0, end_ms = 0;
+          if (r == CUDA_SUCCESS && d.cuEventElapsedTime(&begin_ms, p.ref->event, p.events.begin) == CUDA_SUCCESS &&
+              d.cuEventElapsedTime(&end_ms, p.ref->event, p.events.end) == CUDA_SUCCESS) {
+            p.ref->map.add_sample(seen, trace::elapsed_ms_to_ns(end_ms));
+            p.s.begin_ns = p.ref->map.to_host_ns_from_ms(begin_ms);
+            p.s.end_ns = p.ref->map.to_host_ns_from_ms(end_ms);
+            trace::record(std::move(p.s));
+            freed.push_back({c, p.events.begin});
+            freed.push_back({c, p.events.end});
+          } else if (r != CUDA_SUCCESS) {
+            dead = true;  // the context is gone (or the operation faulted it): nothing more can be read from it
+            break;
+          }
+          queue.pop_front();
+        }
+      }
+      if (dead) died.push_back(c);
+    }
+    std::lock_guard lock(mutex_);
+    for (context_state* c : died) {
+      c->dead = true;
+      c->queues.clear();
+    }
+    for (auto& [c, e] : freed) c->free_events.push_back(e);
+    for (taken_queue& t : work) {
+      if (t.c->dead || t.queue.empty()) continue;
+      std::deque<pending>& now = t.c->queues[t.stream];
+      t.queue.insert(t.queue.end(), std::make_move_iterator(now.begin()), std::make_move_iterator(now.end()));
+      now = std::move(t.queue);
+    }
+    bool remaining = false;
+    for (auto& c : contexts_) {
+      if (c->dead) continue;
+      for (auto& [stream, queue] : c->queues) remaining |= !queue.empty();
+      retire_references(*c);
+    }
+    return remaining;
+  }
+
   void start_locked() {
     thread_ = std::thread([this] { run(); });
     std::atexit([] { the_collector().stop(); });  // before libcuda's own exit handlers, registered at cuInit
@@ -250,10 +296,13 @@ class collector {
       std::unique_lock lock(mutex_);
       if (stopping_) return;
       // Work in flight: look again soon (the sample's lateness bounds the clock error); none: sleep until a submit.
-      if (remaining)
+      if (remaining) {
         wake_.wait_for(lock, std::chrono::microseconds(50));
-      else
+      } else {
+        sleeping_ = true;  // the next submit wakes it
         wake_.wait_for(lock, std::chrono::milliseconds(20));
+        sleeping_ = false;
+      }
       if (stopping_) return;
     }
   }
@@ -272,8 +321,10 @@ class collector {
   static inline std::atomic<collector*> instance{nullptr};
 
  private:
-  std::mutex mutex_;
+  std::mutex pass_mutex_;  // one pass at a time (the thread, a drain, a forget); taken before mutex_
+  std::mutex mutex_;       // the contexts' pools, references and queues
   std::condition_variable wake_;
+  bool sleeping_ = false;  // the thread waits for a submit (nothing was in flight)
   std::vector<std::unique_ptr<context_state>> contexts_;
   std::thread thread_;
   bool stopping_ = false;

@@ -2,6 +2,7 @@
 #include <cuasync/driver/ipc.hpp>
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 namespace cuasync {
@@ -87,6 +88,9 @@ void ipc_mapping::close_nothrow() noexcept {
 ipc_event_handle ipc_event_handle::of(event_ref e, std::source_location where) {
   if (!e) detail::throw_invalid("cuasync::ipc_event_handle::of", "empty event", where);
   ipc_event_handle h;
+  // The driver asks for a current context (CUDA_ERROR_INVALID_CONTEXT without one): the event's.
+  std::optional<scoped_context> guard;
+  if (e.context()) guard.emplace(e.context(), where);
   if (CUresult r = driver().cuIpcGetEventHandle(&h.handle, e.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuIpcGetEventHandle", "an event made with event_options::interprocess", where);
   return h;
