@@ -81,6 +81,12 @@ double results::window_over_critical() const {
   return critical > 0 ? static_cast<double>(overlap.window_ns()) / critical : 0;
 }
 
+double results::window_over_wall() const {
+  return traced && traced->seconds > 0 && overlap.critical != trace::stage::none
+             ? overlap.window_ns() / (traced->seconds * 1e9)
+             : 0;
+}
+
 void print_text(const results& r) {
   std::printf("cuasync demo: the seed's §16 inference service as coroutines on the runtime\n\n");
   print_jit_text(r.jit);
@@ -127,6 +133,8 @@ void print_text(const results& r) {
     std::printf("  window / critical stage's busy time (trace):          n/a (no GPU spans were recorded)\n");
   else
     std::printf("  window / critical stage's busy time (trace):          %.3f\n", r.window_over_critical());
+  if (r.overlap.critical != trace::stage::none)
+    std::printf("  trace window / wall-clock time of the traced run:      %.3f\n", r.window_over_wall());
   std::printf("\ndiagnostics\n%s", r.diagnostics.text.c_str());
   std::printf("\nwritten: %s, %s\n", r.trace_file.c_str(), r.timeline_file.c_str());
 }
@@ -189,6 +197,7 @@ void print_json(const results& r, int error_status, const std::string& error_kin
           r.overlap.critical == trace::stage::none ? 0 : r.overlap.time_of(r.overlap.critical).busy_ns;
       w.member("critical_busy_per_request_us", per_request_us(critical_ns, r.traced->requests));
       w.member("wall_over_bound", r.wall_over_bound()).member("window_over_critical", r.window_over_critical());
+      w.member("window_over_wall", r.window_over_wall());
       w.key("diagnostics").raw(r.diagnostics.json);
       w.key("files").begin_object().member("trace", r.trace_file).member("timeline", r.timeline_file).end_object();
     }

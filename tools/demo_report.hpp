@@ -52,6 +52,9 @@ struct results {
   double wall_over_bound() const;
   //! From the traced run's overlap summary: window over the critical stage's busy time (the same figure).
   double window_over_critical() const;
+  //! The traced run's trace window over its wall-clock time: how well the timeline accounts for the run (issue 12's
+  //! 5% check; the window leaves out the first preprocess and the last check, host work outside the GPU's span).
+  double window_over_wall() const;
 };
 
 void print_text(const results& r);
