@@ -1,5 +1,7 @@
 #include <cuasync/runtime/graph.hpp>
 
+#include <cuasync/driver/detail/instrumented_op.hpp>
+
 namespace cuasync::runtime {
 
 using cuasync::detail::driver;
@@ -82,8 +84,14 @@ graph_exec::~graph_exec() {
 
 void graph_exec::launch(stream_ref s, std::source_location where) const {
   scoped_context guard(ctx_, where);
+  std::optional<cuasync::detail::instrumented_op> traced;  // the whole graph as one span on the stream's lane
+  if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
+    traced.emplace(hooks, s,
+                   cuasync::detail::gpu_op{.category = trace::category::launch, .call = "cuGraphLaunch",
+                                           .name = "graph (" + std::to_string(kernel_nodes_.size()) + " kernels)"});
   if (CUresult r = driver().cuGraphLaunch(exec_, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), where);
+  if (traced) traced->enqueued();
 }
 
 void graph_exec::set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count,
