@@ -112,6 +112,8 @@ void context_ref::enable_peer_access(context_ref peer, std::source_location wher
 
 primary_context primary_context::retain(cuasync::device dev, std::source_location where) {
   primary_context p;
+  // The first retain creates the context (hundreds of ms): the watchdog names it on an io thread.
+  trace::host_call watched(trace::watch_only(), trace::category::sync, "cuDevicePrimaryCtxRetain", 0, 0, &where);
   if (CUresult r = driver().cuDevicePrimaryCtxRetain(&p.ctx_, dev.native_handle()); r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuDevicePrimaryCtxRetain", "device " + std::to_string(dev.ordinal()), where);
   p.device_ = dev.ordinal();

@@ -1,6 +1,7 @@
 #include <cuasync/jit/detail/nvrtc_api.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/program.hpp>
+#include <cuasync/trace/hooks.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -113,6 +114,7 @@ compiled_program compile(const program& p, const target& t, const compile_option
 
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
+  trace::host_call watched(trace::watch_only(), trace::category::jit_compile, "nvrtcCompileProgram", 0, 0, &where);
   const nvrtcResult result = n.nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
 
   std::string log;

@@ -1,6 +1,7 @@
 #include <cuasync/runtime/graph.hpp>
 
 #include <cuasync/driver/detail/instrumented_op.hpp>
+#include <cuasync/trace/hooks.hpp>
 
 namespace cuasync::runtime {
 
@@ -55,6 +56,7 @@ graph_exec graph::instantiate(std::source_location where) const {
   graph_exec e;
   e.ctx_ = ctx_;
   scoped_context guard(ctx_, where);
+  trace::host_call watched(trace::watch_only(), trace::category::sync, "cuGraphInstantiateWithFlags", 0, 0, &where);
   if (CUresult r = driver().cuGraphInstantiateWithFlags(&e.exec_, graph_, 0); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphInstantiateWithFlags", "graph " + cuasync::detail::handle_string(graph_), where);
   std::vector<CUgraphNode> nodes(node_count(where));

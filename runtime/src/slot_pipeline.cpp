@@ -1,6 +1,7 @@
 #include <cuasync/runtime/copy.hpp>
 #include <cuasync/runtime/slot_pipeline.hpp>
 
+#include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
 #include <algorithm>
@@ -131,6 +132,8 @@ void slot_pipeline::submit(std::size_t batch, const stage& pre, const stage& gpu
 
 void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post,
                         std::source_location where) {
+  // Synchronous: it returns when the last batch is postprocessed (an io thread should use async_pipeline).
+  trace::host_call watched(trace::watch_only(), trace::category::sync, "slot_pipeline::run", 0, 0, &where);
   std::exception_ptr error;
   try {
     for (std::size_t b = 0; b < batches; ++b) {

@@ -2,6 +2,7 @@
 
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
+#include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
 #include <algorithm>
@@ -298,6 +299,8 @@ void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, cons
 
 void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
                                    std::source_location where) {
+  trace::host_call watched(trace::watch_only(), trace::category::sync, "staged_copier::copy_to_device", dst.size, 0,
+                           &where);
   auto* w = new sync_wait;
   std::shared_ptr<sync_wait::state> st = w->st;
   try {
@@ -311,6 +314,8 @@ void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<cons
 
 void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src,
                                  std::source_location where) {
+  trace::host_call watched(trace::watch_only(), trace::category::sync, "staged_copier::copy_to_host", src.size, 0,
+                           &where);
   auto* w = new sync_wait;
   std::shared_ptr<sync_wait::state> st = w->st;
   try {

@@ -37,6 +37,10 @@ void set_nvtx(bool on) noexcept;
 //! Publishing blocking calls for the watchdog (set by async_io's io_watchdog while one runs).
 void set_watch(bool on) noexcept;
 
+//! Only the watch bit, when it is on: for a host_call that publishes a blocking call to the watchdog and records no
+//! span (a call another hook records, or one the timeline has no category for).
+inline std::uint32_t watch_only() noexcept { return active_hooks() & hook::watch; }
+
 class host_call;
 namespace detail {
 struct host_call_state;  // what an active host_call holds (span, NVTX, the published call)
