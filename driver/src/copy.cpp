@@ -2,7 +2,7 @@
 
 #include <cuasync/driver/detail/instrumented_op.hpp>
 
-#include <memory>
+#include <optional>
 
 namespace cuasync {
 
@@ -52,7 +52,8 @@ void copy_async(stream_ref s, device_span dst, std::span<const std::byte> src, s
   constexpr const char* api = "cuasync::copy_async (host to device)";
   check_sizes(api, src.size(), dst.size, s, w);
   if (!dst.ptr || !src.data()) throw_invalid(api, "null pointer", w);
-  enqueue(dst.ptr, host_address(src.data()), src.size(), s, trace::lane_kind::copy_h2d, src.data(), "host to device", w);
+  enqueue(dst.ptr, host_address(src.data()), src.size(), s, trace::lane_kind::copy_h2d, src.data(), "host to device",
+          w);
 }
 
 void copy_async(stream_ref s, std::span<std::byte> dst, device_span src, std::source_location w) {
@@ -80,11 +81,11 @@ void copy_peer_async(stream_ref s, device_span dst, context_ref dst_ctx, device_
   constexpr const char* api = "cuasync::copy_peer_async";
   check_sizes(api, src.size, dst.size, s, w);
   if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
-  std::unique_ptr<detail::instrumented_op> op;
+  std::optional<detail::instrumented_op> op;
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
-    op = std::make_unique<detail::instrumented_op>(
-        hooks, s, detail::gpu_op{trace::category::copy, trace::lane_kind::copy_p2p, "cuMemcpyPeerAsync", "peer copy",
-                                 src.size, src.ptr, dst.ptr, 0, nullptr});
+    op.emplace(hooks, s, detail::gpu_op{.category = trace::category::copy, .lane = trace::lane_kind::copy_p2p,
+                                        .call = "cuMemcpyPeerAsync", .name = "peer copy", .bytes = src.size,
+                                        .src = src.ptr, .dst = dst.ptr});
   if (CUresult r = driver().cuMemcpyPeerAsync(dst.ptr, dst_ctx.get(), src.ptr, src_ctx.get(), src.size, s.get());
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemcpyPeerAsync",
@@ -98,11 +99,11 @@ void memset_async(stream_ref s, device_span dst, std::uint8_t value, std::source
   constexpr const char* api = "cuasync::memset_async";
   if (!s) throw_invalid(api, "empty stream", w);
   if (dst.size == 0 || !dst.ptr) throw_invalid(api, "empty or null destination on " + s.describe(), w);
-  std::unique_ptr<detail::instrumented_op> op;
+  std::optional<detail::instrumented_op> op;
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
-    op = std::make_unique<detail::instrumented_op>(
-        hooks, s, detail::gpu_op{trace::category::memset, trace::lane_kind::stream, "cuMemsetD8Async", "memset", dst.size, 0,
-                                 dst.ptr, 0, nullptr});
+    op.emplace(hooks, s,
+               detail::gpu_op{.category = trace::category::memset, .call = "cuMemsetD8Async", .name = "memset",
+                              .bytes = dst.size, .dst = dst.ptr});
   if (CUresult r = driver().cuMemsetD8Async(dst.ptr, value, dst.size, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemsetD8Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
   if (op) op->enqueued();
@@ -115,11 +116,11 @@ void memset32_async(stream_ref s, device_span dst, std::uint32_t value, std::sou
   if (dst.size % 4 || dst.ptr % 4)
     throw_invalid(api, "destination of " + std::to_string(dst.size) + " bytes is not a 4-aligned whole number of "
                        "32-bit words", w);
-  std::unique_ptr<detail::instrumented_op> op;
+  std::optional<detail::instrumented_op> op;
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
-    op = std::make_unique<detail::instrumented_op>(
-        hooks, s, detail::gpu_op{trace::category::memset, trace::lane_kind::stream, "cuMemsetD32Async", "memset", dst.size, 0,
-                                 dst.ptr, 0, nullptr});
+    op.emplace(hooks, s,
+               detail::gpu_op{.category = trace::category::memset, .call = "cuMemsetD32Async", .name = "memset",
+                              .bytes = dst.size, .dst = dst.ptr});
   if (CUresult r = driver().cuMemsetD32Async(dst.ptr, value, dst.size / 4, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemsetD32Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
   if (op) op->enqueued();
