@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14 on the two-GPU machine (nvidia-h200-x2): the [multi_gpu] tests (one process for both GPUs, one process
-# per GPU, faults), the IPC example across two processes, and bench/multi_gpu; a short table last.
+# per GPU, faults), the IPC examples (legacy handles, fd) across two processes, and bench/multi_gpu; a short table last.
 # Usage (on the GPU machine, the build carried): scripts/multi-gpu.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR: build-gpu
 # from scripts/gpu-pack.sh, or build). Leaves OUT_DIR/summary.txt, the bench's JSON and markdown, and
 # OUT_DIR/results.tgz (every log). ~2-3 minutes.
@@ -46,6 +46,9 @@ step tests-driver-ipc 60 "$build/tests/driver/cuasync_driver_tests" -d yes "[ipc
 # IPC: producer on GPU 0 and consumer on GPU 1, two processes.
 [ -x "$build/examples/ipc/example_ipc_producer_consumer" ] &&
   step example-ipc 45 "$build/examples/ipc/example_ipc_producer_consumer"
+# The same across two processes with a POSIX file descriptor of VMM memory (SCM_RIGHTS).
+[ -x "$build/examples/ipc/example_ipc_fd_producer_consumer" ] &&
+  step example-ipc-fd 45 "$build/examples/ipc/example_ipc_fd_producer_consumer"
 
 step bench-multi_gpu 200 "$build/bench/multi_gpu/cuasync_multi_gpu_bench" "$work"
 cp "$work"/multi_gpu*.json "$work"/multi_gpu*.md "$out"/ 2>/dev/null

@@ -1,5 +1,6 @@
 #include <cuasync/collectives/unique_id_exchange.hpp>
 #include <cuasync/driver/error.hpp>
+#include <cuasync/driver/unique_fd.hpp>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -23,20 +24,6 @@ using clock = std::chrono::steady_clock;
 [[noreturn]] void fail_errno(const char* call, const std::string& what, std::source_location where) {
   throw cuda_error(std::error_code(errno, std::generic_category()), call, what, where);
 }
-
-class fd_owner {
- public:
-  explicit fd_owner(int fd) noexcept : fd_(fd) {}
-  ~fd_owner() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  fd_owner(const fd_owner&) = delete;
-  fd_owner& operator=(const fd_owner&) = delete;
-  int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
 
 sockaddr_un address_of(const std::string& path, const char* api, std::source_location where) {
   sockaddr_un a{};
@@ -74,7 +61,7 @@ void publish_unique_id(const unique_id& id, const std::string& path, int receive
   const sockaddr_un a = address_of(path, api, where);
   if (receivers < 0) cuasync::detail::throw_invalid(api, "negative receivers", where);
   const auto deadline = clock::now() + timeout;
-  fd_owner s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  unique_fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (s.get() < 0) fail_errno("socket", path, where);
   ::unlink(path.c_str());  // a socket left by an earlier run
   if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail_errno("bind", path, where);
@@ -90,7 +77,7 @@ void publish_unique_id(const unique_id& id, const std::string& path, int receive
     wait_ready(s.get(), POLLIN, deadline, api,
                path + ": " + std::to_string(served) + " of " + std::to_string(receivers) + " ranks fetched the id",
                where);
-    fd_owner c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    unique_fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (c.get() < 0) fail_errno("accept4", path, where);
     std::size_t sent = 0;
     while (sent < sizeof message) {
@@ -107,7 +94,7 @@ unique_id fetch_unique_id(const std::string& path, std::chrono::milliseconds tim
   const sockaddr_un a = address_of(path, api, where);
   const auto deadline = clock::now() + timeout;
   for (;;) {
-    fd_owner s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    unique_fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (s.get() < 0) fail_errno("socket", path, where);
     if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
       // Rank 0 has not bound the socket yet (or an old file is there): try again until the deadline.

@@ -1,5 +1,6 @@
 // Each public header compiles on its own (STYLE.md: a header is self-contained); this file includes them one by one
 // in separate namespaces of inclusion order, the first of each being compiled first in its own test file as well.
+#include <cuasync/driver/fd_passing.hpp>
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/host_registration.hpp>

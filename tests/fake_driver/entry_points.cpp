@@ -1096,7 +1096,12 @@ const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture",
                                    "cuGraphKernelNodeGetParams",
                                    // IPC needs a second process and a real driver; the simulation has neither.
                                    "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
-                                   "cuIpcGetEventHandle", "cuIpcOpenEventHandle"};
+                                   "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
+                                   // Nor is virtual memory management (its attributes read 0: no VMM, no fd handles).
+                                   "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease",
+                                   "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap", "cuMemUnmap",
+                                   "cuMemSetAccess", "cuMemExportToShareableHandle",
+                                   "cuMemImportFromShareableHandle"};
 
 }  // namespace
 

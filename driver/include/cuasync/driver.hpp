@@ -7,6 +7,7 @@
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/event.hpp>
+#include <cuasync/driver/fd_passing.hpp>
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/ipc.hpp>
 #include <cuasync/driver/kernel.hpp>
@@ -16,4 +17,6 @@
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/driver/shareable_memory.hpp>
 #include <cuasync/driver/stream.hpp>
+#include <cuasync/driver/unique_fd.hpp>

@@ -9,8 +9,8 @@
 //! - The exporter must keep its allocation alive until every importer has closed its mapping.
 //! - An importer on another device maps the memory with peer access enabled lazily
 //!   (`CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`): kernels and copies there read it over NVLink or PCIe.
-//! - POSIX file descriptors from `cuMemExportToShareableHandle` (the VMM path) are not wrapped yet
-//!   (docs/scale-out.md).
+//! - Memory made with `cuMemCreate` travels as a POSIX file descriptor instead: shareable_memory.hpp (the VMM path)
+//!   and fd_passing.hpp; docs/scale-out.md says when to use which.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/device_span.hpp>

@@ -37,6 +37,9 @@ namespace cuasync::detail {
   X(cuPointerGetAttribute, 4000) X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000)                     \
   X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                    \
   X(cuPointerGetAttributes, 7000)                                                                            \
+  X(cuMemGetAllocationGranularity, 10020) X(cuMemCreate, 10020) X(cuMemRelease, 10020)                        \
+  X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020)           \
+  X(cuMemSetAccess, 10020) X(cuMemExportToShareableHandle, 10020) X(cuMemImportFromShareableHandle, 10020)    \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                            \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuFuncGetParamInfo, 12040)                        \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050) X(cuLaunchKernelEx, 11060) X(cuLaunchKernel, 4000)    \
