@@ -13,8 +13,7 @@ namespace {
 // Waits for slot `i`'s batch, then postprocesses it (unless the device failed) and frees the slot.
 boost::asio::awaitable<void> retire(runtime::slot_pipeline& p, std::size_t i,
                                     const runtime::slot_pipeline::stage& post) {
-  const std::size_t batch = p.batch_in(i);
-  if (batch == SIZE_MAX) co_return;
+  if (p.batch_in(i) == SIZE_MAX) co_return;
   try {
     const event_ref done = p.done_event(i);
     co_await async_wait(done, boost::asio::use_awaitable);
@@ -22,8 +21,7 @@ boost::asio::awaitable<void> retire(runtime::slot_pipeline& p, std::size_t i,
     p.release_slot(i);  // the device failed: nothing to postprocess
     throw;
   }
-  p.release_slot(i);
-  post(batch, p.slot(i));
+  p.postprocess(i, post);
 }
 }  // namespace
 

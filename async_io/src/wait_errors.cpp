@@ -55,6 +55,7 @@ void stream_starter::operator()(completion_service& svc, boost::asio::any_io_exe
     svc.fail_wait(std::move(ex), err.code(), std::move(h));
     return;
   }
+  hints.where = where;
   svc.start_wait(std::move(ex), std::move(e).into_target(std::move(keep_alive)), std::move(h), hints);
 }
 

@@ -94,6 +94,7 @@ wait_op* make_op(const asio::any_io_executor& io_ex, wait_handler h, wait_hints 
     }
     asio::any_io_executor io_work = asio::prefer(io_ex, asio::execution::outstanding_work.tracked);
     auto* op = new (p) wait_op(std::move(h), std::move(io_work), std::move(handler_work), hints.default_allocator);
+    op->where = hints.where;
     if (trace::enabled()) [[unlikely]] {
       op->traced_since = trace::now_ns();
       op->traced_thread = trace::this_thread_lane().id;

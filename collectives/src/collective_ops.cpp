@@ -2,6 +2,8 @@
 #include <cuasync/collectives/detail/clique.hpp>
 #include <cuasync/collectives/nccl_error.hpp>
 
+#include "collective_trace.hpp"
+
 #include <string>
 
 namespace cuasync::collectives {
@@ -73,13 +75,19 @@ void check_rank(const char* api, const char* what, int r, const communicator& c,
 
 // NCCL refused to enqueue: the other ranks' parts may already be issued and would wait for this one forever, so
 // the fault domain is aborted before the error is thrown.
-void issue(const communicator& c, int r, const char* nccl_api, const std::string& what, std::source_location where) {
+// `what` describes the call (built only when it failed).
+template <class What>
+void issue(const communicator& c, detail::traced_collective& traced, int r, const char* nccl_api, What&& what,
+           std::source_location where) {
   if (r == 0) [[likely]] {
-    if (group::depth() > 0) detail::note_grouped(c.clique());
+    const bool grouped = group::depth() > 0;
+    if (grouped) detail::note_grouped(c.clique());
+    traced.issued(grouped);
     return;
   }
-  c.clique()->fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + what);
-  detail::throw_nccl(r, nccl_api, what, where);
+  const std::string w = what();
+  c.clique()->fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + w);
+  detail::throw_nccl(r, nccl_api, w, where);
 }
 
 std::string concerning(const communicator& c, std::size_t count, data_type t) {
@@ -106,10 +114,11 @@ void all_reduce(const communicator& c, collective_buffer send, collective_buffer
   require_size(api, "recv", recv.span.size, send.span.size, where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  issue(c, detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr),
-                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
-                                               static_cast<int>(op), m.comm, s.get()),
-                     "ncclAllReduce", concerning(c, n, t), where);
+  detail::traced_collective traced(c, s, "ncclAllReduce", send.span.size);
+  issue(c, traced,
+        detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
+                                  n, static_cast<int>(t), static_cast<int>(op), m.comm, s.get()),
+        "ncclAllReduce", [&] { return concerning(c, n, t); }, where);
 }
 
 void broadcast(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, int root,
@@ -126,10 +135,11 @@ void broadcast(const communicator& c, collective_buffer send, collective_buffer 
     declare_pair(send, recv, s, where);
   else
     declare(recv, s, runtime::access::write, where);
-  issue(c, detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr),
-                                              reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), root,
-                                              m.comm, s.get()),
-                     "ncclBroadcast", concerning(c, n, t), where);
+  detail::traced_collective traced(c, s, "ncclBroadcast", recv.span.size);
+  issue(c, traced,
+        detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
+                                 n, static_cast<int>(t), root, m.comm, s.get()),
+        "ncclBroadcast", [&] { return concerning(c, n, t); }, where);
 }
 
 void reduce_scatter(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, reduce_op op,
@@ -141,10 +151,12 @@ void reduce_scatter(const communicator& c, collective_buffer send, collective_bu
   require_size(api, "send", send.span.size, recv.span.size * static_cast<std::size_t>(c.size()), where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  issue(c, detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
-                                                   reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
-                                                   static_cast<int>(op), m.comm, s.get()),
-                     "ncclReduceScatter", concerning(c, n, t), where);
+  detail::traced_collective traced(c, s, "ncclReduceScatter", send.span.size);
+  issue(c, traced,
+        detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
+                                      reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
+                                      static_cast<int>(op), m.comm, s.get()),
+        "ncclReduceScatter", [&] { return concerning(c, n, t); }, where);
 }
 
 void all_gather(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, stream_ref s,
@@ -156,10 +168,11 @@ void all_gather(const communicator& c, collective_buffer send, collective_buffer
   require_size(api, "recv", recv.span.size, send.span.size * static_cast<std::size_t>(c.size()), where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
-  issue(c, detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr),
-                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), m.comm,
-                                               s.get()),
-                     "ncclAllGather", concerning(c, n, t), where);
+  detail::traced_collective traced(c, s, "ncclAllGather", recv.span.size);
+  issue(c, traced,
+        detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
+                                  n, static_cast<int>(t), m.comm, s.get()),
+        "ncclAllGather", [&] { return concerning(c, n, t); }, where);
 }
 
 void send(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
@@ -169,9 +182,11 @@ void send(const communicator& c, collective_buffer buffer, data_type t, int peer
   check_rank(api, "peer", peer, c, where);
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::read, where);
-  issue(c, detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
-                                         m.comm, s.get()),
-                     "ncclSend", concerning(c, n, t) + " to rank " + std::to_string(peer), where);
+  detail::traced_collective traced(c, s, "ncclSend", buffer.span.size);
+  issue(c, traced,
+        detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer, m.comm,
+                            s.get()),
+        "ncclSend", [&] { return concerning(c, n, t) + " to rank " + std::to_string(peer); }, where);
 }
 
 void recv(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
@@ -181,9 +196,10 @@ void recv(const communicator& c, collective_buffer buffer, data_type t, int peer
   check_rank(api, "peer", peer, c, where);
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::write, where);
-  issue(c, detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
-                                         m.comm, s.get()),
-                     "ncclRecv", concerning(c, n, t) + " from rank " + std::to_string(peer), where);
+  detail::traced_collective traced(c, s, "ncclRecv", buffer.span.size);
+  issue(c, traced,
+        detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer, m.comm, s.get()),
+        "ncclRecv", [&] { return concerning(c, n, t) + " from rank " + std::to_string(peer); }, where);
 }
 
 group::group(std::source_location where) {
@@ -196,11 +212,18 @@ namespace {
 // Ends one group level; the domains noted in it are forgotten when the outermost ends, or aborted when NCCL
 // failed to issue the group (its ranks' parts that did start would wait forever).
 int end_group_level() noexcept {
-  const int r = detail::nccl().group_end();
+  int r = 0;
+  {
+    // The outermost end launches the group's work (and may wait for it, or for a lazy communicator setup).
+    trace::host_call watched(trace::watch_only(), trace::category::collective, "ncclGroupEnd");
+    r = detail::nccl().group_end();
+  }
   if (r != 0) {
+    detail::end_grouped_traces(false);
     for (const auto& c : detail::take_grouped())
       c->fail(make_nccl_error_code(r), "ncclGroupEnd failed for a group holding " + c->describe(0) + "'s calls");
   } else if (open_groups == 0) {
+    detail::end_grouped_traces(true);
     detail::take_grouped();
   }
   return r;

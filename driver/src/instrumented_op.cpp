@@ -23,7 +23,7 @@ struct instrumented_op_state {
   timing_events events;
   bool timed = false;
   bool nvtx = false;
-  bool enqueued = false;
+  bool issued = false;
   std::unique_ptr<trace::host_call> watched;  // the driver call, published for the watchdog
 };
 
@@ -92,10 +92,24 @@ instrumented_op::instrumented_op(std::uint32_t hooks, stream_ref s, gpu_op op) n
   }
 }
 
+void instrumented_op::issued() noexcept {
+  if (!state_ || state_->issued) return;
+  instrumented_op_state& st = *state_;
+  st.issued = true;
+  if (st.hooks & trace::hook::record) {
+    st.host.end_ns = trace::now_ns();
+    trace::record(std::move(st.host));
+  }
+  if (st.nvtx) {
+    nvtxRangePop();
+    st.nvtx = false;
+  }
+  st.watched.reset();
+}
+
 void instrumented_op::enqueued() noexcept {
   if (!state_) return;
   instrumented_op_state& st = *state_;
-  st.enqueued = true;
   if (st.timed) {
     if (driver().cuEventRecord(st.events.end, st.stream.get()) == CUDA_SUCCESS) {
       submit_gpu_span(st.stream.context(), st.stream.get(), st.events, std::move(st.gpu));
@@ -104,10 +118,13 @@ void instrumented_op::enqueued() noexcept {
     }
     st.timed = false;
   }
-  if (st.hooks & trace::hook::record) {
-    st.host.end_ns = trace::now_ns();
-    trace::record(std::move(st.host));
-  }
+  issued();
+}
+
+void instrumented_op::rename(std::string name, std::uint64_t bytes) noexcept {
+  if (!state_) return;
+  state_->gpu.name = std::move(name);
+  state_->gpu.bytes = bytes;
 }
 
 instrumented_op::~instrumented_op() {

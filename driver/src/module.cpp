@@ -1,11 +1,13 @@
 #include <cuasync/driver/module.hpp>
 #include <cuasync/trace/hooks.hpp>
+#include <cuasync/trace/scope.hpp>
 
 #include "kernel_param_counts.hpp"
 
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -202,9 +204,14 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
   state->label = std::move(label);
   state->param_counts = detail::kernel_param_counts(image, format);
   scoped_context guard(ctx, where);
-  // The driver JIT-compiles PTX here (milliseconds to seconds): the watchdog names the call on an io thread.
-  trace::host_call watched(trace::watch_only(), trace::category::jit_compile, "cuModuleLoadDataEx", image.size(), 0,
-                           &where);
+  // The driver JIT-compiles PTX here (milliseconds to seconds): the watchdog names the call on an io thread, and the
+  // timeline shows the load under the module's name.
+  trace::host_call watched(trace::active_hooks() & (trace::hook::watch | trace::hook::nvtx),
+                           trace::category::module_load, "cuModuleLoadDataEx", image.size(), 0, &where);
+  std::optional<trace::scope> traced;
+  if (trace::enabled()) [[unlikely]]
+    traced.emplace(trace::category::module_load,
+                   "load " + state->label + " (" + std::string(to_string(format)) + ")", image.size());
   if (CUresult r = driver().cuModuleLoadDataEx(&state->handle, copy.data(), 4, options, values); r != CUDA_SUCCESS) {
     std::string what = std::string(to_string(format)) + " image '" + state->label + "' of " +
                        std::to_string(image.size()) + " bytes on device " + std::to_string(ctx.device_ordinal());
@@ -244,7 +251,7 @@ module::~module() {
       if (auto it = k.by_function.find(info->function); it != k.by_function.end() && it->second == info.get())
         k.by_function.erase(it);
   }
-  trace::host_call watched(trace::watch_only(), trace::category::sync, "cuModuleUnload");
+  trace::host_call watched(trace::watch_only(), trace::category::module_load, "cuModuleUnload");
   if (state_->handle)
     detail::release_nothrow(state_->ctx.get(), "cuModuleUnload", state_->handle,
                             [&](const detail::driver_entry_points& d) { return d.cuModuleUnload(state_->handle); });

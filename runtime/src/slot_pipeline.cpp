@@ -130,6 +130,16 @@ void slot_pipeline::submit(std::size_t batch, const stage& pre, const stage& gpu
   s.batch = batch;
 }
 
+void slot_pipeline::postprocess(std::size_t i, const stage& post) {
+  slot_state& s = slots_[i];
+  struct freed_after {
+    slot_state& s;
+    ~freed_after() { s.batch = SIZE_MAX; }
+  } freed{s};
+  traced_stage traced("postprocess", s.batch);
+  post(s.batch, s.slot);
+}
+
 void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post,
                         std::source_location where) {
   // Synchronous: it returns when the last batch is postprocessed (an io thread should use async_pipeline).

@@ -21,7 +21,8 @@ file(READ "${OUT}" trace)
 foreach(expected "\"cat\":\"launch\"" "\"name\":\"H2D staged chunk\"" "\"name\":\"D2H copy\"" "\"cat\":\"memset\""
                  "\"name\":\"cuMemAlloc\"" "\"name\":\"cuMemFree\"" "\"name\":\"cuMemHostAlloc\""
                  "\"name\":\"cuMemAllocFromPoolAsync\"" "\"name\":\"cuStreamSynchronize\""
-                 "\"name\":\"cuCtxSynchronize\"" "\"name\":\"host memcpy\"" "\"name\":\"await")
+                 "\"name\":\"cuCtxSynchronize\"" "\"name\":\"host memcpy\"" "\"name\":\"await"
+                 "\"cat\":\"module_load\"")
   string(FIND "${trace}" "${expected}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the trace has no span with ${expected}")

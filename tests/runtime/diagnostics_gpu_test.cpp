@@ -26,6 +26,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu.hpp"
+#include "trace_recording.hpp"
 
 #include <chrono>
 #include <set>
@@ -39,16 +40,8 @@ namespace {
 // Records from construction; take() is the timeline so far (after the caller synchronized what it waits for).
 // warmed_up() drops what was recorded: a first launch or copy pays one-time costs (events, occupancy queries, the
 // device's description) that would stretch the host's gaps.
-class recording {
+class recording : public test::trace_recording {
  public:
-  recording() {
-    trace::clear();
-    trace::enable({});
-  }
-  ~recording() {
-    trace::disable();
-    trace::clear();
-  }
   void warmed_up() {
     (void)trace::snapshot();  // converts the warm-up's GPU spans now, so that clear() drops them
     trace::clear();

@@ -26,6 +26,8 @@ constexpr std::array<std::string_view, category_count> colours = {
     "#b07aa1",  // jit_compile
     "#d4a6c8",  // jit_cache_hit
     "#9c755f",  // sync
+    "#d37295",  // collective
+    "#a0cbe8",  // module_load
     "#bab0ac",  // user
 };
 

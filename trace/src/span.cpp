@@ -8,7 +8,7 @@ namespace cuasync::trace {
 namespace {
 constexpr std::array<std::string_view, category_count> category_names = {
     "launch", "copy", "memset", "alloc", "staged_copy_chunk", "pipeline_stage",
-    "await",  "jit_compile", "jit_cache_hit", "sync", "user"};
+    "await",  "jit_compile", "jit_cache_hit", "sync", "collective", "module_load", "user"};
 constexpr std::array<std::string_view, flag::count> flag_names = {
     "pageable_host", "legacy_stream", "blocking_stream", "device_wide", "fills_device", "host_wait", "stream_ordered"};
 constexpr std::array<std::string_view, 6> lane_kind_names = {"stream", "h2d", "d2h", "d2d", "p2p", "thread"};

@@ -28,18 +28,20 @@ namespace cuasync {
 template <class E>
 concept asio_executor = boost::asio::execution::executor<E> || boost::asio::is_executor<E>::value;
 
-//! Waits for `e`'s recorded work. `e` must stay valid (not destroyed, not re-recorded) until the wait completes.
+//! Waits for `e`'s recorded work. `e` must stay valid (not destroyed, not re-recorded) until the wait completes. The
+//! wait is named after the caller's line (`located_event`) in the timeline and in its errors.
 template <asio_executor Executor, class Token>
-auto async_wait(const Executor& ex, event_ref e, std::shared_ptr<void> keep_alive, Token&& token) {
-  return detail::initiate(boost::asio::any_io_executor(ex), detail::event_starter{e, std::move(keep_alive)},
+auto async_wait(const Executor& ex, located_event e, std::shared_ptr<void> keep_alive, Token&& token) {
+  return detail::initiate(boost::asio::any_io_executor(ex),
+                          detail::event_starter{e.event, std::move(keep_alive), e.where},
                           std::forward<Token>(token), "cuasync::async_wait(event)");
 }
 template <asio_executor Executor, class Token>
-auto async_wait(const Executor& ex, event_ref e, Token&& token) {
+auto async_wait(const Executor& ex, located_event e, Token&& token) {
   return async_wait(ex, e, nullptr, std::forward<Token>(token));
 }
 template <class Token>
-auto async_wait(event_ref e, Token&& token) {
+auto async_wait(located_event e, Token&& token) {
   return async_wait(boost::asio::system_executor(), e, nullptr, std::forward<Token>(token));
 }
 

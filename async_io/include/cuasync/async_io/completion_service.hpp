@@ -51,6 +51,7 @@ using wait_handler = boost::asio::any_completion_handler<void(std::error_code)>;
 struct wait_hints {
   bool handler_on_io = false;      //!< its associated executor is the I/O executor (one work guard, no re-dispatch)
   bool default_allocator = false;  //!< it has no allocator of its own (the state is recycled per thread)
+  std::source_location where{};    //!< the awaiting caller's line, when known (the trace's name, the error's line)
 };
 //! The work an operation enqueues on its stream (a launch, a copy), not owned: called at once when the operation is
 //! admitted at once, or copied into a `std::function` when it has to wait for admission. Throws `cuda_error`.

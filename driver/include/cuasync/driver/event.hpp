@@ -4,6 +4,7 @@
 
 #include <cuasync/driver/stream.hpp>
 
+#include <source_location>
 #include <utility>
 
 namespace cuasync {
@@ -51,6 +52,14 @@ class event_ref {
  protected:
   CUevent event_ = nullptr;
   context_ref ctx_;
+};
+
+//! An event and the caller's line: what an awaited wait of it names (in the timeline and in its errors).
+struct located_event {
+  event_ref event;
+  std::source_location where;
+  located_event(event_ref e, std::source_location w = std::source_location::current()) noexcept  // NOLINT: implicit
+      : event(e), where(w) {}
 };
 
 //! An owned event. Move-only.

@@ -71,7 +71,10 @@ class slot_pipeline {
   //! The batch in flight in slot `i` (SIZE_MAX: none), and the event recorded after its D2H copy.
   std::size_t batch_in(std::size_t i) const noexcept { return slots_[i].batch; }
   event_ref done_event(std::size_t i) const noexcept { return slots_[i].done; }
-  //! Frees slot `i` for its next batch: its done event has completed and its postprocess has run.
+  //! Runs `post` for the batch in slot `i`, whose done event has completed (recorded as its postprocess stage when
+  //! tracing), then frees the slot for its next batch. @throws what `post` threw (the slot is freed either way)
+  void postprocess(std::size_t i, const stage& post);
+  //! Frees slot `i` for its next batch without postprocessing it (its done event has completed, or failed).
   void release_slot(std::size_t i) noexcept { slots_[i].batch = SIZE_MAX; }
 
  private:

@@ -26,11 +26,13 @@ enum class category : std::uint8_t {
   jit_compile,        //!< an NVRTC compile
   jit_cache_hit,      //!< a compile answered by the memory or disk cache
   sync,               //!< a host-blocking wait (synchronize, a blocking copy)
+  collective,         //!< an NCCL collective or send/recv (GPU time on its stream's lane)
+  module_load,        //!< a module loaded into a context (the driver may JIT-compile PTX there)
   user,               //!< a span of the application's own (trace::scope with a name of its choosing)
 };
-inline constexpr int category_count = 11;
+inline constexpr int category_count = 13;
 
-//! "launch", "copy", ..., "jit_cache_hit", "sync", "user": the names the Chrome JSON's "cat" field carries.
+//! "launch", "copy", ..., "jit_cache_hit", "sync", "collective", "module_load", "user": the names the Chrome JSON's "cat" field carries.
 std::string_view to_string(category c) noexcept;
 //! The category named `name`, or nothing for an unknown name.
 std::optional<category> category_from_string(std::string_view name) noexcept;

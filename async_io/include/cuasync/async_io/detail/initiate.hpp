@@ -49,7 +49,9 @@ auto initiate(const boost::asio::any_io_executor& ex, Starter&& starter, Token&&
 struct event_starter {
   event_ref e;
   std::shared_ptr<void> keep_alive;
+  std::source_location where;
   void operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h, wait_hints hints) && {
+    hints.where = where;
     s.start_wait(std::move(ex), cuda_completion_source::target(e, std::move(keep_alive)), std::move(h), hints);
   }
 };

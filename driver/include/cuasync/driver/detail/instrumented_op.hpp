@@ -33,11 +33,18 @@ struct instrumented_op_state;
 
 //! Brackets one enqueue: construct before it, call `enqueued()` after it succeeded (an operation that threw records
 //! no GPU span). Never throws; instrumentation that fails (no events left, a driver error) is skipped.
+//!
+//! Work that reaches the stream later than its call returns (an NCCL call inside a group is launched by
+//! ncclGroupEnd) calls `issued()` when the call returns (the issue span ends, the NVTX range and the watchdog's slot
+//! close) and `enqueued()` once the work is on the stream.
 class instrumented_op {
  public:
   instrumented_op(std::uint32_t hooks, stream_ref s, gpu_op op) noexcept;
   ~instrumented_op();
+  void issued() noexcept;
   void enqueued() noexcept;
+  //! Renames the GPU span (before `enqueued()`): grouped calls on one stream become one span.
+  void rename(std::string name, std::uint64_t bytes) noexcept;
   instrumented_op(const instrumented_op&) = delete;
   instrumented_op& operator=(const instrumented_op&) = delete;
 
