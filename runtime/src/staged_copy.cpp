@@ -84,9 +84,33 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
   }
 }
 
+namespace {
+// A copier making callbacks on this thread (run(), innermost first): a callback that destroys its copier (a done
+// call releasing the last reference to the runtime that owns it) marks the frame, and run() then touches nothing of it.
+struct callback_frame {
+  const staged_copier* copier;
+  bool destroyed = false;
+  callback_frame* outer;
+};
+thread_local callback_frame* innermost_frame = nullptr;
+
+// Marks this thread's frames of `c` destroyed; returns how many there are.
+std::size_t mark_destroyed(const staged_copier* c) noexcept {
+  std::size_t n = 0;
+  for (callback_frame* f = innermost_frame; f; f = f->outer)
+    if (f->copier == c) {
+      f->destroyed = true;
+      ++n;
+    }
+  return n;
+}
+}  // namespace
+
 staged_copier::~staged_copier() {
+  // Called from one of its own callbacks, this thread's run() frames are not waited for (they would never end).
+  const std::size_t here = mark_destroyed(this);
   std::unique_lock lock(mutex_);
-  idle_cv_.wait(lock, [&] { return jobs_.empty(); });
+  idle_cv_.wait(lock, [&] { return jobs_.empty() && running_ == here; });
 }
 
 void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
@@ -114,6 +138,7 @@ void staged_copier::start(std::unique_ptr<job> j) {
     jobs_.push_back(std::move(j));
     pump_locked(out);
     reap_locked(out);
+    ++running_;  // until run() is done: the destructor waits for it
   }
   run(out);
 }
@@ -176,6 +201,7 @@ void staged_copier::on_filled(slot& sl) {
     else
       enqueue_dma_locked(j, sl, out);
     reap_locked(out);
+    ++running_;  // until run() is done: the destructor waits for it
   }
   run(out);
 }
@@ -196,6 +222,7 @@ void staged_copier::on_dma_done(slot& sl, std::error_code ec) {
       }
     }
     reap_locked(out);
+    ++running_;  // until run() is done: the destructor waits for it
   }
   run(out);
 }
@@ -206,6 +233,7 @@ void staged_copier::on_drained(slot& sl) {
     std::lock_guard lock(mutex_);
     chunk_finished_locked(*sl.j, sl, {}, out);
     reap_locked(out);
+    ++running_;  // until run() is done: the destructor waits for it
   }
   run(out);
 }
@@ -242,8 +270,18 @@ void staged_copier::reap_locked(outcalls& out) {
 }
 
 void staged_copier::run(outcalls& out) noexcept {
+  callback_frame frame{this, false, innermost_frame};
+  innermost_frame = &frame;
+  struct pop {
+    callback_frame& f;
+    ~pop() { innermost_frame = f.outer; }
+  } popped{frame};
   if (!out.enqueued.empty()) {
     for (job* j : out.enqueued) j->cb->enqueued();
+    if (frame.destroyed) {  // then nothing was left in flight: the destructor waited for that
+      for (auto& d : out.done) d.cb->done(d.ec, d.detail);
+      return;
+    }
     std::lock_guard lock(mutex_);
     for (job* j : out.enqueued) {
       j->enqueued_called = true;
@@ -252,10 +290,11 @@ void staged_copier::run(outcalls& out) noexcept {
     reap_locked(out);
   }
   for (auto& d : out.done) d.cb->done(d.ec, d.detail);
-  if (!out.finished_jobs.empty()) {
-    std::lock_guard lock(mutex_);
-    if (jobs_.empty()) idle_cv_.notify_all();
-  }
+  if (frame.destroyed) return;
+  // Last, under the lock: a `done` call may have let go of what kept the copier alive, and its destructor (waiting
+  // for this on another thread) may free it as soon as the lock is released.
+  std::lock_guard lock(mutex_);
+  if (--running_ == 0 && jobs_.empty()) idle_cv_.notify_all();
 }
 
 namespace {

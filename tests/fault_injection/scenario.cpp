@@ -19,12 +19,15 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -125,6 +128,44 @@ void more_driver_work(context_ref ctx, stream_ref s, kernel_ref fill, kernel_ref
   expect(ctx.device().memory_info().second > 0, "memory info");
 }
 
+// An event loop that goes away while an awaited staged copy still runs (a framework closing its loop with work in
+// flight): the copy finishes behind it, holding what it was given to keep alive (its stream, buffer and source, as
+// async_copy's contract asks), and its completion never reaches the destroyed io_context.
+void abandon_loop_during_copy(runtime::device_runtime& rt) {
+  // Whoever lets go of it last (a thread of cuasync's) destroys it; `gone` says so only once every member is gone (a
+  // weak_ptr expires before the destructor has run, and the round must not tear the runtime down under it).
+  struct in_flight {
+    stream s;
+    std::optional<runtime::tracked_buffer> buf;
+    std::vector<std::uint32_t> in;
+    std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
+    ~in_flight() {
+      buf.reset();
+      s = stream();
+      gone->store(true, std::memory_order_release);
+    }
+  };
+  auto owned = std::make_shared<in_flight>();
+  const std::shared_ptr<std::atomic<bool>> gone = owned->gone;
+  owned->s = stream::create(rt.context());
+  owned->buf.emplace(runtime::tracked_buffer::allocate(rt, owned->s, std::size_t{large_n} * 4));
+  owned->in.assign(large_n, 3u);
+  {
+    asio::io_context io;
+    in_flight& f = *owned;
+    asio::co_spawn(
+        io,
+        [&f, keep = std::move(owned), &rt]() mutable -> asio::awaitable<void> {
+          co_await async_copy(rt, f.s, *f.buf, std::span<const std::uint32_t>(f.in), std::move(keep));
+        },
+        [](std::exception_ptr) {});
+    io.poll();  // the copy starts; the loop is destroyed while it runs
+  }
+  for (int i = 0; i < 30000 && !gone->load(std::memory_order_acquire); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  expect(gone->load(std::memory_order_acquire), "an abandoned copy finishes and lets go of what it holds");
+}
+
 void one_round() {
   auto rt = runtime::device_runtime::create(0);
   module m = module::load(rt->context(), std::string_view(ptx), "scenario.ptx");
@@ -140,6 +181,7 @@ void one_round() {
   launch_future(s, fill, {.grid = 1, .block = 1}, runtime::writes(fbuf), small_n, std::uint32_t{1}).get();
   driver_level_work(rt->context(), s, fill);
   more_driver_work(rt->context(), s, fill, add);
+  abandon_loop_during_copy(*rt);
   s.synchronize();
 }
 

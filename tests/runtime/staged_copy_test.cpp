@@ -4,7 +4,11 @@
 
 #include "gpu.hpp"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 
 using namespace cuasync;
 using namespace cuasync::runtime;
@@ -49,4 +53,45 @@ TEST_CASE("runtime copies stage large pageable memory and count it", "[runtime][
   CHECK(std::memcmp(small.data(), src.data(), 1000) == 0);
   CHECK_THROWS_WITH(rt->staging().copy_to_device(s, d.subspan(0, 10), std::span<const std::byte>(src).first(11)),
                     Catch::Contains("copy of 11 bytes into a destination of 10 bytes"));
+}
+
+namespace {
+// Owns the copier it reports for, and destroys it in `done` (as a keep-alive holding the last reference to a runtime
+// does), on the thread that completes the copy.
+struct destroying_callback final : staged_copy_callback {
+  std::unique_ptr<staged_copier> copier;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool finished = false;
+  std::error_code error;
+  void enqueued() noexcept override {}
+  void done(std::error_code ec, std::exception_ptr) noexcept override {
+    copier.reset();
+    std::lock_guard lock(mutex);
+    error = ec;
+    finished = true;
+    cv.notify_all();
+  }
+};
+}  // namespace
+
+TEST_CASE("a staged copier destroyed in its own done callback lets the copy finish and nothing wait forever",
+          "[runtime][staged][gpu]") {
+  stream s = stream::create(test::ctx());
+  const std::size_t size = (8 << 20) + 5;  // several chunks of the default ring
+  const auto src = test::random_bytes(size);
+  device_buffer d = device_buffer::allocate(test::ctx(), size);
+  destroying_callback cb;
+  cb.copier = std::make_unique<staged_copier>(test::ctx(), staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 3});
+  cb.copier->start_to_device(s, d.span(), std::span<const std::byte>(src), &cb);
+  {
+    std::unique_lock lock(cb.mutex);
+    REQUIRE(cb.cv.wait_for(lock, std::chrono::seconds(30), [&] { return cb.finished; }));
+  }
+  CHECK_FALSE(cb.error);
+  CHECK(cb.copier == nullptr);
+  std::vector<std::byte> back(size);
+  copy_async(s, std::span<std::byte>(back), d.span());  // pageable: the driver's copy returns once it is done
+  s.synchronize();
+  CHECK(std::memcmp(back.data(), src.data(), size) == 0);
 }

@@ -66,7 +66,9 @@ class staged_copier {
   //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
   staged_copier(context_ref ctx, staged_copy_options options = {},
                 std::source_location where = std::source_location::current());
-  //! Waits (blocking) for the copies in flight.
+  //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside a `done` callback
+  //! made on the completion poller's thread (a host-to-device copy's keep-alive holding the last reference to the
+  //! runtime); not inside one made on a copy thread (device to host: the copy threads are joined).
   ~staged_copier();
   staged_copier(const staged_copier&) = delete;
   staged_copier& operator=(const staged_copier&) = delete;
@@ -122,6 +124,9 @@ class staged_copier {
   std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::deque<std::unique_ptr<job>> jobs_;  // in arrival order; a job leaves when done
+  // Threads making callbacks outside the lock (run()): a finished job has left jobs_ by then, and its `done` call may
+  // release the last reference to the copier's owner.
+  std::size_t running_ = 0;
 };
 
 }  // namespace cuasync::runtime
