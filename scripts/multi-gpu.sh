@@ -39,7 +39,14 @@ nvidia-smi topo -m > "$work/topo.txt" 2>&1
 
 # Tests: every collectives case (CPU ones too), then the runtime's and async_io's multi-GPU cases. -d yes prints each
 # test case as it ends.
-step tests-collectives 150 "$build/tests/collectives/cuasync_collectives_tests" -d yes
+# The fault cases run apart, each in its own step: one that hangs cannot hide the others (a child that times out
+# has its threads' stacks appended to its output where gdb exists: CUASYNC_TEST_HANG_STACKS).
+export CUASYNC_TEST_HANG_STACKS=1
+step tests-collectives 150 "$build/tests/collectives/cuasync_collectives_tests" -d yes "~[fault]"
+step tests-fault-gpu 100 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
+  "a fault on one GPU reaches the waiters of its collective on both, without a hang"
+step tests-fault-timeout 100 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
+  "a rank whose peer never joins the collective fails after its timeout, aborted"
 step tests-runtime-multi_gpu 60 "$build/tests/runtime/cuasync_runtime_tests" -d yes "[multi_gpu]"
 step tests-async_io-multi_gpu 60 "$build/tests/async_io/cuasync_async_io_tests" -d yes "[multi_gpu]"
 step tests-driver-ipc 60 "$build/tests/driver/cuasync_driver_tests" -d yes "[ipc]"

@@ -115,12 +115,23 @@ void note_grouped(const std::shared_ptr<clique>& c) {
 
 std::vector<std::shared_ptr<clique>> take_grouped() { return std::exchange(grouped, {}); }
 
-const char* operation_label(const char* op, const clique& c, int index) {
+namespace {
+const char* intern(std::string label) {
   static std::mutex mutex;
   static std::set<std::string> labels;  // never freed: the names live as long as the exceptions that carry them
-  std::string label = std::string(op) + " on " + c.describe(index);
   std::lock_guard lock(mutex);
   return labels.insert(std::move(label)).first->c_str();
+}
+}  // namespace
+
+const char* operation_label(const char* op, const clique& c, int index) {
+  return intern(std::string(op) + " on " + c.describe(index));
+}
+
+const char* parts_label(std::span<const rank_part> parts) {
+  std::string label = "collective on ";
+  for (std::size_t i = 0; i < parts.size(); ++i) label += (i ? " + " : "") + parts[i].comm.describe();
+  return intern(std::move(label));
 }
 
 }  // namespace cuasync::collectives::detail

@@ -3,16 +3,23 @@
 #include <cuasync/collectives/nccl_error.hpp>
 
 #include <chrono>
+#include <vector>
 
 namespace cuasync::collectives {
 
 namespace {
 
-// One wait: the event after the collective, its fault domain, when it started (for the timeout).
-struct collective_wait {
+// One rank's event after its part of the collective.
+struct part_wait {
   pooled_event event;
+  int index = 0;  // the member of the fault domain
+  bool done = false;
+};
+
+// One wait: every part's event, their fault domain, when it started (for the timeout).
+struct collective_wait {
+  std::vector<part_wait> parts;
   std::shared_ptr<detail::clique> clique;
-  int index = 0;
   std::chrono::steady_clock::time_point started;
 };
 
@@ -29,23 +36,45 @@ collective_completion_source& collective_completion_source::instance() {
 
 wait_target collective_completion_source::record(const communicator& c, stream_ref s, std::shared_ptr<void> keep_alive,
                                                  std::source_location where) {
+  const rank_part part{c, s};
+  return record(std::span<const rank_part>(&part, 1), std::move(keep_alive), where);
+}
+
+wait_target collective_completion_source::record(std::span<const rank_part> parts, std::shared_ptr<void> keep_alive,
+                                                 std::source_location where) {
   constexpr const char* api = "cuasync::collectives::collective_completion_source::record";
-  if (!c) cuasync::detail::throw_invalid(api, "empty communicator", where);
-  const auto& clique = c.clique();
+  if (parts.empty()) cuasync::detail::throw_invalid(api, "no rank parts to wait for", where);
+  for (const rank_part& p : parts)
+    if (!p.comm) cuasync::detail::throw_invalid(api, "empty communicator", where);
+  const auto& clique = parts.front().comm.clique();
+  for (const rank_part& p : parts)
+    if (p.comm.clique() != clique)
+      cuasync::detail::throw_invalid(api,
+                                     p.comm.describe() + " and " + parts.front().comm.describe() +
+                                         " are not one fault domain (made by one init_all): await them separately",
+                                     where);
   if (clique->failed())
     throw collective_error(clique->error(), api, "the communicator was aborted: " + clique->detail(), where);
-  const detail::clique_member& m = clique->members[c.index()];
   auto w = std::make_unique<collective_wait>();
-  w->event = s.context() == context_ref(m.context) ? m.events->record(s, where)
-                                                   : event_pool::for_context(s.context(), where)->record(s, where);
+  w->parts.reserve(parts.size());
+  // One FIFO per (streams, fault domain): handles are reused by later streams, ids are not; and a FIFO belongs to one
+  // failure group, while a stream may serve two communicators.
+  std::uintptr_t queue = reinterpret_cast<std::uintptr_t>(clique.get());
+  for (const rank_part& p : parts) {
+    const detail::clique_member& m = clique->members[p.comm.index()];
+    part_wait pw;
+    pw.event = p.stream.context() == context_ref(m.context)
+                   ? m.events->record(p.stream, where)
+                   : event_pool::for_context(p.stream.context(), where)->record(p.stream, where);
+    pw.index = p.comm.index();
+    w->parts.push_back(std::move(pw));
+    queue = (queue * 31) ^ static_cast<std::uintptr_t>(p.stream.id(where) * 0x9e3779b97f4a7c15ull);
+  }
   w->clique = clique;
-  w->index = c.index();
   w->started = std::chrono::steady_clock::now();
   wait_target t;
   t.source = this;
-  // One FIFO per (stream, fault domain): handles are reused by later streams, ids are not; and a FIFO belongs to one
-  // failure group, while a stream may serve two communicators.
-  t.queue = static_cast<std::uintptr_t>(s.id(where) * 0x9e3779b97f4a7c15ull) ^ reinterpret_cast<std::uintptr_t>(clique.get());
+  t.queue = queue;
   t.group = reinterpret_cast<std::uintptr_t>(clique.get());
   t.keep_alive = std::move(keep_alive);
   t.token = reinterpret_cast<std::uintptr_t>(w.release());
@@ -56,22 +85,32 @@ poll_result collective_completion_source::query(std::uintptr_t token) noexcept {
   auto& w = *reinterpret_cast<collective_wait*>(token);
   detail::clique& c = *w.clique;
   if (c.failed()) return domain_failure(c);
-  const poll_result r = w.event.poll();
-  if (r.status == poll_status::failed) {
-    std::string what;
-    try {
-      what = "a device error on " + c.describe(w.index) + " while a collective was awaited";
-    } catch (...) {
+  poll_result r{poll_status::ready, {}};
+  for (part_wait& p : w.parts) {
+    if (p.done) continue;
+    const poll_result pr = p.event.poll();
+    if (pr.status == poll_status::failed) {
+      std::string what;
+      try {
+        what = "a device error on " + c.describe(p.index) + " while a collective was awaited";
+      } catch (...) {
+      }
+      c.fail(pr.error, std::move(what));
+      return domain_failure(c);
     }
-    c.fail(r.error, std::move(what));
-    return domain_failure(c);
+    if (pr.status == poll_status::ready) {
+      p.done = true;
+    } else {
+      r = pr;
+      break;  // polled again next pass; a later part's fault shows in its own event then, or in NCCL's error now
+    }
   }
   if (r.status == poll_status::ready) return r;
   if (c.poll_async_errors()) return domain_failure(c);
   if (c.options.timeout.count() > 0 && std::chrono::steady_clock::now() - w.started > c.options.timeout) {
     std::string what;
     try {
-      what = "a collective on " + c.describe(w.index) + " was still pending after " +
+      what = "a collective on " + c.describe(w.parts.front().index) + " was still pending after " +
              std::to_string(c.options.timeout.count()) + " ms (communicator_options::timeout)";
     } catch (...) {
     }

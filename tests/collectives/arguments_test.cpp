@@ -81,6 +81,11 @@ TEST_CASE("collectives check buffer sizes against the element type and the commu
   SECTION("waiting on an empty communicator") {
     CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(none, s); }),
                Catch::Contains("empty communicator"));
+    const std::vector<rank_part> parts{{none, s}};
+    CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(parts); }),
+               Catch::Contains("empty communicator"));
+    CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(std::span<const rank_part>()); }),
+               Catch::Contains("no rank parts"));
   }
 }
 

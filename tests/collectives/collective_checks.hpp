@@ -40,7 +40,7 @@ inline std::vector<local_rank> local_ranks(const std::vector<collectives::commun
   return out;
 }
 
-// Runs `issue(rank)` for every local rank in one NCCL group, then awaits each rank's stream from a coroutine.
+// Runs `issue(rank)` for every local rank in one NCCL group, then awaits all their streams at once from a coroutine.
 inline void grouped(std::vector<local_rank>& ranks, const std::function<void(local_rank&)>& issue) {
   {
     collectives::group g;
@@ -51,7 +51,9 @@ inline void grouped(std::vector<local_rank>& ranks, const std::function<void(loc
   auto done = boost::asio::co_spawn(
       io,
       [&]() -> boost::asio::awaitable<void> {
-        for (auto& r : ranks) co_await collectives::async_wait_collective(*r.comm, r.s);
+        std::vector<collectives::rank_part> parts;
+        for (auto& r : ranks) parts.push_back({*r.comm, r.s});
+        co_await collectives::async_wait_collectives(parts);  // one wait for every local rank
       },
       boost::asio::use_future);
   io.run();

@@ -32,6 +32,12 @@ void report(int rank, std::future<void>& f) {
   }
 }
 
+// Children write unbuffered, with a line per step: one that times out shows where it stopped.
+void unbuffered() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+  std::setvbuf(stderr, nullptr, _IONBF, 0);
+}
+
 // Ends the child without static teardown (aborted communicators and a faulted context may hang it).
 [[noreturn]] void leave() {
   std::fflush(stdout);
@@ -42,10 +48,18 @@ void report(int rank, std::future<void>& f) {
 }  // namespace
 
 TEST_CASE("collective fault child", "[.collective_fault_child]") {
+  unbuffered();
   auto comms = communicator::init_all(std::vector<int>{0, 1});
   auto ranks = test::local_ranks(comms);
   std::vector<runtime::tracked_buffer> bufs;
   for (auto& r : ranks) bufs.push_back(test::from_formula(r, std::size_t{1} << 24, r.comm->rank()));
+  // Once without a fault first: NCCL connects the ranks at a communicator's first collective, inside ncclGroupEnd,
+  // and that would wait for device 1's gated stream below (a deadlock of the test, not the fault it is after).
+  test::grouped(ranks, [&](test::local_rank& r) {
+    const auto k = static_cast<std::size_t>(&r - ranks.data());
+    all_reduce(*r.comm, bufs[k], bufs[k], data_type::float32, reduce_op::sum, r.s);
+  });
+  std::printf("STEP connected\n");
   // Device 1 faults while both ranks' parts are in flight: its stream holds a gate, then a trapping kernel, then
   // its part of the all-reduce; device 0's part waits for device 1's forever unless the domain is aborted.
   test::gate g;
@@ -58,6 +72,7 @@ TEST_CASE("collective fault child", "[.collective_fault_child]") {
       all_reduce(comms[k], bufs[k], bufs[k], data_type::float32, reduce_op::sum, ranks[k].s);
     grp.end();
   }
+  std::printf("STEP issued behind the gate\n");
   auto f0 = async_wait_collective(comms[0], ranks[0].s, boost::asio::use_future);
   auto f1 = async_wait_collective(comms[1], ranks[1].s, boost::asio::use_future);
   std::this_thread::sleep_for(100ms);  // both waits are pending in the engine
@@ -86,17 +101,22 @@ TEST_CASE("a fault on one GPU reaches the waiters of its collective on both, wit
 
 // Rank 0 of a per-process pair whose rank 1 joins the communicator but never calls the collective.
 TEST_CASE("collective timeout child", "[.collective_timeout_child]") {
+  unbuffered();
   const int rank = std::atoi(std::getenv("CUASYNC_TEST_RANK"));
   const char* path = std::getenv("CUASYNC_TEST_SOCKET");
   const unique_id id = exchange_unique_id(rank, 2, path, 60s);
   std::vector<communicator> comms;
   comms.push_back(communicator::init_rank(id, 2, rank, rank, {.timeout = 2000ms}));
+  auto ranks = test::local_ranks(comms);
+  auto buf = test::from_formula(ranks[0], 1 << 20, rank);
+  // Both ranks once: the first collective connects the ranks on the host (NCCL's runtime connection), and a rank
+  // whose peer never comes to that would wait inside the NCCL call, where no timeout of ours reaches it (scale-out.md).
+  async_all_reduce(comms[0], buf, buf, data_type::float32, reduce_op::sum, ranks[0].s, boost::asio::use_future).get();
+  std::printf("STEP connected\n");
   if (rank == 1) {
     std::this_thread::sleep_for(8s);  // alive, silent: rank 0 must not wait for it forever
     leave();
   }
-  auto ranks = test::local_ranks(comms);
-  auto buf = test::from_formula(ranks[0], 1 << 20, rank);
   const auto start = std::chrono::steady_clock::now();
   auto f = async_all_reduce(comms[0], buf, buf, data_type::float32, reduce_op::sum, ranks[0].s, boost::asio::use_future);
   report(0, f);

@@ -60,6 +60,40 @@ TEST_CASE("a collective awaited alone completes through the engine", "[collectiv
   CHECK(got[5] == test::input(0, 5) + test::input(1, 5));
 }
 
+TEST_CASE("one wait covers every rank's part of a grouped collective", "[collectives][multi_gpu][gpu]") {
+  if (!test::devices_at_least(2)) return;
+  auto comms = communicator::init_all(std::vector<int>{0, 1});
+  auto ranks = test::local_ranks(comms);
+  std::vector<runtime::tracked_buffer> bufs;
+  for (auto& r : ranks) bufs.push_back(test::from_formula(r, 1024, r.comm->rank()));
+  auto issue = [&](test::local_rank& r) {
+    const auto k = static_cast<std::size_t>(&r - ranks.data());
+    all_reduce(*r.comm, bufs[k], bufs[k], data_type::float32, reduce_op::sum, r.s);
+  };
+  test::grouped(ranks, issue);  // the first collective also connects the ranks (inside ncclGroupEnd)
+  // Rank 1's part waits behind a gate: the one wait must not complete before it.
+  test::gate g;
+  g.close(ranks[1].s);
+  {
+    group grp;
+    for (auto& r : ranks) issue(r);
+    grp.end();
+  }
+  const std::vector<rank_part> parts{{comms[0], ranks[0].s}, {comms[1], ranks[1].s}};
+  auto f = async_wait_collectives(parts, boost::asio::use_future);
+  CHECK(f.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  g.open();
+  f.get();
+  for (auto& r : ranks) {
+    const auto k = static_cast<std::size_t>(&r - ranks.data());
+    CHECK(test::to_host(r, bufs[k])[5] == 2 * (test::input(0, 5) + test::input(1, 5)));
+  }
+  // Parts of two fault domains: each domain fails on its own, so one wait cannot stand for both.
+  auto other = communicator::init_all(std::vector<int>{0, 1});
+  const std::vector<rank_part> mixed{{comms[0], ranks[0].s}, {other[1], ranks[1].s}};
+  CHECK_THROWS_WITH(async_wait_collectives(mixed, boost::asio::use_future), Catch::Contains("not one fault domain"));
+}
+
 // One rank of the one-process-per-GPU test; run by the test below with CUASYNC_TEST_RANK and CUASYNC_TEST_SOCKET.
 TEST_CASE("collectives rank child", "[.collectives_rank_child]") {
   const char* rank_s = std::getenv("CUASYNC_TEST_RANK");

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,6 +22,24 @@ std::string self_path() {
   if (n <= 0) throw std::runtime_error("readlink /proc/self/exe failed");
   return std::string(buf, static_cast<std::size_t>(n));
 }
+
+namespace {
+
+// Where CUASYNC_TEST_HANG_STACKS is set (the GPU scripts), a hung child's threads' stacks, from gdb if it exists:
+// a timeout on the GPU machine then says where it hung.
+void append_stacks(pid_t pid, std::string& out) {
+  const char* wanted = std::getenv("CUASYNC_TEST_HANG_STACKS");
+  if (!wanted || !*wanted) return;
+  const std::string cmd = "timeout 60 gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return;
+  out += "\n== stacks of the child that timed out (" + cmd + ") ==\n";
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  ::pclose(f);
+}
+
+}  // namespace
 
 child_result run_child(std::vector<std::string> args, std::vector<std::string> env, std::chrono::seconds limit,
                        std::string program) {
@@ -59,6 +79,7 @@ child_result run_child(std::vector<std::string> args, std::vector<std::string> e
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
+      append_stacks(pid, result.output);
       ::kill(pid, SIGKILL);
       break;
     }

@@ -11,7 +11,8 @@
 //!   `std::errc::timed_out`. `use_awaitable` throws `cuda_error` whose `api()` names the collective, rank and
 //!   device; `comm.fault_detail()` says what happened.
 //! - Inside an open `group` the collectives are issued only when it ends, so the per-call forms refuse to run there:
-//!   end the group, then `co_await async_wait_collective(comm, stream)` for each rank.
+//!   end the group, then `co_await async_wait_collective(comm, stream)` for each rank, or for all of this process's
+//!   ranks at once, `co_await async_wait_collectives(parts)` (one wake-up instead of one per rank).
 //! - Cancellation (total, partial, terminal) completes the wait with `operation_canceled`; the collective goes on.
 
 #include <cuasync/collectives/collective_completion.hpp>
@@ -36,6 +37,14 @@ auto await_collective(const char* op, const communicator& c, stream_ref s, std::
                                    operation_label(op, *c.clique(), c.index()));
 }
 
+template <class Token>
+auto await_parts(std::span<const rank_part> parts, Token&& token, std::source_location where) {
+  wait_target t = collective_completion_source::instance().record(parts, nullptr, where);
+  return cuasync::detail::initiate(boost::asio::any_io_executor(boost::asio::system_executor()),
+                                   cuasync::detail::target_starter{std::move(t)}, std::forward<Token>(token),
+                                   parts_label(parts));
+}
+
 //! Refuses to run inside a group, issues the collective, then awaits it.
 template <class Issue, class Token>
 auto issue_and_await(const char* op, const communicator& c, const located_stream& s, Issue&& issue, Token&& token) {
@@ -49,6 +58,22 @@ auto issue_and_await(const char* op, const communicator& c, const located_stream
 template <class Token = boost::asio::use_awaitable_t<>>
 auto async_wait_collective(const communicator& c, located_stream s, Token&& token = {}) {
   return detail::await_collective("collective", c, s.stream, nullptr, std::forward<Token>(token), s.where);
+}
+
+//! Several ranks' parts (`rank_part{comm, stream}`: any contiguous range of them) with the caller's line.
+struct located_parts {
+  std::span<const rank_part> parts;
+  std::source_location where;
+  template <class Range>
+  located_parts(const Range& r, std::source_location w = std::source_location::current())  // NOLINT: implicit
+      : parts(r), where(w) {}
+};
+
+//! Waits for everything enqueued so far on every part's stream, failing with their fault domain: one process driving
+//! several GPUs awaits a grouped collective in one completion. The parts must share one fault domain (one init_all).
+template <class Token = boost::asio::use_awaitable_t<>>
+auto async_wait_collectives(located_parts parts, Token&& token = {}) {
+  return detail::await_parts(parts.parts, std::forward<Token>(token), parts.where);
 }
 
 template <class Token = boost::asio::use_awaitable_t<>>

@@ -14,8 +14,15 @@
 
 #include <memory>
 #include <source_location>
+#include <span>
 
 namespace cuasync::collectives {
+
+//! One rank's part of a collective this process issued: its communicator and the stream its part went on.
+struct rank_part {
+  const communicator& comm;
+  stream_ref stream;
+};
 
 //! The process's completion source for collectives. Thread-safe.
 class collective_completion_source final : public completion_source {
@@ -26,6 +33,11 @@ class collective_completion_source final : public completion_source {
   //! failing with `c`'s fault domain. `keep_alive` is held until the event is done or the domain fails.
   //! @throws cuda_error (the record failed), collective_error (the communicator was aborted)
   wait_target record(const communicator& c, stream_ref s, std::shared_ptr<void> keep_alive = nullptr,
+                     std::source_location where = std::source_location::current());
+  //! One wait for several ranks' parts (one process driving several GPUs, after their `group` ended): ready once
+  //! every part is, so the waiter wakes once rather than once per rank. The parts must share one fault domain.
+  //! @throws cuda_error (no parts, an empty communicator, two fault domains, a failed record), collective_error
+  wait_target record(std::span<const rank_part> parts, std::shared_ptr<void> keep_alive = nullptr,
                      std::source_location where = std::source_location::current());
 
   poll_result query(std::uintptr_t token) noexcept override;

@@ -2,11 +2,13 @@
 // Internal: the fault domain behind communicators made together — their NCCL handles, devices and contexts, and
 // the first fault, which aborts them all on a thread of its own (ncclCommAbort can take a while; the poller thread
 // that notices the fault must not wait for it).
+#include <cuasync/collectives/collective_completion.hpp>
 #include <cuasync/collectives/communicator.hpp>
 #include <cuasync/engine/event_pool.hpp>
 
 #include <atomic>
 #include <mutex>
+#include <span>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -63,5 +65,7 @@ std::vector<std::shared_ptr<clique>> take_grouped();
 //! A stable string for an operation's name on a rank ("ncclAllReduce on rank 1 of 2 on device 1"): the api name the
 //! completion's exception carries. Interned for the process (a handful per communicator shape).
 const char* operation_label(const char* op, const clique& c, int index);
+//! The same for one wait on several ranks' parts: "collective on rank 0 of 2 on device 0 + rank 1 of 2 on device 1".
+const char* parts_label(std::span<const rank_part> parts);
 
 }  // namespace cuasync::collectives::detail
