@@ -53,7 +53,7 @@ struct memcpy_team::job {
   std::size_t n;
   bool streaming;
   std::size_t parts, per;
-  std::size_t next = 0;                 // the next part to claim (under mutex_)
+  std::size_t next = 0;                 // the next part to claim (under crew::mutex)
   std::atomic<std::size_t> remaining;   // parts not yet copied
   std::function<void()> done;           // submit: called by whoever copies the last part
   // copy: the caller waits for this
@@ -65,16 +65,38 @@ struct memcpy_team::job {
 memcpy_team::memcpy_team(unsigned threads) {
   // Host memcpy bandwidth grows with threads up to ~12 on the H200 machine's 16 cores; leave some cores to the rest.
   if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency() * 3 / 4, 1u, 12u);
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([c = crew_] { work(c); });
 }
 
 memcpy_team::~memcpy_team() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(crew_->mutex);
+    crew_->stopping = true;
   }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  crew_->wake.notify_all();
+  // Inside a done() on one of the team's threads (its owner released there), that thread cannot be joined: it is let
+  // go, and leaves through work() once done() returns, holding the crew.
+  bool on_team = false;
+  for (auto& t : workers_) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      on_team = true;
+      t.detach();
+    } else {
+      t.join();
+    }
+  }
+  if (!on_team) return;
+  // The others drained the queue before leaving; without others, this thread copies what is left.
+  std::shared_ptr<job> j;
+  std::size_t part = 0;
+  for (;;) {
+    {
+      std::lock_guard lock(crew_->mutex);
+      if (!claim_locked(*crew_, j, part)) return;
+    }
+    copy_part(*j, part);
+    finish_part(j);
+  }
 }
 
 void memcpy_team::copy_part(const job& j, std::size_t part) noexcept {
@@ -103,26 +125,26 @@ std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* sr
   j->remaining.store(j->parts, std::memory_order_relaxed);
   j->done = std::move(done);
   {
-    std::lock_guard lock(mutex_);
-    jobs_.push_back(j);
+    std::lock_guard lock(crew_->mutex);
+    crew_->jobs.push_back(j);
   }
   if (j->parts > 1)
-    wake_.notify_all();
+    crew_->wake.notify_all();
   else
-    wake_.notify_one();
+    crew_->wake.notify_one();
   return j;
 }
 
-bool memcpy_team::claim_locked(std::shared_ptr<job>& j, std::size_t& part) {
-  while (!jobs_.empty()) {
-    job& front = *jobs_.front();
+bool memcpy_team::claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& part) {
+  while (!c.jobs.empty()) {
+    job& front = *c.jobs.front();
     if (front.next < front.parts) {
-      j = jobs_.front();
+      j = c.jobs.front();
       part = front.next++;
-      if (front.next == front.parts) jobs_.pop_front();  // every part claimed
+      if (front.next == front.parts) c.jobs.pop_front();  // every part claimed
       return true;
     }
-    jobs_.pop_front();
+    c.jobs.pop_front();
   }
   return false;
 }
@@ -138,15 +160,15 @@ void memcpy_team::finish_part(const std::shared_ptr<job>& j) {
   j->finished_cv.notify_all();
 }
 
-void memcpy_team::work() {
+void memcpy_team::work(const std::shared_ptr<crew>& c) {
   for (;;) {
     std::shared_ptr<job> j;
     std::size_t part = 0;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      if (!claim_locked(j, part)) {
-        if (stopping_) return;
+      std::unique_lock lock(c->mutex);
+      c->wake.wait(lock, [&] { return c->stopping || !c->jobs.empty(); });
+      if (!claim_locked(*c, j, part)) {
+        if (c->stopping) return;
         continue;
       }
     }
@@ -165,10 +187,10 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming
   for (;;) {
     std::size_t part;
     {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(crew_->mutex);
       if (j->next >= j->parts) break;
       part = j->next++;
-      if (j->next == j->parts && !jobs_.empty() && jobs_.front() == j) jobs_.pop_front();
+      if (j->next == j->parts && !crew_->jobs.empty() && crew_->jobs.front() == j) crew_->jobs.pop_front();
     }
     copy_part(*j, part);
     finish_part(j);

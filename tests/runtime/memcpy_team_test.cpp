@@ -5,6 +5,8 @@
 #include "gpu.hpp"
 
 #include <cstring>
+#include <future>
+#include <memory>
 
 TEST_CASE("the memcpy team copies every byte at odd sizes and offsets", "[runtime][staged]") {
   cuasync::runtime::memcpy_team team(4);
@@ -21,5 +23,30 @@ TEST_CASE("the memcpy team copies every byte at odd sizes and offsets", "[runtim
         REQUIRE(dst[dst_off + size] == std::byte{0x7e});
       }
     }
+  }
+}
+
+TEST_CASE("a memcpy team destroyed inside its own done call lets that thread go and finishes what was queued",
+          "[runtime][staged]") {
+  for (unsigned threads : {1u, 3u}) {
+    CAPTURE(threads);
+    auto team = std::make_unique<cuasync::runtime::memcpy_team>(threads);
+    const auto src = cuasync::test::random_bytes(1 << 20, 7);
+    std::vector<std::byte> a(src.size()), b(src.size());
+    std::promise<void> b_submitted;
+    std::promise<void> a_done, b_done;
+    // a's done holds its thread until b is queued, then destroys the team that calls it (as a copier's owner would).
+    team->submit(a.data(), src.data(), src.size(), false, [&] {
+      b_submitted.get_future().wait();
+      team.reset();
+      a_done.set_value();
+    });
+    team->submit(b.data(), src.data(), src.size(), true, [&] { b_done.set_value(); });
+    b_submitted.set_value();
+    REQUIRE(a_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    REQUIRE(b_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    CHECK(team == nullptr);
+    CHECK(std::memcmp(a.data(), src.data(), src.size()) == 0);
+    CHECK(std::memcmp(b.data(), src.data(), src.size()) == 0);
   }
 }

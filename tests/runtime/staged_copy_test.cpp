@@ -95,3 +95,24 @@ TEST_CASE("a staged copier destroyed in its own done callback lets the copy fini
   s.synchronize();
   CHECK(std::memcmp(back.data(), src.data(), size) == 0);
 }
+
+TEST_CASE("a staged copier destroyed in a device-to-host done call on its copy thread lets that thread go",
+          "[runtime][staged][gpu]") {
+  stream s = stream::create(test::ctx());
+  const std::size_t size = (8 << 20) + 5;
+  const auto src = test::random_bytes(size);
+  device_buffer d = device_buffer::allocate(test::ctx(), size);
+  copy_async(s, d.span(), std::span<const std::byte>(src));
+  s.synchronize();
+  std::vector<std::byte> back(size);
+  destroying_callback cb;
+  cb.copier = std::make_unique<staged_copier>(test::ctx(), staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 3});
+  cb.copier->start_to_host(s, std::span<std::byte>(back), d.span(), &cb);  // done comes from a copy thread
+  {
+    std::unique_lock lock(cb.mutex);
+    REQUIRE(cb.cv.wait_for(lock, std::chrono::seconds(30), [&] { return cb.finished; }));
+  }
+  CHECK_FALSE(cb.error);
+  CHECK(cb.copier == nullptr);
+  CHECK(std::memcmp(back.data(), src.data(), size) == 0);
+}

@@ -22,7 +22,8 @@ class memcpy_team {
   explicit memcpy_team(unsigned threads = 0);
   memcpy_team(const memcpy_team&) = delete;
   memcpy_team& operator=(const memcpy_team&) = delete;
-  //! Waits for the jobs already submitted, then stops the threads.
+  //! Waits for the jobs already submitted, then stops the threads. May run inside a `done` call (on a team thread:
+  //! that thread is let go rather than joined, and leaves once `done` returns).
   ~memcpy_team();
 
   //! Copies `n` bytes, split across the team and the caller; returns when all of it is copied.
@@ -35,18 +36,22 @@ class memcpy_team {
 
  private:
   struct job;
-  void work();
+  // What the threads share, owned by them too: a thread let go by the destructor still reads it on its way out.
+  struct crew {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<job>> jobs;  // jobs with parts left to claim, oldest first
+    bool stopping = false;
+  };
+  static void work(const std::shared_ptr<crew>& c);
   static void copy_part(const job& j, std::size_t part) noexcept;
   std::shared_ptr<job> enqueue(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done);
-  // Claims the next part of the front job (under mutex_); returns false when none is left.
-  bool claim_locked(std::shared_ptr<job>& j, std::size_t& part);
-  void finish_part(const std::shared_ptr<job>& j);
+  // Claims the next part of the front job (under c.mutex); returns false when none is left.
+  static bool claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& part);
+  static void finish_part(const std::shared_ptr<job>& j);
 
+  std::shared_ptr<crew> crew_ = std::make_shared<crew>();
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<job>> jobs_;  // jobs with parts left to claim, oldest first
-  bool stopping_ = false;
 };
 
 }  // namespace cuasync::runtime

@@ -66,9 +66,9 @@ class staged_copier {
   //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
   staged_copier(context_ref ctx, staged_copy_options options = {},
                 std::source_location where = std::source_location::current());
-  //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside a `done` callback
-  //! made on the completion poller's thread (a host-to-device copy's keep-alive holding the last reference to the
-  //! runtime); not inside one made on a copy thread (device to host: the copy threads are joined).
+  //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside one of its own `done`
+  //! calls (a copy's keep-alive holding the last reference to the runtime), on the completion poller's thread (host
+  //! to device) or on a copy thread (device to host: that thread is let go, not joined).
   ~staged_copier();
   staged_copier(const staged_copier&) = delete;
   staged_copier& operator=(const staged_copier&) = delete;
