@@ -36,6 +36,18 @@ TEST_CASE("every collective matches the CPU reference, one process driving both 
   CHECK_FALSE(comms[0].fault());
 }
 
+TEST_CASE("every collective matches the CPU reference on every device there is, one wait per collective",
+          "[collectives][gpu]") {
+  if (!test::devices_at_least(1)) return;  // one GPU too: a communicator of one rank, send/recv to itself
+  std::vector<int> devices(static_cast<std::size_t>(device::count()));
+  for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = static_cast<int>(i);
+  auto comms = communicator::init_all(devices);
+  auto ranks = test::local_ranks(comms);
+  const auto failures = test::check_every_collective(ranks, 24 * 1031);  // divisible by 1, 2, 3, 4, 6 and 8 ranks
+  for (const auto& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+}
+
 TEST_CASE("a collective awaited alone completes through the engine", "[collectives][multi_gpu][gpu]") {
   if (!test::devices_at_least(2)) return;
   auto comms = communicator::init_all(std::vector<int>{0, 1});
