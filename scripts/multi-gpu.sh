@@ -40,8 +40,7 @@ nvidia-smi topo -m > "$work/topo.txt" 2>&1
 # Tests: every collectives case (CPU ones too), then the runtime's and async_io's multi-GPU cases. -d yes prints each
 # test case as it ends.
 # The fault cases run apart, each in its own step: one that hangs cannot hide the others (a child that times out
-# has its threads' stacks appended to its output where gdb exists: CUASYNC_TEST_HANG_STACKS).
-export CUASYNC_TEST_HANG_STACKS=1
+# prints its threads' stacks before it is killed).
 step tests-collectives 150 "$build/tests/collectives/cuasync_collectives_tests" -d yes "~[fault]"
 step tests-fault-gpu 100 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
   "a fault on one GPU reaches the waiters of its collective on both, without a hang"

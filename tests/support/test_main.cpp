@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "child_process.hpp"
 #include "gpu.hpp"
 
 #include <execinfo.h>
@@ -21,6 +22,16 @@ void print_stack(int sig) {
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
+
+// A child that timed out is sent this per thread by run_child (child_process.hpp) before it is killed: each thread
+// prints its own stack, so a hang on the GPU machine says where it was.
+void print_thread_stack(int) {
+  char head[64];
+  const int n = std::snprintf(head, sizeof head, "\n== thread %ld ==\n", static_cast<long>(::gettid()));
+  (void)!::write(2, head, static_cast<std::size_t>(n));
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+}
 }  // namespace
 
 // Here, not in the support library: benches link that library without Catch2's runtime.
@@ -33,6 +44,14 @@ bool cuasync::test::devices_at_least(int n) {
 
 int main(int argc, char* argv[]) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, print_stack);
+  {
+    void* warm[1];
+    backtrace(warm, 1);  // loads the unwinder now, not inside a signal handler
+    struct sigaction sa {};
+    sa.sa_handler = print_thread_stack;
+    sa.sa_flags = SA_RESTART;
+    sigaction(cuasync::test::stack_signal, &sa, nullptr);
+  }
   Catch::Session session;
   if (int rc = session.applyCommandLine(argc, argv)) return rc;
 
