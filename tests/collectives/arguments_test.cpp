@@ -84,7 +84,8 @@ TEST_CASE("collectives check buffer sizes against the element type and the commu
     const std::vector<rank_part> parts{{none, s}};
     CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(parts); }),
                Catch::Contains("empty communicator"));
-    CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(std::span<const rank_part>()); }),
+    const std::span<const rank_part> no_parts;
+    CHECK_THAT(invalid_value_message([&] { collective_completion_source::instance().record(no_parts); }),
                Catch::Contains("no rank parts"));
   }
 }
