@@ -98,12 +98,10 @@ poll_result collective_completion_source::query(std::uintptr_t token) noexcept {
       c.fail(pr.error, std::move(what));
       return domain_failure(c);
     }
-    if (pr.status == poll_status::ready) {
+    if (pr.status == poll_status::ready)
       p.done = true;
-    } else {
-      r = pr;
-      break;  // polled again next pass; a later part's fault shows in its own event then, or in NCCL's error now
-    }
+    else
+      r = pr;  // and go on: a rank waiting for a faulted peer stays pending, the fault shows in the peer's event
   }
   if (r.status == poll_status::ready) return r;
   if (c.poll_async_errors()) return domain_failure(c);

@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// What a waiter saw, as one line: "WAITER <rank> <error code> | <message>".
+// What a waiter saw, as one line: "WAITER <rank, or 2 for the wait on both> <error code> | <message>".
 void report(int rank, std::future<void>& f) {
   try {
     f.get();
@@ -75,10 +75,14 @@ TEST_CASE("collective fault child", "[.collective_fault_child]") {
   std::printf("STEP issued behind the gate\n");
   auto f0 = async_wait_collective(comms[0], ranks[0].s, boost::asio::use_future);
   auto f1 = async_wait_collective(comms[1], ranks[1].s, boost::asio::use_future);
-  std::this_thread::sleep_for(100ms);  // both waits are pending in the engine
+  // And one wait for both parts: rank 0's stays pending (it waits for rank 1), the fault is in rank 1's.
+  const std::vector<rank_part> parts{{comms[0], ranks[0].s}, {comms[1], ranks[1].s}};
+  auto both = async_wait_collectives(parts, boost::asio::use_future);
+  std::this_thread::sleep_for(100ms);  // the waits are pending in the engine
   g.open();
   report(0, f0);
   report(1, f1);
+  report(2, both);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   std::printf("ELAPSED %lld ms\nFAULT %s | %s\n", static_cast<long long>(ms.count()), comms[0].fault().message().c_str(),
               comms[0].fault_detail().c_str());
@@ -95,6 +99,7 @@ TEST_CASE("a fault on one GPU reaches the waiters of its collective on both, wit
   // Both failed (with the device's error, or NCCL's if its own thread saw the fault first), none succeeded.
   CHECK_THAT(c.output, Catch::Contains("WAITER 0 cuda:") || Catch::Contains("WAITER 0 nccl:"));
   CHECK_THAT(c.output, Catch::Contains("WAITER 1 cuda:") || Catch::Contains("WAITER 1 nccl:"));
+  CHECK_THAT(c.output, Catch::Contains("WAITER 2 cuda:") || Catch::Contains("WAITER 2 nccl:"));  // both parts
   CHECK_THAT(c.output, Catch::Contains("ncclAllReduce") || Catch::Contains("collective on rank"));
   CHECK_THAT(c.output, Catch::Contains("FAULT") && Catch::Contains("of 2 on device"));
 }
