@@ -33,18 +33,23 @@ TEST_CASE("a memcpy team destroyed inside its own done call lets that thread go 
     auto team = std::make_unique<cuasync::runtime::memcpy_team>(threads);
     const auto src = cuasync::test::random_bytes(1 << 20, 7);
     std::vector<std::byte> a(src.size()), b(src.size());
+    // The promises live in the calls that fulfil them: a done call may still be inside set_value when this thread
+    // has seen the value and moved on.
     std::promise<void> b_submitted;
-    std::promise<void> a_done, b_done;
+    const std::shared_future<void> go = b_submitted.get_future().share();
+    auto a_done = std::make_shared<std::promise<void>>();
+    auto b_done = std::make_shared<std::promise<void>>();
+    auto a_finished = a_done->get_future(), b_finished = b_done->get_future();
     // a's done holds its thread until b is queued, then destroys the team that calls it (as a copier's owner would).
-    team->submit(a.data(), src.data(), src.size(), false, [&] {
-      b_submitted.get_future().wait();
+    team->submit(a.data(), src.data(), src.size(), false, [&team, go, a_done] {
+      go.wait();
       team.reset();
-      a_done.set_value();
+      a_done->set_value();
     });
-    team->submit(b.data(), src.data(), src.size(), true, [&] { b_done.set_value(); });
+    team->submit(b.data(), src.data(), src.size(), true, [b_done] { b_done->set_value(); });
     b_submitted.set_value();
-    REQUIRE(a_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    REQUIRE(b_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    REQUIRE(a_finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    REQUIRE(b_finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     CHECK(team == nullptr);
     CHECK(std::memcmp(a.data(), src.data(), src.size()) == 0);
     CHECK(std::memcmp(b.data(), src.data(), src.size()) == 0);
