@@ -91,8 +91,7 @@ TEST_CASE("one wait covers every rank's part of a grouped collective", "[collect
     for (auto& r : ranks) issue(r);
     grp.end();
   }
-  const std::vector<rank_part> parts{{comms[0], ranks[0].s}, {comms[1], ranks[1].s}};
-  auto f = async_wait_collectives(parts, boost::asio::use_future);
+  auto f = async_wait_collectives({{comms[0], ranks[0].s}, {comms[1], ranks[1].s}}, boost::asio::use_future);
   CHECK(f.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
   g.open();
   f.get();

@@ -23,6 +23,8 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include <initializer_list>
+
 namespace cuasync::collectives {
 
 namespace detail {
@@ -67,6 +69,10 @@ struct located_parts {
   template <class Range>
   located_parts(const Range& r, std::source_location w = std::source_location::current())  // NOLINT: implicit
       : parts(r), where(w) {}
+  //! `async_wait_collectives({{comm0, s0}, {comm1, s1}})`: the wait is recorded within the call, while the list lives.
+  located_parts(std::initializer_list<rank_part> l,  // NOLINT: implicit
+                std::source_location w = std::source_location::current())
+      : parts(l.begin(), l.size()), where(w) {}
 };
 
 //! Waits for everything enqueued so far on every part's stream, failing with their fault domain: one process driving
