@@ -1,0 +1,169 @@
+// The simulated driver's entry points for modules, functions and launches.
+#include "entry_support.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace sim::api {
+namespace {
+
+// ---- modules and launches ----
+
+CUresult CUDAAPI ModuleLoadDataEx(CUmodule* out, const void* image, unsigned n, CUjit_option* options, void** values) {
+  ENTER(cuModuleLoadDataEx, CUDA_ERROR_INVALID_PTX);
+  lock_t lock(d.m);
+  context_state* c = current_context();
+  if (CUresult r = usable(c)) return r;
+  for (unsigned i = 0; i < n; ++i)  // empty logs
+    if ((options[i] == CU_JIT_INFO_LOG_BUFFER || options[i] == CU_JIT_ERROR_LOG_BUFFER) && values[i])
+      *static_cast<char*>(values[i]) = 0;
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  if (bytes[0] == 0x7f || bytes[0] == 0x50)  // ELF or fatbin: no machine code runs here
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  auto m = std::make_unique<module_state>();
+  m->ctx = c;
+  if (!parse_ptx(static_cast<const char*>(image), *m)) return CUDA_ERROR_INVALID_PTX;
+  return adopt(d, d.modules, kind::module, std::move(m), out);
+}
+CUresult CUDAAPI ModuleUnload(CUmodule m) {
+  ENTER_DESTROY(cuModuleUnload, kind::module);
+  lock_t lock(d.m);
+  return forget(d, d.modules, kind::module, m);
+}
+CUresult CUDAAPI ModuleGetFunction(CUfunction* out, CUmodule hm, const char* name) {
+  ENTER(cuModuleGetFunction, unknown);
+  lock_t lock(d.m);
+  auto it = d.modules.find(hm);
+  if (it == d.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  auto f = it->second->functions.find(name);
+  if (f == it->second->functions.end()) return CUDA_ERROR_NOT_FOUND;
+  *out = reinterpret_cast<CUfunction>(f->second.get());
+  return CUDA_SUCCESS;
+}
+// A function whose module is still loaded (nullptr otherwise). Lock held.
+function_state* find_function(device_model& d, CUfunction f) {
+  auto* fs = reinterpret_cast<function_state*>(f);
+  for (auto& [h, m] : d.modules)
+    for (auto& [name, fn] : m->functions)
+      if (fn.get() == fs) return fs;
+  return nullptr;
+}
+CUresult CUDAAPI FuncGetAttribute(int* v, CUfunction_attribute a, CUfunction hf) {
+  ENTER(cuFuncGetAttribute, unknown);
+  lock_t lock(d.m);
+  function_state* f = find_function(d, hf);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = 16; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dynamic_shared; break;
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI FuncSetAttribute(CUfunction hf, CUfunction_attribute a, int v) {
+  ENTER(cuFuncSetAttribute, unknown);
+  lock_t lock(d.m);
+  function_state* f = find_function(d, hf);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_SUCCESS;
+  if (v < 0 || v > (227 << 10)) return CUDA_ERROR_INVALID_VALUE;
+  f->max_dynamic_shared = v;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI FuncGetParamInfo(CUfunction hf, size_t i, size_t* offset, size_t* size) {
+  ENTER(cuFuncGetParamInfo, unknown);
+  lock_t lock(d.m);
+  function_state* f = find_function(d, hf);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (i >= f->params.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset) *offset = f->params[i].offset;
+  if (size) *size = f->params[i].size;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction hf, int block, size_t) {
+  ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor, unknown);
+  lock_t lock(d.m);
+  if (!find_function(d, hf)) return CUDA_ERROR_INVALID_HANDLE;
+  if (block <= 0 || block > 1024) return CUDA_ERROR_INVALID_VALUE;
+  *n = std::min(32, 2048 / block);
+  return CUDA_SUCCESS;
+}
+CUresult launch(device_model& d, CUfunction hf, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                CUstream hs, void** params, void** extra) {
+  lock_t lock(d.m);
+  function_state* f = find_function(d, hf);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  context_state* c = context_of(s);
+  if (CUresult u = usable(c)) return u;
+  if (c != f->module->ctx) return CUDA_ERROR_INVALID_HANDLE;  // a function of another context
+  if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2]) return CUDA_ERROR_INVALID_VALUE;
+  if (std::uint64_t(block[0]) * block[1] * block[2] > 1024 || block[2] > 64) return CUDA_ERROR_INVALID_VALUE;
+  if (shared > static_cast<unsigned>(std::max(48 << 10, f->max_dynamic_shared))) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<unsigned char> args;
+  if (params) {
+    for (std::size_t i = 0; i < f->params.size(); ++i) {
+      args.resize(f->params[i].offset + f->params[i].size);
+      std::memcpy(args.data() + f->params[i].offset, params[i], f->params[i].size);
+    }
+  } else if (extra) {
+    void* buffer = nullptr;
+    std::size_t size = 0;
+    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(e[1]);
+    }
+    if (!buffer) return CUDA_ERROR_INVALID_VALUE;
+    args.assign(static_cast<unsigned char*>(buffer), static_cast<unsigned char*>(buffer) + size);
+  } else if (!f->params.empty()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const function_state fn = *f;  // the module may be unloaded before the work runs (the driver keeps it)
+  submit(d, s, [&d, c, fn, args = std::move(args)] {
+    if (CUresult e = run_kernel(fn, args)) {
+      std::lock_guard l(d.m);
+      if (c->sticky == CUDA_SUCCESS) c->sticky = e;
+    }
+  });
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI LaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz, unsigned shared, CUstream s, void** params, void** extra) {
+  ENTER(cuLaunchKernel, no_resources);
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  return launch(d, f, grid, block, shared, s, params, extra);
+}
+CUresult CUDAAPI LaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  ENTER(cuLaunchKernelEx, no_resources);
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  return launch(d, f, grid, block, config->sharedMemBytes, config->hStream, params, extra);
+}
+
+}  // namespace
+
+std::span<const entry> module_entries() {
+  static const entry table[] = {
+      CUASYNC_SIM_ENTRY(cuModuleLoadDataEx, ModuleLoadDataEx),
+      CUASYNC_SIM_ENTRY(cuModuleUnload, ModuleUnload),
+      CUASYNC_SIM_ENTRY(cuModuleGetFunction, ModuleGetFunction),
+      CUASYNC_SIM_ENTRY(cuFuncGetAttribute, FuncGetAttribute),
+      CUASYNC_SIM_ENTRY(cuFuncSetAttribute, FuncSetAttribute),
+      CUASYNC_SIM_ENTRY(cuFuncGetParamInfo, FuncGetParamInfo),
+      CUASYNC_SIM_ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor, OccupancyMaxActiveBlocksPerMultiprocessor),
+      CUASYNC_SIM_ENTRY(cuLaunchKernelEx, LaunchKernelEx),
+      CUASYNC_SIM_ENTRY(cuLaunchKernel, LaunchKernel),
+  };
+  return table;
+}
+
+}  // namespace sim::api

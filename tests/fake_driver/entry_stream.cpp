@@ -1,0 +1,234 @@
+// The simulated driver's entry points for streams and events.
+#include "entry_support.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace sim::api {
+namespace {
+
+// ---- streams ----
+
+CUresult CUDAAPI StreamCreateWithPriority(CUstream* out, unsigned flags, int priority) {
+  ENTER(cuStreamCreateWithPriority, oom);
+  lock_t lock(d.m);
+  context_state* c = current_context();
+  if (CUresult r = usable(c)) return r;
+  auto s = std::make_unique<stream_state>();
+  s->ctx = c;
+  s->flags = flags;
+  s->priority = std::max(-5, std::min(0, priority));
+  s->id = d.next_id++;
+  return adopt(d, d.streams, kind::stream, std::move(s), out);
+}
+CUresult CUDAAPI StreamDestroy(CUstream s) {
+  ENTER_DESTROY(cuStreamDestroy, kind::stream);
+  lock_t lock(d.m);
+  return forget(d, d.streams, kind::stream, s);  // queued work still runs (it holds no stream)
+}
+CUresult CUDAAPI StreamWaitEvent(CUstream hs, CUevent e, unsigned) {
+  ENTER(cuStreamWaitEvent, unknown);
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  if (!d.events.count(e)) return CUDA_ERROR_INVALID_HANDLE;
+  (void)s;  // one queue in submission order: the event's work is already ahead of anything queued from now on
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI StreamQuery(CUstream hs) {
+  const CUresult injected = sim::enter("cuStreamQuery", CUDA_ERROR_LAUNCH_FAILED);
+  device_model& d = model();
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (injected) return make_sticky(context_of(s), injected), injected;
+  if (r) return r;
+  return (s ? s->last : d.submitted) <= d.done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult CUDAAPI StreamSynchronize(CUstream hs) {
+  const CUresult injected = sim::enter("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
+  device_model& d = model();
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (injected) return make_sticky(context_of(s), injected), injected;
+  if (r) return r;
+  context_state* c = context_of(s);
+  wait_done(d, lock, s ? s->last : d.submitted);
+  return c ? c->sticky : CUDA_SUCCESS;
+}
+CUresult CUDAAPI LaunchHostFunc(CUstream hs, CUhostFn fn, void* user) {
+  ENTER(cuLaunchHostFunc, unknown);
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  submit(d, s, [fn, user] { fn(user); });
+  return CUDA_SUCCESS;
+}
+template <class F>
+CUresult with_stream(device_model& d, CUstream hs, F f) {
+  lock_t lock(d.m);
+  auto it = d.streams.find(hs);
+  if (it == d.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  f(*it->second);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI StreamGetPriority(CUstream hs, int* p) {
+  ENTER(cuStreamGetPriority, unknown);
+  return with_stream(d, hs, [&](stream_state& s) { *p = s.priority; });
+}
+CUresult CUDAAPI StreamGetFlags(CUstream hs, unsigned* f) {
+  ENTER(cuStreamGetFlags, unknown);
+  return with_stream(d, hs, [&](stream_state& s) { *f = s.flags; });
+}
+CUresult CUDAAPI StreamGetCtx(CUstream hs, CUcontext* c) {
+  ENTER(cuStreamGetCtx, unknown);
+  return with_stream(d, hs, [&](stream_state& s) { *c = reinterpret_cast<CUcontext>(s.ctx); });
+}
+CUresult CUDAAPI StreamGetId(CUstream hs, unsigned long long* id) {
+  ENTER(cuStreamGetId, unknown);
+  return with_stream(d, hs, [&](stream_state& s) { *id = s.id; });
+}
+// Graphs are not simulated (below), so no stream is ever being captured; the capture mode is kept per thread.
+CUresult CUDAAPI StreamIsCapturing(CUstream hs, CUstreamCaptureStatus* status) {
+  ENTER(cuStreamIsCapturing, unknown);
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(d, hs, [&](stream_state&) { *status = CU_STREAM_CAPTURE_STATUS_NONE; });
+}
+thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+CUresult CUDAAPI ThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  ENTER(cuThreadExchangeStreamCaptureMode, unknown);
+  if (!mode || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, thread_capture_mode);
+  return CUDA_SUCCESS;
+}
+template <class T>
+CUresult write_value(device_model& d, CUstream hs, CUdeviceptr addr, T value) {
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  std::uintptr_t base = 0;
+  allocation* a = find_memory(d, addr, &base);
+  if (!a || addr + sizeof(T) > base + a->size || addr % sizeof(T)) return CUDA_ERROR_INVALID_VALUE;
+  submit(d, s, [addr, value] { __atomic_store_n(reinterpret_cast<T*>(addr), value, __ATOMIC_RELEASE); });
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI StreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned) {
+  ENTER(cuStreamWriteValue64, unknown);
+  return write_value<cuuint64_t>(d, s, addr, v);
+}
+CUresult CUDAAPI StreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned) {
+  ENTER(cuStreamWriteValue32, unknown);
+  return write_value<cuuint32_t>(d, s, addr, v);
+}
+
+// ---- events ----
+
+CUresult CUDAAPI EventCreate(CUevent* out, unsigned flags) {
+  ENTER(cuEventCreate, oom);
+  lock_t lock(d.m);
+  context_state* c = current_context();
+  if (CUresult r = usable(c)) return r;
+  auto e = std::make_unique<event_state>();
+  e->ctx = c;
+  e->flags = flags;
+  return adopt(d, d.events, kind::event, std::move(e), out);
+}
+CUresult CUDAAPI EventDestroy(CUevent e) {
+  ENTER_DESTROY(cuEventDestroy, kind::event);
+  lock_t lock(d.m);
+  return forget(d, d.events, kind::event, e);
+}
+CUresult CUDAAPI EventRecord(CUevent he, CUstream hs) {
+  ENTER(cuEventRecord, unknown);
+  lock_t lock(d.m);
+  auto it = d.events.find(he);
+  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  event_state* e = it->second.get();
+  const std::uint64_t seq = d.submitted + 1;
+  e->seq = submit(d, s, [&d, he, seq] {
+    std::lock_guard l(d.m);
+    auto found = d.events.find(he);
+    if (found != d.events.end() && found->second->seq == seq) found->second->at_ms = now_ms();
+  });
+  return CUDA_SUCCESS;
+}
+CUresult event_status(device_model& d, CUevent he, event_state** out) {
+  auto it = d.events.find(he);
+  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *out = it->second.get();
+  if (CUresult r = usable((*out)->ctx)) return r;
+  return (*out)->seq <= d.done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult CUDAAPI EventQuery(CUevent he) {
+  const CUresult injected = sim::enter("cuEventQuery", CUDA_ERROR_LAUNCH_FAILED);
+  device_model& d = model();
+  lock_t lock(d.m);
+  if (auto it = d.events.find(he); injected && it != d.events.end()) make_sticky(it->second->ctx, injected);
+  if (injected) return injected;
+  event_state* e = nullptr;
+  return event_status(d, he, &e);
+}
+CUresult CUDAAPI EventSynchronize(CUevent he) {
+  const CUresult injected = sim::enter("cuEventSynchronize", CUDA_ERROR_LAUNCH_FAILED);
+  device_model& d = model();
+  lock_t lock(d.m);
+  auto it = d.events.find(he);
+  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (injected) return make_sticky(it->second->ctx, injected), injected;
+  wait_done(d, lock, it->second->seq);
+  event_state* e = nullptr;
+  return event_status(d, he, &e);
+}
+CUresult CUDAAPI EventElapsedTime(float* ms, CUevent a, CUevent b) {
+  ENTER(cuEventElapsedTime, unknown);
+  lock_t lock(d.m);
+  event_state *ea = nullptr, *eb = nullptr;
+  if (CUresult r = event_status(d, a, &ea)) return r;
+  if (CUresult r = event_status(d, b, &eb)) return r;
+  if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ea->seq || !eb->seq) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = static_cast<float>(eb->at_ms - ea->at_ms);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+std::span<const entry> stream_entries() {
+  static const entry table[] = {
+      CUASYNC_SIM_ENTRY(cuStreamCreateWithPriority, StreamCreateWithPriority),
+      CUASYNC_SIM_ENTRY(cuStreamDestroy, StreamDestroy),
+      CUASYNC_SIM_ENTRY(cuStreamWaitEvent, StreamWaitEvent),
+      CUASYNC_SIM_ENTRY(cuStreamQuery, StreamQuery),
+      CUASYNC_SIM_ENTRY(cuStreamSynchronize, StreamSynchronize),
+      CUASYNC_SIM_ENTRY(cuLaunchHostFunc, LaunchHostFunc),
+      CUASYNC_SIM_ENTRY(cuStreamGetPriority, StreamGetPriority),
+      CUASYNC_SIM_ENTRY(cuStreamGetFlags, StreamGetFlags),
+      CUASYNC_SIM_ENTRY(cuStreamGetCtx, StreamGetCtx),
+      CUASYNC_SIM_ENTRY(cuStreamGetId, StreamGetId),
+      CUASYNC_SIM_ENTRY(cuStreamIsCapturing, StreamIsCapturing),
+      CUASYNC_SIM_ENTRY(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode),
+      CUASYNC_SIM_ENTRY(cuStreamWriteValue64, StreamWriteValue64),
+      CUASYNC_SIM_ENTRY(cuStreamWriteValue32, StreamWriteValue32),
+      CUASYNC_SIM_ENTRY(cuEventCreate, EventCreate),
+      CUASYNC_SIM_ENTRY(cuEventDestroy, EventDestroy),
+      CUASYNC_SIM_ENTRY(cuEventRecord, EventRecord),
+      CUASYNC_SIM_ENTRY(cuEventQuery, EventQuery),
+      CUASYNC_SIM_ENTRY(cuEventSynchronize, EventSynchronize),
+      CUASYNC_SIM_ENTRY(cuEventElapsedTime, EventElapsedTime),
+  };
+  return table;
+}
+
+}  // namespace sim::api
