@@ -42,9 +42,9 @@ nvidia-smi topo -m > "$work/topo.txt" 2>&1
 # The fault cases run apart, each in its own step: one that hangs cannot hide the others (a child that times out
 # prints its threads' stacks before it is killed).
 step tests-collectives 150 "$build/tests/collectives/cuasync_collectives_tests" -d yes "~[fault]"
-step tests-fault-gpu 100 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
+step tests-fault-gpu 75 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
   "a fault on one GPU reaches the waiters of its collective on both, without a hang"
-step tests-fault-timeout 100 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
+step tests-fault-timeout 75 "$build/tests/collectives/cuasync_collectives_tests" -d yes \
   "a rank whose peer never joins the collective fails after its timeout, aborted"
 step tests-runtime-multi_gpu 60 "$build/tests/runtime/cuasync_runtime_tests" -d yes "[multi_gpu]"
 step tests-async_io-multi_gpu 60 "$build/tests/async_io/cuasync_async_io_tests" -d yes "[multi_gpu]"

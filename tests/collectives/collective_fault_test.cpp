@@ -92,7 +92,7 @@ TEST_CASE("collective fault child", "[.collective_fault_child]") {
 TEST_CASE("a fault on one GPU reaches the waiters of its collective on both, without a hang",
           "[collectives][multi_gpu][gpu][fault]") {
   if (!test::devices_at_least(2)) return;
-  const auto c = test::run_child({"collective fault child"}, {}, std::chrono::seconds(90));
+  const auto c = test::run_child({"collective fault child"}, {}, std::chrono::seconds(60));
   UNSCOPED_INFO("child output:\n" << c.output);
   REQUIRE_FALSE(c.timed_out);
   CHECK(c.exit_code == 0);
@@ -134,7 +134,7 @@ TEST_CASE("collective timeout child", "[.collective_timeout_child]") {
 TEST_CASE("a rank whose peer never joins the collective fails after its timeout, aborted",
           "[collectives][multi_gpu][gpu][fault]") {
   if (!test::devices_at_least(2)) return;
-  const auto children = test::run_two_ranks("collective timeout child", std::chrono::seconds(90));
+  const auto children = test::run_two_ranks("collective timeout child", std::chrono::seconds(60));
   const test::child_result& r0 = children[0];
   UNSCOPED_INFO("rank 0 output:\n" << r0.output);
   REQUIRE_FALSE(r0.timed_out);
