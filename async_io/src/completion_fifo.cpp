@@ -56,7 +56,11 @@ std::size_t completion_fifo::push(std::vector<completed_wait>& done, std::size_t
   }
   for (lane* l : to_post) {
     try {
-      asio::post(l->ex, [self = shared_from_this(), l] { self->drain(l); });
+      // Posted with outstanding work held until post() returns: the io thread may run the drain, complete the last
+      // operation and return from run() before post() has finished here (Asio signals its condition variable after
+      // unlocking), and the context's owner may then destroy it under this thread (TSan saw it in CI).
+      const asio::any_io_executor working = asio::prefer(l->ex, asio::execution::outstanding_work.tracked);
+      asio::post(working, [self = shared_from_this(), l] { self->drain(l); });
     } catch (...) {
     }
   }
