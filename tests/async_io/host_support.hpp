@@ -21,6 +21,15 @@ inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseco
   return true;
 }
 
+//! In-executor polling with the watchdog out of the way: passes run only when a test runs the io_context or calls
+//! poll_once.
+inline poll_policy manual_policy() {
+  poll_policy p = poll_policy::balanced();
+  p.mode = poll_mode::in_executor;
+  p.watchdog = std::chrono::hours(1);
+  return p;
+}
+
 struct host_setup {
   host_completion_source source;
   boost::asio::io_context io;

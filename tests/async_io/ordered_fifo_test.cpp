@@ -14,16 +14,7 @@ namespace asio = boost::asio;
 using namespace cuasync;
 using namespace std::chrono_literals;
 using cuasync::test::host_setup;
-
-namespace {
-poll_policy manual_policy() {
-  // In-executor mode: passes run only when the test runs the io_context or calls poll_once.
-  poll_policy p = poll_policy::balanced();
-  p.mode = poll_mode::in_executor;
-  p.watchdog = std::chrono::hours(1);
-  return p;
-}
-}  // namespace
+using cuasync::test::manual_policy;
 
 namespace {
 // Waits on queue 7 with the given orders; results by index.

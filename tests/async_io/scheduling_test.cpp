@@ -31,15 +31,9 @@ using namespace cuasync;
 using namespace std::chrono_literals;
 using cuasync::test::eventually;
 using cuasync::test::host_setup;
+using cuasync::test::manual_policy;
 
 namespace {
-poll_policy manual_policy() {
-  // In-executor mode: passes run only when the test runs the io_context or calls poll_once.
-  poll_policy p = poll_policy::balanced();
-  p.mode = poll_mode::in_executor;
-  p.watchdog = std::chrono::hours(1);
-  return p;
-}
 const std::error_code aborted{ECANCELED, std::system_category()};
 }  // namespace
 
