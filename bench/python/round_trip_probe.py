@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plugins", "python"))
 import cuasync  # noqa: E402
-from cuasync import _capi, _completion  # noqa: E402
+from cuasync import _capi, _queues  # noqa: E402
 
 SRC = r"""
 extern "C" __global__ void spin(unsigned long long ns) {
@@ -49,7 +49,7 @@ def main():
         s.synchronize()
     out["untracked launch (call only)"] = med(t)
 
-    q = _completion._Queue()
+    q = _queues._Queue()
     t, tl = [], []
     for _ in range(n):
         done = []

@@ -174,6 +174,17 @@ def test_outside_a_loop_host_tokens_wait():
         t2.complete()
 
 
+def test_a_host_token_made_in_a_loop_refuses_a_blocking_wait():
+    async def main():
+        t = cuasync.host_token()
+        with pytest.raises(RuntimeError, match="await it"):
+            t.wait(timeout=1)  # would block the loop that alone can settle it
+        t.complete()
+        await t
+
+    asyncio.run(main())
+
+
 def test_loops_in_several_threads_at_once():
     results = []
 

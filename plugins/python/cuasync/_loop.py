@@ -1,0 +1,185 @@
+"""The completion queue of an asyncio event loop (`for_loop(loop)`), watched with `loop.add_reader` (the default loop
+and uvloop). Operations that find their stream full (BUSY) wait in a per-stream backlog and are issued, in call
+order, as places come back. When the loop goes, the references of its unfinished operations move to the reaper, so
+memory the GPU still writes is never freed under it.
+"""
+import asyncio
+import collections
+import os
+import time
+import weakref
+
+from . import _capi, errors
+from ._queues import _Queue, reaper, tokens
+
+# After activity (an operation issued, a completion seen) an event loop drains its queue on every iteration for this
+# long before it relies on the fd alone: the fd's wake-up (poller -> eventfd -> epoll -> loop) costs ~10-20 us, a
+# drain ~1 us. The loop stays free meanwhile (other handlers run between drains); cf. the C++ executor window.
+SPIN_S = float(os.environ.get("CUASYNC_PY_SPIN_US", "200")) * 1e-6
+# The longest an idle loop (asyncio's ready queue empty) drains without yielding: long enough to catch a short kernel's
+# completion without another loop iteration, short beside asyncio's own timer granularity (~1 ms).
+_IDLE_SPIN_S = float(os.environ.get("CUASYNC_PY_IDLE_SPIN_US", "50")) * 1e-6
+
+
+def settle(fut, code, cuda_result, what, result):
+    if fut.done():  # cancelled: the GPU work went on; its references were held until now
+        return
+    if code:
+        fut.set_exception(errors.for_record(code, cuda_result, what))
+    else:
+        fut.set_result(result)
+
+
+class _Op:
+    """An awaited operation: its future, how to issue it, and what it keeps alive until the GPU is done with it.
+    Called with its completion record."""
+
+    __slots__ = ("stream", "issue", "fut", "keep", "what", "result")
+
+    def __init__(self, stream, issue, fut, keep, what, result):
+        self.stream, self.issue, self.fut, self.keep, self.what, self.result = stream, issue, fut, keep, what, result
+
+    def __call__(self, code, cuda_result):
+        settle(self.fut, code, cuda_result, self.what, self.result)
+
+
+class LoopCompletions(_Queue):
+    """The completion queue of one asyncio event loop."""
+
+    def __init__(self, loop):
+        super().__init__()
+        self._loop = weakref.ref(loop)
+        self._create_future = loop.create_future
+        self._backlogs = {}  # stream handle -> deque of _Op waiting for a place
+        self._retry_armed = False
+        self._spinning = False
+        self._last_activity = 0.0
+        loop.add_reader(self.fd, self._readable)
+        r = reaper()
+        loop.add_reader(r.fd, r.drain)
+        weakref.finalize(loop, LoopCompletions._loop_gone, self)
+
+    def _readable(self):
+        if self.drain():
+            self._flush_backlogs()
+            self._activity()
+
+    def _activity(self):
+        self._last_activity = time.perf_counter()
+        if not self._spinning and SPIN_S > 0:
+            self._spinning = True
+            self._loop().call_soon(self._spin)
+
+    def _spin(self):
+        if self.handle is None:
+            self._spinning = False
+            return
+        now = time.perf_counter()
+        ran = self.drain()
+        if not ran and self._handlers:
+            # Nothing else to run on the loop (asyncio's ready queue is empty): drain in a tight loop for a moment,
+            # instead of a loop iteration (a select call) per drain. Bounded, so timers and I/O wait at most that.
+            ready = getattr(self._loop(), "_ready", None)
+            if ready is not None and not ready:
+                until = now + _IDLE_SPIN_S
+                while not ran and time.perf_counter() < until:
+                    ran = self.drain()
+        if ran:
+            self._flush_backlogs()
+            self._last_activity = now
+        if self._handlers and now - self._last_activity < SPIN_S:
+            self._loop().call_soon(self._spin)
+        else:
+            self._spinning = False
+
+    def submit(self, stream, issue, keep, what, result=None):
+        """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
+        the future of its completion."""
+        op = _Op(stream, issue, self._create_future(), keep, what, result)
+        if self._backlogs and stream.handle in self._backlogs:
+            self._backlogs[stream.handle].append(op)
+        elif not self._issue(op, raise_errors=True):
+            self._backlogs.setdefault(stream.handle, collections.deque()).append(op)
+            self._arm_retry()
+        self._activity()
+        return op.fut
+
+    def _issue(self, op, raise_errors):
+        token = next(tokens)
+        handlers = self._handlers
+        handlers[token] = op  # run (and dropped, with the references it keeps) when its record is drained
+        try:
+            code = op.issue(self.handle, token)
+        except BaseException as e:
+            del handlers[token]
+            if raise_errors:
+                raise
+            if not op.fut.done():
+                op.fut.set_exception(e)
+            return True
+        if code:  # BUSY: nothing was enqueued
+            del handlers[token]
+            return False
+        return True
+
+    def _flush_backlogs(self):
+        for handle in list(self._backlogs):
+            backlog = self._backlogs[handle]
+            while backlog:
+                if not self._issue(backlog[0], raise_errors=False):
+                    break
+                backlog.popleft()
+            if not backlog:
+                del self._backlogs[handle]
+        if self._backlogs:
+            self._arm_retry()
+
+    def _arm_retry(self):
+        # Places come back with completions; a timer covers places held by work this loop does not await.
+        if not self._retry_armed:
+            self._retry_armed = True
+            self._loop().call_later(0.0002, self._retry)
+
+    def _retry(self):
+        self._retry_armed = False
+        self._flush_backlogs()
+
+    @staticmethod
+    def _loop_gone(self):
+        # The loop was closed and collected: its futures are gone, but the GPU may still use memory their
+        # operations hold. Hand those references to the reaper until each stream's work is done, then drop the queue.
+        if _capi.exiting:
+            return
+        by_stream = {}
+        for op in self._handlers.values():
+            if isinstance(op, _Op):
+                by_stream.setdefault(op.stream.handle, (op.stream, []))[1].append(op.keep)
+        self._backlogs.clear()
+        for stream, keeps in by_stream.values():
+            try:
+                reaper().keep_until_done(stream, keeps)
+            except errors.CuasyncError:
+                pass  # the stream's context failed: no work of cuasync's can still run on that memory
+        self._handlers.clear()
+        self.destroy()
+
+
+_loops = weakref.WeakKeyDictionary()
+
+
+_last = (lambda: None, None)  # the last (loop, its completions) looked up: most calls come from one loop
+
+
+def for_loop(loop):
+    global _last
+    last = _last  # one read: another thread may replace it meanwhile
+    if last[0]() is loop:
+        return last[1]
+    lc = _loops.get(loop)
+    if lc is None:
+        lc = _loops[loop] = LoopCompletions(loop)
+    _last = (weakref.ref(loop), lc)
+    return lc
+
+
+running_loop = asyncio._get_running_loop  # this thread's running loop or None: a C-level lookup

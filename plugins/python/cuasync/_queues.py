@@ -1,0 +1,166 @@
+"""Completion queues: a C completion queue (eventfd) whose records run Python handlers on the thread that drains it,
+so no Python ever runs on a driver or cuasync thread.
+
+- `reaper()`: the process's queue for work nobody awaits (references held until the GPU is done with them, tensors
+  imported by DLPack given back). It is drained under a lock by whichever thread calls into cuasync next, by every
+  event loop that uses cuasync (a reader on its fd), by `collect()` and by blocking waits.
+- `thread_waiter()`: a queue per thread for blocking waits (`Stream.synchronize`).
+- `block_until()`: how a thread blocks on a queue (a short spin, then sleeps on its fd).
+
+The asyncio side (a queue per event loop) is `_loop.py`; operations and host tokens are `_completion.py`.
+"""
+import ctypes
+import itertools
+import select
+import threading
+import time
+
+from . import _capi, errors
+
+_CAPACITY = 64
+tokens = itertools.count(1)  # next() is atomic under the GIL: one sequence for every queue's tokens
+
+
+class _Queue:
+    """A C queue with an fd; each token maps to a handler(code, cuda_result) run by the thread that drains."""
+
+    def __init__(self):
+        self.handle = _capi.call("queue_create", _capi.QueueCreateArgs(flags=_capi.QUEUE_FD)).queue
+        self.fd = _capi.call("queue_fd", _capi.QueueFdArgs(queue=self.handle)).fd
+        self._records = (_capi.CompletionRecord * _CAPACITY)()
+        self._drain_args = _capi.QueueDrainArgs(queue=self.handle, records=self._records, capacity=_CAPACITY)
+        self._drain_args.struct_size = ctypes.sizeof(self._drain_args)
+        self._drain_address = ctypes.addressof(self._drain_args)
+        self._drain_call = _capi.function("queue_drain")
+        self._handlers = {}
+
+    def completion(self, handler):
+        """A `cuasync_completion` that runs `handler(code, cuda_result)` when drained; `forget` it if unused."""
+        return _capi.Completion(queue=self.handle, token=self.token(handler))
+
+    def token(self, handler):
+        """A token of this queue that runs `handler(code, cuda_result)` when drained (`forget` it if unused)."""
+        token = next(tokens)
+        self._handlers[token] = handler
+        return token
+
+    def forget(self, completion):
+        self._handlers.pop(completion if isinstance(completion, int) else completion.token, None)
+
+    def pending(self):
+        return len(self._handlers)
+
+    def drain(self):
+        """Runs the handlers of every queued record; returns how many ran. The fd protocol: drain until a call
+        returns fewer records than asked for."""
+        ran = 0
+        while True:
+            err = self._drain_call(self._drain_address)
+            if err:
+                _capi.raise_error("queue_drain", err)
+            n = self._drain_args.count
+            for i in range(n):
+                r = self._records[i]
+                handler = self._handlers.pop(r.token, None)
+                if handler is not None:
+                    handler(r.code, r.cuda_result)
+                    ran += 1
+            if n < _CAPACITY:
+                return ran
+
+    def destroy(self):
+        if self.handle and not _capi.exiting:
+            _capi.call("queue_destroy", _capi.QueueDestroyArgs(queue=self.handle))
+        self.handle = None
+
+
+class _Reaper(_Queue):
+    """The process's queue for work nobody awaits; drained under a lock from any thread."""
+
+    def __init__(self):
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def drain(self):
+        if not self._handlers:
+            return 0
+        with self._lock:
+            return super().drain()
+
+    def keep_until_done(self, stream, keep):
+        """Holds `keep` until the work enqueued on `stream` so far has completed."""
+        c = self.completion(lambda code, cuda_result: keep)
+        try:
+            _capi.call("stream_wait", _capi.StreamWaitArgs(stream=stream.handle, completion=c))
+        except BaseException:
+            self.forget(c)
+            raise
+
+
+_reaper = None
+_reaper_lock = threading.Lock()
+
+
+def reaper():
+    global _reaper
+    if _reaper is None:
+        with _reaper_lock:
+            if _reaper is None:
+                _reaper = _Reaper()
+    return _reaper
+
+
+def collect():
+    """Runs what finished work left to do (references dropped, imported tensors given back). Cheap; cuasync calls it
+    itself on most calls."""
+    if _reaper is not None:
+        _reaper.drain()
+
+
+def wait_fd(fd, timeout_s):
+    """Waits until `fd` is readable or the timeout passes (never reads it)."""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    p.poll(max(0, int(timeout_s * 1000)) if timeout_s is not None else None)
+
+
+def block_until(done, fd, drain, what, timeout=None, spin_s=50e-6):
+    """Blocks the calling thread until `done()`: drains for a short spin (a completion due within microseconds is
+    seen at once), then sleeps on the fd."""
+    start = time.perf_counter()
+    while True:
+        drain()
+        if done():
+            return
+        now = time.perf_counter()
+        if timeout is not None and now - start > timeout:
+            raise TimeoutError(f"{what}: not complete after {timeout} s")
+        if now - start > spin_s:
+            wait_fd(fd, 0.01)
+
+
+class _ThreadWaiter(_Queue):
+    def wait_stream(self, stream, timeout=None):
+        result = []
+        c = self.completion(lambda code, cr: result.append((code, cr)))
+        try:
+            _capi.call("stream_wait", _capi.StreamWaitArgs(stream=stream.handle, completion=c))
+        except BaseException:
+            self.forget(c)
+            raise
+        block_until(lambda: result, self.fd, self.drain, "Stream.synchronize", timeout)
+        collect()
+        code, cr = result[0]
+        if code:
+            raise errors.for_record(code, cr, f"work on stream {stream!r}")
+
+
+_local = threading.local()
+
+
+def thread_waiter():
+    w = getattr(_local, "waiter", None)
+    if w is None:
+        w = _local.waiter = _ThreadWaiter()
+    return w
+
