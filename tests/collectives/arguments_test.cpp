@@ -36,6 +36,9 @@ TEST_CASE("init_all refuses an empty or repeated device list", "[collectives][ar
              Catch::Contains("no devices"));
   CHECK_THAT(invalid_value_message([] { communicator::init_all(std::vector<int>{1, 0, 1}); }),
              Catch::Contains("listed twice"));
+  // A braced list, as the docs write it.
+  CHECK_THAT(invalid_value_message([] { communicator::init_all({0, 0}); }), Catch::Contains("listed twice"));
+  CHECK_THAT(invalid_value_message([] { communicator::init_all({}); }), Catch::Contains("no devices"));
 }
 
 TEST_CASE("init_rank refuses a rank outside the communicator and an id never generated", "[collectives][arguments]") {

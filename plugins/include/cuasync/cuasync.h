@@ -189,7 +189,8 @@ typedef struct cuasync_runtime_destroy_args {
 
 typedef struct cuasync_stream_create_args {
   size_t struct_size;
-  cuasync_runtime runtime; /* in: NULL when adopting */
+  cuasync_runtime runtime; /* in: required to create, and to adopt CU_STREAM_LEGACY / PER_THREAD; optional for a
+                              native CUstream (when given, it must be the stream's context's runtime) */
   void* native;            /* in: optional CUstream to adopt (its context is read from it, never assumed); the
                               stream must outlive the handle; NULL creates a non-blocking stream in `runtime`.
                               (void*)1 (CU_STREAM_LEGACY: PyTorch's and CuPy's default stream) or (void*)2

@@ -20,6 +20,7 @@
 
 #include <array>
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <source_location>
 #include <span>
@@ -58,6 +59,11 @@ class communicator {
   //! @throws cuda_error (bad devices: CUDA_ERROR_INVALID_VALUE), nccl_not_found_error, cuda_error (nccl_category)
   static std::vector<communicator> init_all(std::span<const int> devices, communicator_options options = {},
                                             std::source_location where = std::source_location::current());
+  //! `init_all({0, 1})`: a braced list of ordinals (a span cannot be made from one).
+  static std::vector<communicator> init_all(std::initializer_list<int> devices, communicator_options options = {},
+                                            std::source_location where = std::source_location::current()) {
+    return init_all(std::span<const int>(devices.begin(), devices.size()), options, where);
+  }
   //! Rank `rank` of `nranks` on `device`, meeting the others through `id`. Blocks until every rank has joined.
   //! @throws as init_all
   static communicator init_rank(const unique_id& id, int nranks, int rank, int device,

@@ -59,8 +59,9 @@ struct poll_policy {
             std::chrono::microseconds(200), 20, std::chrono::milliseconds(200), {}};
   }
   //! The default: the io executor polls back to back for 150 µs after activity (short work completes at the
-  //! latency floor), then the poller thread takes over with 15 µs–1 ms sleeps (divisor 10; its 100 µs spin only
-  //! matters when the executor cannot poll): 1.2–2.7% of a core measured while a 1 s kernel is awaited.
+  //! latency floor), then the poller thread takes over with sleeps from 15 µs (150 µs / divisor 10) to 1 ms (its
+  //! 100 µs spin only matters when the executor cannot poll): 1.2–2.7% of a core measured while a 1 s kernel is
+  //! awaited.
   static poll_policy balanced() noexcept {
     poll_policy p;
     p.executor_window = std::chrono::microseconds(150);
