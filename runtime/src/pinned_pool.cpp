@@ -1,12 +1,17 @@
 #include <cuasync/runtime/pinned_pool.hpp>
 
 #include <bit>
+#include <limits>
 
 namespace cuasync::runtime {
 
 namespace {
 constexpr std::size_t min_class = 4096;
 std::size_t class_index(std::size_t cls) { return static_cast<std::size_t>(std::countr_zero(cls)); }
+// The largest request with a size class (a power of two that fits in size_t).
+constexpr std::size_t max_request = (std::numeric_limits<std::size_t>::max() >> 1) + 1;
+// `reserved + bytes <= cap`, without the sum overflowing for a huge request.
+bool fits(std::size_t reserved, std::size_t bytes, std::size_t cap) { return bytes <= cap && reserved <= cap - bytes; }
 }  // namespace
 
 // ---- pinned_block
@@ -38,7 +43,9 @@ pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, st
   stats_.cap = cap_bytes;
 }
 
-std::size_t pinned_pool::size_class(std::size_t bytes) noexcept { return std::max(min_class, std::bit_ceil(bytes)); }
+std::size_t pinned_pool::size_class(std::size_t bytes) noexcept {
+  return bytes > max_request ? 0 : std::max(min_class, std::bit_ceil(bytes));
+}
 
 std::vector<pinned_buffer>& pinned_pool::idle_for(std::size_t cls) { return idle_[class_index(cls)]; }
 
@@ -67,18 +74,18 @@ void pinned_pool::collect_completed_locked() {
 }
 
 void pinned_pool::make_room_locked(std::size_t bytes, std::source_location where) {
-  if (stats_.bytes_reserved + bytes <= stats_.cap) return;
+  if (fits(stats_.bytes_reserved, bytes, stats_.cap)) return;
   collect_completed_locked();
   // Free idle blocks, largest classes first, until the new block fits.
-  for (std::size_t c = idle_.size(); c-- > 0 && stats_.bytes_reserved + bytes > stats_.cap;) {
+  for (std::size_t c = idle_.size(); c-- > 0 && !fits(stats_.bytes_reserved, bytes, stats_.cap);) {
     auto& list = idle_[c];
-    while (!list.empty() && stats_.bytes_reserved + bytes > stats_.cap) {
+    while (!list.empty() && !fits(stats_.bytes_reserved, bytes, stats_.cap)) {
       stats_.bytes_idle -= list.back().size();
       stats_.bytes_reserved -= list.back().size();
       list.pop_back();  // cuMemFreeHost
     }
   }
-  if (stats_.bytes_reserved + bytes > stats_.cap)
+  if (!fits(stats_.bytes_reserved, bytes, stats_.cap))
     throw cuda_error(make_error_code(CUDA_ERROR_OUT_OF_MEMORY), "cuasync::runtime::pinned_pool::allocate",
                      "a block of " + std::to_string(bytes) + " bytes would exceed the pool's cap of " +
                          std::to_string(stats_.cap) + " bytes (" + std::to_string(stats_.bytes_in_use) +
@@ -88,6 +95,9 @@ void pinned_pool::make_room_locked(std::size_t bytes, std::source_location where
 
 pinned_block pinned_pool::allocate(std::size_t bytes, std::source_location where) {
   if (bytes == 0) detail::throw_invalid("cuasync::runtime::pinned_pool::allocate", "zero-byte allocation", where);
+  if (bytes > max_request)  // no size class (a negative size cast to size_t, typically)
+    throw cuda_error(make_error_code(CUDA_ERROR_OUT_OF_MEMORY), "cuasync::runtime::pinned_pool::allocate",
+                     "a block of " + std::to_string(bytes) + " bytes (larger than any host memory)", where);
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lock(mutex_);

@@ -87,7 +87,7 @@ CUresult CUDAAPI MemAllocManaged(CUdeviceptr* out, size_t size, unsigned) {
 CUresult managed_range(device_model& d, CUdeviceptr p, size_t n) {
   std::uintptr_t base = 0;
   allocation* a = find_memory(d, p, &base);
-  if (!a || a->k != kind::managed || p + n > base + a->size) return CUDA_ERROR_INVALID_VALUE;
+  if (!a || a->k != kind::managed || n > base + a->size - p) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI MemPrefetchAsync(CUdeviceptr p, size_t n, CUmemLocation, unsigned, CUstream hs) {

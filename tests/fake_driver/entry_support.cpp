@@ -30,7 +30,8 @@ CUresult allocate(device_model& d, kind k, std::size_t size, context_state* c, p
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   const int dev = c ? c->device : 0;
   const bool on_device = k == kind::device_memory || k == kind::managed;
-  if (on_device && d.device_used[dev] + size > d.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (on_device && size > d.device_memory - d.device_used[dev]) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (size > (std::size_t{1} << 48)) return CUDA_ERROR_OUT_OF_MEMORY;  // round_up would wrap; no host has it
   void* p = std::aligned_alloc(256, round_up(size, 256));
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   if (on_device) d.device_used[dev] += size;
@@ -57,7 +58,7 @@ place where(device_model& d, std::uintptr_t p, std::size_t n, CUresult* r) {
   std::uintptr_t base = 0;
   allocation* a = find_memory(d, p, &base);
   if (!a) return place::pageable;
-  if (p + n > base + a->size) *r = CUDA_ERROR_INVALID_VALUE;
+  if (n > base + a->size - p) *r = CUDA_ERROR_INVALID_VALUE;  // p is inside: no overflow for a huge n
   return (a->k == kind::pinned_host || a->k == kind::registered_host) ? place::known_host : place::device;
 }
 

@@ -31,7 +31,8 @@ CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& a
     {
       std::lock_guard lock(model().m);
       allocation* a = find_memory(model(), reinterpret_cast<std::uintptr_t>(p), &base);
-      if (n && (!a || reinterpret_cast<std::uintptr_t>(p + n) > base + a->size)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+      if (n && (!a || std::uintptr_t{n} * 4 > base + a->size - reinterpret_cast<std::uintptr_t>(p)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
     for (std::uint32_t i = 0; i < n; ++i) p[i] = f.name == "sim_fill_u32" ? value : p[i] + value;
   } else if (f.name == "sim_sleep_ms") {

@@ -1,8 +1,10 @@
 /* The C ABI's conformance suite, in C11, as a framework would use the library: it only dlopen()s libcuasync.so.
- * Usage: cuasync_conformance PATH/libcuasync.so [--gpu]   (CUASYNC_NO_FAULT=1: without the final fault)
+ * Usage: cuasync_conformance PATH/libcuasync.so [--simulated | --gpu]   (CUASYNC_NO_FAULT=1: without the final fault)
  * Without --gpu (CI): version negotiation, struct_size in both directions, NULL and stale handles, error messages,
  * the 1.1 fields checked before any handle (1.0-sized structs still accepted), a clear error without a driver, and the
  * completion queue's fd protocol under stress (host tokens, several threads).
+ * With --simulated (CI, CUASYNC_LIBCUDA naming the simulated driver) or --gpu: copies, waits and the sizes refused
+ * (conformance_host_work.c).
  * With --gpu (the GPU machine): also a framework's own stream (made with raw driver calls) adopted, a kernel compiled
  * from source, pageable and pinned copies, launches, completions by callback and by fd, and a fault reaching every
  * pending completion. Prints one line per check that fails, and a summary; exits non-zero on any failure. */
@@ -295,6 +297,24 @@ static int test_no_driver(void) {
   return dc.count;
 }
 
+/* Records from the fd until `want` arrived (or 30 s). */
+int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, int want) {
+  int got = 0;
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (got < want) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 30) break;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out + got, (size_t)(want - got), 0};
+    if (!ok(api->queue_drain(&d), "queue_drain")) break;
+    got += (int)d.count;
+  }
+  return got;
+}
+
 /* ---- the fd protocol under stress --------------------------------------------------------------------------------- */
 
 enum { producers = 4, per_producer = 25000, total = producers * per_producer };
@@ -475,7 +495,7 @@ static void test_callbacks(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s PATH/libcuasync.so [--gpu]\n", argv[0]);
+    fprintf(stderr, "usage: %s PATH/libcuasync.so [--simulated | --gpu]\n", argv[0]);
     return 2;
   }
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -499,11 +519,13 @@ int main(int argc, char** argv) {
   test_fd_stress(1);
   test_fd_asked_late();
   test_callbacks();
-  if (argc > 2 && strcmp(argv[2], "--gpu") == 0) {
+  const char* mode = argc > 2 ? argv[2] : "";
+  if (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0) {
     CHECK(devices >= 1);
-    if (devices >= 1) run_gpu_part();
+    if (devices >= 1) run_host_work_part();
+    if (devices >= 1 && strcmp(mode, "--gpu") == 0) run_gpu_part();
   }
   printf("conformance: %d checks, %d failed%s\n", checks, failures,
-         argc > 2 ? "" : " (no-GPU part; --gpu runs the rest)");
+         *mode ? "" : " (no-GPU part; --simulated and --gpu run more)");
   return failures ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,39 +27,6 @@ static const char* saxpy_source =
     "  while (clock64() - start < cycles) {}\n"
     "}\n";
 
-/* Records from the fd until `want` arrived (or 30 s). */
-static int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, int want) {
-  int got = 0;
-  struct timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (got < want) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec > 30) break;
-    struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out + got, (size_t)(want - got), 0};
-    if (!ok(api->queue_drain(&d), "queue_drain")) break;
-    got += (int)d.count;
-  }
-  return got;
-}
-
-/* The layout of DLPack 1.x's DLManagedTensorVersioned, flattened (declared here, as cuasync does). */
-typedef struct dl_managed {
-  uint32_t version_major, version_minor;
-  void* manager_ctx;
-  void (*deleter)(struct dl_managed*);
-  uint64_t flags;
-  void* data;
-  int32_t device_type, device_id;
-  int32_t ndim;
-  uint8_t dtype_code, dtype_bits;
-  uint16_t dtype_lanes;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-} dl_managed;
 /* A 1-D float32 tensor of `*shape` elements at device address `data` (kDLCUDA, device 0). */
 static dl_managed float_tensor(void* data, int64_t* shape, void (*deleter)(dl_managed*)) {
   dl_managed t;
@@ -91,6 +59,81 @@ static void sleep_ms(long ms) {
 static size_t drain_now(cuasync_queue q, cuasync_completion_record* out, size_t capacity) {
   cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, out, capacity, 0};
   return ok(api->queue_drain(&d), "queue_drain") ? d.count : 0;
+}
+
+/* ---- kernel handles ------------------------------------------------------------------------------------------- */
+
+/* kernel_get returns one handle per name (a binding that looks a kernel up on every call makes no new one), and no
+ * handle outlives module_destroy, even from a kernel_get racing it on another thread. */
+static cuasync_module racing_module;
+static atomic_int racing_go;
+enum { racing_max = 20000 };
+static cuasync_kernel racing_got[racing_max];
+static int racing_count;
+
+static void* get_kernels(void* arg) {
+  (void)arg;
+  while (!atomic_load(&racing_go)) {
+  }
+  for (racing_count = 0; racing_count < racing_max;) {
+    cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, racing_module, racing_count % 2 ? "saxpy" : "spin",
+                                  NULL, 0, NULL, 0};
+    cuasync_error* e = api->kernel_get(&kg);
+    if (e) {
+      api->error_destroy(e);  /* the module went */
+      break;
+    }
+    racing_got[racing_count++] = kg.kernel;
+  }
+  return NULL;
+}
+
+static void test_kernel_handles(cuasync_runtime rt, cuasync_stream s) {
+  cuasync_compile_args cc;
+  memset(&cc, 0, sizeof cc);
+  cc.struct_size = CUASYNC_COMPILE_ARGS_SIZE;
+  cc.runtime = rt;
+  cc.name = "saxpy.cu";
+  cc.source = saxpy_source;
+  if (!ok(api->compile(&cc), "compile")) return;
+  cuasync_kernel_get_args a = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0};
+  cuasync_kernel_get_args b = a, c = a;
+  c.name = "spin";
+  CHECK(ok(api->kernel_get(&a), "kernel_get") && ok(api->kernel_get(&b), "kernel_get again") &&
+        ok(api->kernel_get(&c), "kernel_get spin"));
+  CHECK(a.kernel == b.kernel && a.kernel != c.kernel && b.num_params == 4);
+  int stale = 0, rounds = 0;
+  for (; rounds < 20; ++rounds) {
+    if (rounds) {
+      cc.module = NULL;
+      if (!ok(api->compile(&cc), "compile")) break;
+    }
+    racing_module = cc.module;
+    atomic_store(&racing_go, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, get_kernels, NULL) != 0) break;
+    atomic_store(&racing_go, 1);
+    struct timespec pause = {0, 100000L * (rounds % 5)};
+    nanosleep(&pause, NULL);
+    cuasync_module_destroy_args md = {CUASYNC_MODULE_DESTROY_ARGS_SIZE, cc.module};
+    CHECK(ok(api->module_destroy(&md), "module_destroy"));
+    pthread_join(t, NULL);
+    for (int i = 0; i < racing_count; ++i) {
+      /* A live handle would reach the launch's argument check; a stale one fails before. */
+      cuasync_launch_args l;
+      memset(&l, 0, sizeof l);
+      l.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+      l.stream = s;
+      l.kernel = racing_got[i];
+      l.flags = CUASYNC_LAUNCH_UNTRACKED;
+      stale += code_of(api->launch(&l)) == CUASYNC_ERROR_STALE_HANDLE;
+    }
+    if (stale != racing_count) break;
+    stale = 0;
+  }
+  CHECK(rounds == 20);  /* every handle of every round stale after its module_destroy */
+  printf("gpu: kernel_get: one handle per name; %d rounds of kernel_get racing module_destroy left no live handle\n",
+         rounds);
 }
 
 /* ---- ABI 1.1 ----------------------------------------------------------------------------------------------------- */
@@ -590,6 +633,7 @@ void run_gpu_part(void) {
 
   /* ABI 1.1 */
   test_param_sizes(cc.module);
+  test_kernel_handles(rc.runtime, sc.stream);
   test_untracked_and_capture(cuda, rc.runtime, sc.stream, framework_stream, cc.module, qc.queue, qf.fd);
   test_import_released(rc.runtime, sc.stream, qc.queue, qf.fd, bx.pointer, n);
 

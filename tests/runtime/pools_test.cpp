@@ -21,6 +21,9 @@ TEST_CASE("size classes are powers of two from 4 KiB", "[runtime][pinned]") {
   CHECK(pinned_pool::size_class(4096) == 4096);
   CHECK(pinned_pool::size_class(4097) == 8192);
   CHECK(pinned_pool::size_class(3 << 20) == 4 << 20);
+  CHECK(pinned_pool::size_class(std::size_t{1} << 63) == std::size_t{1} << 63);
+  CHECK(pinned_pool::size_class((std::size_t{1} << 63) + 1) == 0);  // a negative size cast: no class
+  CHECK(pinned_pool::size_class(SIZE_MAX) == 0);
 }
 
 TEST_CASE("an empty context or stream refused by a runtime or the event pool names the caller's line", "[runtime][events]") {
@@ -51,6 +54,8 @@ TEST_CASE("the pinned pool reuses freed blocks and counts hits and misses", "[ru
   CHECK(st.bytes_in_use == 131072);
   CHECK_THROWS_WITH(pool.allocate(0), Catch::Contains("zero-byte"));
   CHECK_THROWS_WITH(pool.allocate(128 << 20), Catch::Contains("exceed the pool's cap"));
+  CHECK_THROWS_WITH(pool.allocate(std::size_t{1} << 62), Catch::Contains("exceed the pool's cap"));  // no overflow
+  CHECK_THROWS_WITH(pool.allocate(SIZE_MAX), Catch::Contains("larger than any host memory"));  // a -1 cast
 }
 
 // [concurrent]: a gate kernel spins while this thread enqueues more; compute-sanitizer serializes kernels, so the

@@ -50,6 +50,9 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold = fal
 //! into a CUDA graph: the event would be a graph node, never recorded, never seen done. Created streams are not asked
 //! (no driver call on their path). @throws abi_error CUASYNC_ERROR_INVALID_ARGUMENT, cuda_error
 void refuse_if_captured(const stream_object& s, const char* call);
+//! Refuses an event record on a stream a staged copy holds (the event would come before the chunks still to be
+//! enqueued). @throws abi_error CUASYNC_ERROR_BUSY
+void refuse_if_held(const stream_object& s, const char* call);
 //! Reports `to` (if any) when the work enqueued on `s` so far completes, and gives `ticket`'s place back then (a
 //! pooled event and the engine's callbacks). Never throws once the event is recorded. @throws cuda_error
 void complete_after(stream_ref s, admission_ticket ticket, delivery to);

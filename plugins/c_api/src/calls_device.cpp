@@ -17,6 +17,18 @@ struct gpu_completion final : completion_callback {
     delete this;
   }
 };
+
+// The same, delivered only once the host-side work issued on the stream before it is done too.
+struct after_host_work final : completion_callback {
+  delivery to;
+  std::shared_ptr<host_side_work> host;
+  std::uint64_t mark = 0;
+  void complete(std::error_code ec) noexcept override {
+    host->deliver_after(mark, std::move(to), ec);
+    delete this;
+  }
+};
+
 }  // namespace
 
 const admission_site& stream_object::site() const {
@@ -48,6 +60,13 @@ void refuse_if_captured(const stream_object& s, const char* call) {
        std::string(call) + ": " + s.ref.describe() +
            " is being captured into a CUDA graph, where the event cuasync records to track the operation could never "
            "be queried: while capturing, launch with CUASYNC_LAUNCH_UNTRACKED (and no completion)");
+}
+
+void refuse_if_held(const stream_object& s, const char* call) {
+  if (s.host->held())
+    fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
+                                 " is held by a staged pageable copy until its last chunk is enqueued (an event now "
+                                 "would come before the rest of the copy); retry after the copy's completion");
 }
 
 void complete_after(stream_ref s, admission_ticket ticket, delivery to) {
@@ -85,15 +104,16 @@ cuasync_error* runtime_destroy(cuasync_runtime_destroy_args* a) noexcept {
 
 runtime::device_runtime& stream_object::staging_runtime(const char* call) {
   if (owner) return *owner->rt;
-  if (!fallback) {
+  std::lock_guard lock(fallback_mutex_);  // two threads' first pageable copies on one adopted stream
+  if (!fallback_) {
     auto rt = runtime::device_runtime::for_device(ref.context().device_ordinal());
     if (!(rt->context() == ref.context()))
       fail(CUASYNC_ERROR_INVALID_ARGUMENT,
            std::string(call) + ": pageable host memory on an adopted stream of a context other than its device's "
                                "primary one: adopt the stream with that context's runtime, or use pinned memory");
-    fallback = std::move(rt);
+    fallback_ = std::move(rt);
   }
-  return *fallback;
+  return *fallback_;
 }
 
 cuasync_error* stream_create(cuasync_stream_create_args* a) noexcept {
@@ -141,7 +161,22 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
     delivery to = make_delivery(x->completion, "stream_wait");
     if (!to) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_wait: no queue to complete to");
     refuse_if_captured(*s, "stream_wait");
-    complete_after(s->ref, admission_ticket(), std::move(to));  // enqueues nothing: needs no place
+    const std::uint64_t mark = s->host->mark();
+    if (mark == 0) {
+      complete_after(s->ref, admission_ticket(), std::move(to));  // enqueues nothing: needs no place
+      return;
+    }
+    // A pageable device-to-host copy still copying out of its pinned block, or a staged copy still going.
+    auto* c = new after_host_work;
+    c->to = std::move(to);
+    c->host = s->host;
+    c->mark = mark;
+    try {
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record(s->ref).into_target(), c);
+    } catch (...) {
+      delete c;
+      throw;
+    }
   });
 }
 
@@ -149,6 +184,7 @@ cuasync_error* event_record(cuasync_event_record_args* a) noexcept {
   return call("event_record", a, [](args<cuasync_event_record_args>& x) {
     auto s = stream_of(x->stream, "stream");
     refuse_if_captured(*s, "event_record");
+    refuse_if_held(*s, "event_record");
     auto e = std::make_shared<event_object>();
     e->event = event_pool::for_context(s->ref.context())->record(s->ref);
     x->event = to_handle<cuasync_event>(registry::instance().add(kind::event, std::move(e)));

@@ -7,7 +7,7 @@
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 
-#include <numeric>
+#include <string>
 #include <vector>
 
 namespace cuasync::c_api {
@@ -69,6 +69,34 @@ void delete_export(dl_managed_tensor_versioned* t) {
 }
 
 std::size_t element_bytes(const dl_data_type& t) { return (std::size_t{t.bits} * std::max<std::uint16_t>(t.lanes, 1) + 7) / 8; }
+
+// The element count of a shape. Refused: a negative extent, and extents (zero ones counted as 1, so that every partial
+// product a stride check makes is bounded too) whose product passes INT64_MAX (a size computed from garbage).
+std::size_t element_count(const char* call, const std::int64_t* shape, std::int32_t ndim) {
+  std::int64_t bound = 1;
+  bool empty = false;
+  for (std::int32_t i = 0; i < ndim; ++i) {
+    const std::int64_t e = shape[i];
+    if (e < 0)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           std::string(call) + ": extent " + std::to_string(i) + " is negative (" + std::to_string(e) + ")");
+    if (e == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(bound, e, &bound))
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": the shape's extents multiply past 2^63");
+  }
+  return empty ? 0 : static_cast<std::size_t>(bound);
+}
+
+std::size_t byte_size(const char* call, std::size_t count, std::size_t element) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, element, &bytes))
+    fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": " + std::to_string(count) + " elements of " +
+                                             std::to_string(element) + " bytes overflow a size");
+  return bytes;
+}
 }  // namespace
 
 buffer_object::~buffer_object() {
@@ -118,11 +146,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
                                                std::to_string(t.device.device_id) + ", the runtime on device " +
                                                std::to_string(r->rt->context().device_ordinal()));
     if (t.ndim < 0 || (t.ndim > 0 && !t.shape)) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: bad shape");
-    std::size_t count = 1;
-    for (std::int32_t i = 0; i < t.ndim; ++i) {
-      if (t.shape[i] < 0) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: a negative extent");
-      count *= static_cast<std::size_t>(t.shape[i]);
-    }
+    const std::size_t count = element_count("buffer_import_dlpack", t.shape, t.ndim);
     if (t.strides) {  // compact row-major only
       std::int64_t expected = 1;
       for (std::int32_t i = t.ndim; i-- > 0;) {
@@ -134,7 +158,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
     auto b = std::make_shared<buffer_object>();
     b->owner = r;
     b->data = static_cast<std::byte*>(t.data) + t.byte_offset;
-    b->size = count * element_bytes(t.dtype);
+    b->size = byte_size("buffer_import_dlpack", count, element_bytes(t.dtype));
     b->import_stream = s->ref;
     b->home = s;
     b->released = std::move(released);
@@ -162,10 +186,11 @@ cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexce
     } else {
       ctx->shape.assign(x->shape, x->shape + x->ndim);
     }
-    const std::size_t count = std::accumulate(ctx->shape.begin(), ctx->shape.end(), std::size_t{1},
-                                              [](std::size_t acc, std::int64_t e) { return acc * std::size_t(e); });
-    if (count * elem > b->size)
-      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: the shape needs " + std::to_string(count * elem) +
+    const std::size_t count =
+        element_count("buffer_export_dlpack", ctx->shape.data(), static_cast<std::int32_t>(ctx->shape.size()));
+    const std::size_t needed = byte_size("buffer_export_dlpack", count, elem);
+    if (needed > b->size)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_export_dlpack: the shape needs " + std::to_string(needed) +
                                                " bytes, the buffer has " + std::to_string(b->size));
     // The handshake: the consumer's stream waits, on the device, for the producer's work so far.
     if (x->consumer_stream != -1) {
@@ -176,7 +201,10 @@ cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexce
       const stream_ref consumer = handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD
                                       ? stream_ref(handle, s->ref.context())
                                       : stream_ref::adopt(handle);
-      if (!(consumer == s->ref)) event_pool::for_context(s->ref.context())->record(s->ref).make_wait(consumer);
+      if (!(consumer == s->ref)) {
+        refuse_if_held(*s, "buffer_export_dlpack");
+        event_pool::for_context(s->ref.context())->record(s->ref).make_wait(consumer);
+      }
     }
     const memory_kind mk = classify_pointer(b->data);
     dl_managed_tensor_versioned& t = ctx->tensor;

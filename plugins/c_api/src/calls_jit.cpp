@@ -66,13 +66,14 @@ cuasync_error* package_load(cuasync_package_load_args* a) noexcept {
 cuasync_error* module_destroy(cuasync_module_destroy_args* a) noexcept {
   return call("module_destroy", a, [](args<cuasync_module_destroy_args>& x) {
     auto m = registry::instance().take<module_object>(x->module, kind::module, "module");
-    std::vector<std::uintptr_t> kernels;
+    std::map<std::string, std::uintptr_t, std::less<>> kernels;
     {
       std::lock_guard lock(m->mutex);
+      m->destroyed = true;  // a kernel_get holding the module from before makes no handle from now on
       kernels.swap(m->kernels);
     }
     // Its kernels turn stale with it; the module is unloaded once no call uses it any more.
-    for (std::uintptr_t k : kernels) {
+    for (const auto& [name, k] : kernels) {
       try {
         registry::instance().take<kernel_object>(to_handle<void*>(k), kind::kernel, "kernel");
       } catch (const abi_error&) {
@@ -88,17 +89,29 @@ cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
                                                std::to_string(x->param_sizes_capacity) + " without param_sizes");
     auto m = registry::instance().get<module_object>(x->module, kind::module, "module");
     if (!x->name) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: name is NULL");
-    auto k = std::make_shared<kernel_object>();
-    k->module = m;
-    k->kernel = m->mod.kernel(x->name);
+    std::lock_guard lock(m->mutex);  // against module_destroy, and a second handle for one name
+    if (m->destroyed) fail(CUASYNC_ERROR_STALE_HANDLE, "kernel_get: the module was destroyed");
+    std::uintptr_t h = 0;
+    std::shared_ptr<kernel_object> k;
+    if (auto it = m->kernels.find(std::string_view(x->name)); it != m->kernels.end()) {
+      h = it->second;
+      k = registry::instance().get<kernel_object>(to_handle<void*>(h), kind::kernel, "kernel");
+    } else {
+      k = std::make_shared<kernel_object>();
+      k->module = m;
+      k->kernel = m->mod.kernel(x->name);
+      auto slot = m->kernels.emplace(x->name, 0).first;  // room first: nothing can fail after the handle exists
+      try {
+        h = registry::instance().add(kind::kernel, k);
+      } catch (...) {
+        m->kernels.erase(slot);
+        throw;
+      }
+      slot->second = h;
+    }
     const auto& params = k->kernel.params();
     x->num_params = params.size();
     for (std::size_t i = 0; i < params.size() && i < x->param_sizes_capacity; ++i) x->param_sizes[i] = params[i].size;
-    const std::uintptr_t h = registry::instance().add(kind::kernel, std::move(k));
-    {
-      std::lock_guard lock(m->mutex);
-      m->kernels.push_back(h);
-    }
     x->kernel = to_handle<cuasync_kernel>(h);
   });
 }

@@ -11,14 +11,28 @@
 namespace cuasync::c_api {
 
 namespace {
-// A staged copy on its way to a queue: reported once done, then deletes itself.
+// A staged copy on its way to a queue: reported once done, then deletes itself. It keeps the stream object (its
+// CUstream must outlive the chunks still to be enqueued, whatever the caller destroys meanwhile) and is a piece of
+// the stream's host-side work from start to end.
 struct staged_completion final : runtime::staged_copy_callback {
   delivery to;
   admission_ticket ticket;  // holds the stream until every chunk is enqueued, its place until done
-  void enqueued() noexcept override { ticket.end_hold(); }
+  std::shared_ptr<stream_object> stream;
+  std::uint64_t piece = 0;
+  bool holding = false;
+  // Once: the stream takes other work again; buffers freed meanwhile go now, after the last chunk.
+  void let_go() noexcept {
+    if (!holding) return;
+    holding = false;
+    ticket.end_hold();
+    stream->host->let_go();
+  }
+  void enqueued() noexcept override { let_go(); }
   void done(std::error_code ec, std::exception_ptr) noexcept override {
+    let_go();
     ticket.reset();
     to(ec);
+    stream->host->finish(piece);
     delete this;
   }
 };
@@ -31,26 +45,26 @@ constexpr std::size_t whole_staging_limit = std::size_t{256} << 20;
 
 // D2H through a whole pinned block: once the DMA into it completes, the copy threads copy it out, then the
 // completion is reported. Deletes itself.
+// A piece of the stream's host-side work from the call to the end of the copy out (a later stream_wait waits for it).
 struct copy_out final : completion_callback {
   runtime::pinned_block block;
   std::byte* dst = nullptr;
   runtime::memcpy_team* team = nullptr;
   bool streaming = false;
   delivery to;
+  std::shared_ptr<host_side_work> host;
+  std::uint64_t piece = 0;
+  void finish(std::error_code ec) noexcept {
+    to(ec);
+    host->finish(piece);
+    delete this;
+  }
   void complete(std::error_code ec) noexcept override {
-    if (ec) {
-      to(ec);
-      delete this;
-      return;
-    }
+    if (ec) return finish(ec);
     try {
-      team->submit(dst, block.get(), block.size(), streaming, [this] {
-        to({});
-        delete this;
-      });
+      team->submit(dst, block.get(), block.size(), streaming, [this] { finish({}); });
     } catch (...) {
-      to(std::make_error_code(std::errc::not_enough_memory));
-      delete this;
+      finish(std::make_error_code(std::errc::not_enough_memory));
     }
   }
 };
@@ -68,18 +82,21 @@ void copy_whole(stream_object& s, runtime::device_runtime& rt, void* dst, const 
     complete_after(s.ref, std::move(ticket), std::move(to));
     return;
   }
-  copy_async(s.ref, block.bytes(), device_span{device_address(src), size});
-  auto* c = new copy_out;
-  c->block = std::move(block);
+  auto c = std::make_unique<copy_out>();
   c->dst = static_cast<std::byte*>(dst);
   c->team = &staging.team();
   c->streaming = size >= staging.options().d2h_streaming_from_bytes;
-  c->to = std::move(to);
+  c->host = s.host;
+  c->piece = s.host->start();
   try {
+    copy_async(s.ref, block.bytes(), device_span{device_address(src), size});
+    c->block = std::move(block);
+    c->to = std::move(to);
     completion_callbacks::instance().wait(
-        cuda_completion_source::instance().record(s.ref, std::move(ticket)).into_target(), c);
+        cuda_completion_source::instance().record(s.ref, std::move(ticket)).into_target(), c.get());
+    c.release();  // the engine calls it
   } catch (...) {
-    delete c;
+    s.host->finish(c->piece);
     throw;
   }
 }
@@ -110,7 +127,13 @@ cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept {
 
 cuasync_error* buffer_free(cuasync_buffer_free_args* a) noexcept {
   return call("buffer_free", a, [](args<cuasync_buffer_free_args>& x) {
-    registry::instance().take<buffer_object>(x->buffer, kind::buffer, "buffer");  // stream-ordered / pooled
+    std::shared_ptr<buffer_object> b = registry::instance().take<buffer_object>(x->buffer, kind::buffer, "buffer");
+    // Freed stream-ordered (or pooled) when it goes; while a staged copy holds its stream, once that copy lets go, so
+    // that the free follows the copy's last chunk. The handle is gone either way.
+    if (const std::shared_ptr<stream_object> home = b->home) {
+      std::shared_ptr<void> keep = std::move(b);
+      home->host->defer_while_held(keep);  // else `keep` goes here, before `home`
+    }
   });
 }
 
@@ -134,23 +157,24 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     }
     if (pageable) {
       runtime::staged_copier& staging = s->staging_runtime("copy").staging();
-      auto* c = new staged_completion;
-      c->to = std::move(to);
+      auto c = std::make_unique<staged_completion>();
+      c->ticket = admit(*s, "copy", true);
+      c->stream = s;
+      c->piece = s->host->start();
       try {
-        c->ticket = admit(*s, "copy", true);
-      } catch (...) {
-        delete c;
-        throw;
-      }
-      try {
+        s->host->hold();
+        c->holding = true;
+        c->to = std::move(to);
         if (src_host)
           staging.start_to_device(s->ref, {device_address(x->dst), x->size},
-                                  {static_cast<const std::byte*>(x->src), x->size}, c);
+                                  {static_cast<const std::byte*>(x->src), x->size}, c.get());
         else
           staging.start_to_host(s->ref, {static_cast<std::byte*>(x->dst), x->size},
-                                {device_address(x->src), x->size}, c);
+                                {device_address(x->src), x->size}, c.get());
+        c.release();  // the copier calls it
       } catch (...) {
-        delete c;
+        c->let_go();
+        s->host->finish(c->piece);
         throw;
       }
       return;

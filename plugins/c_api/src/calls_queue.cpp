@@ -74,6 +74,11 @@ cuasync_error* host_token_create(cuasync_host_token_create_args* a) noexcept {
 
 cuasync_error* host_token_complete(cuasync_host_token_complete_args* a) noexcept {
   return call("host_token_complete", a, [](args<cuasync_host_token_complete_args>& x) {
+    // A code the waiter could not make sense of is refused, and the token stays to be completed properly.
+    const int code = static_cast<int>(x->code);  // as the caller's C wrote it, whatever the enum's range
+    if (code < CUASYNC_OK || code > CUASYNC_ERROR_BUSY)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           "host_token_complete: code " + std::to_string(code) + " is not a cuasync_error_code");
     auto t = registry::instance().take<host_token_object>(x->token, kind::host_token, "token");
     const std::error_code ec =
         x->code == CUASYNC_OK ? std::error_code() : std::error_code(static_cast<int>(x->code), abi_category());

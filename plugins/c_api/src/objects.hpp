@@ -2,6 +2,7 @@
 // Internal: what the C ABI's handles refer to.
 #include "completion_queue.hpp"
 #include "handles.hpp"
+#include "host_side_work.hpp"
 
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
@@ -11,9 +12,11 @@
 #include <cuasync/runtime/pinned_pool.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace cuasync::c_api {
@@ -36,9 +39,16 @@ struct stream_object {
   mutable admission_site site_;
 
  public:
-  //! The runtime whose staging serves pageable copies on this stream. @throws abi_error
+  //! The runtime whose staging serves pageable copies on this stream. Thread-safe. @throws abi_error
   runtime::device_runtime& staging_runtime(const char* call);
-  std::shared_ptr<runtime::device_runtime> fallback;  // for_device, for adopted streams on a primary context
+
+  //! Its copies' host-side work and staged copies' holds (shared: a copy finishing on a copy thread reports to it
+  //! after the handle may be gone).
+  const std::shared_ptr<host_side_work> host = std::make_shared<host_side_work>();
+
+ private:
+  std::mutex fallback_mutex_;
+  std::shared_ptr<runtime::device_runtime> fallback_;  // for_device, for adopted streams on a primary context
 };
 
 struct event_object {
@@ -66,7 +76,10 @@ struct module_object {
   std::shared_ptr<runtime_object> owner;
   cuasync::module mod;
   std::mutex mutex;
-  std::vector<std::uintptr_t> kernels;  // their handles, made stale with the module's
+  //! Under `mutex`: one handle per name asked for (kernel_get returns it again: a binding that looks a kernel up on
+  //! every call makes no new handle), made stale with the module's; and whether the module's handle is gone.
+  std::map<std::string, std::uintptr_t, std::less<>> kernels;
+  bool destroyed = false;
 };
 
 struct kernel_object {

@@ -161,7 +161,7 @@ typedef struct cuasync_host_token_create_args {
 typedef struct cuasync_host_token_complete_args {
   size_t struct_size;
   cuasync_host_token token; /* in: invalid after this call */
-  cuasync_error_code code;  /* in: CUASYNC_OK, or the error to report */
+  cuasync_error_code code;  /* in: CUASYNC_OK, or the error to report (another value is refused; the token stays) */
 } cuasync_host_token_complete_args;
 #define CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_host_token_complete_args, code)
 
@@ -220,7 +220,9 @@ typedef struct cuasync_stream_native_args {
 } cuasync_stream_native_args;
 #define CUASYNC_STREAM_NATIVE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_native_args, context)
 
-/* Completes when everything enqueued on the stream so far has completed. Never blocks. */
+/* Completes when everything enqueued on the stream so far has completed, the host side of its pageable copies too
+ * (a device-to-host copy's bytes are in host memory; a staged copy has enqueued and finished every chunk). Never
+ * blocks. */
 typedef struct cuasync_stream_wait_args {
   size_t struct_size;
   cuasync_stream stream;         /* in */
@@ -228,6 +230,9 @@ typedef struct cuasync_stream_wait_args {
 } cuasync_stream_wait_args;
 #define CUASYNC_STREAM_WAIT_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_stream_wait_args, completion)
 
+/* An event after the stream's GPU work so far (pooled). It covers GPU work only: a pageable device-to-host copy's
+ * bytes reach host memory after it, at the copy's completion. Refused with CUASYNC_ERROR_BUSY while a staged copy
+ * holds the stream (the event would come before the chunks still to be enqueued). */
 typedef struct cuasync_event_record_args {
   size_t struct_size;
   cuasync_stream stream; /* in */
@@ -276,7 +281,8 @@ typedef struct cuasync_buffer_allocate_args {
 
 /* Device memory: freed in the order of the stream it was allocated on (work on other streams that uses it must be
  * ordered before that, e.g. with event_wait); pinned memory: back to the pool, handed out again only after the copies
- * cuasync made with it have completed. Never waits on the host. */
+ * cuasync made with it have completed; while a staged copy holds the buffer's stream, freed once it lets go (so the
+ * free follows its last chunk). The handle goes at once. Never waits on the host. */
 typedef struct cuasync_buffer_free_args {
   size_t struct_size;
   cuasync_buffer buffer; /* in */
@@ -287,8 +293,9 @@ typedef struct cuasync_buffer_free_args {
  * waits for the GPU; enqueued in stream order in the call. Pageable host memory never takes the driver's slow,
  * host-waiting path: up to 256 MiB it goes through a pooled pinned block of its size (H2D: copied into it in the call,
  * by cuasync's copy threads; D2H: copied out of it after the DMA, before the completion); larger copies go through the
- * staged copier's ring, and hold the stream until their last chunk is enqueued (other copies, memsets and launches on
- * it meanwhile fail with CUASYNC_ERROR_BUSY). Host memory must stay valid until the completion. */
+ * staged copier's ring, and hold the stream until their last chunk is enqueued (other copies, memsets, launches, event
+ * records and DLPack exports' handshakes on it meanwhile fail with CUASYNC_ERROR_BUSY; the stream and buffers freed
+ * on it meanwhile stay until the copy is done with them). Host memory must stay valid until the completion. */
 typedef struct cuasync_copy_args {
   size_t struct_size;
   cuasync_stream stream;         /* in */
@@ -401,7 +408,7 @@ typedef struct cuasync_kernel_get_args {
   size_t struct_size;
   cuasync_module module; /* in */
   const char* name;      /* in: borrowed; an extern "C" name or a name expression given at compile */
-  cuasync_kernel kernel; /* out: valid while the module lives (no destroy) */
+  cuasync_kernel kernel; /* out: valid while the module lives (no destroy); the same handle for the same name */
   size_t num_params;     /* out: the kernel's parameter count */
   size_t* param_sizes;   /* in (ABI 1.1): optional, borrowed: the caller's array of param_sizes_capacity entries (NULL
                             with 0 asks for none); out: its first min(param_sizes_capacity, num_params) entries are

@@ -75,6 +75,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   //! Frees every idle block (cuMemFreeHost). Pending and in-use blocks are kept.
   void trim();
   pinned_pool_stats stats() const;
+  //! The block size that serves `bytes`: a power of two, at least 4 KiB; 0 when none fits in size_t.
   static std::size_t size_class(std::size_t bytes) noexcept;
 
  private:
