@@ -28,6 +28,8 @@ struct abi_error {
 
 //! A new error object (never throws; out of memory gives a static one).
 cuasync_error* make_error(cuasync_error_code code, std::string message, int cuda_result = 0, int nvrtc_result = 0) noexcept;
+//! The static error of cuasync_get_api(major, NULL) (the caller has no table to free an error with).
+cuasync_error* no_table_error() noexcept;
 //! The error for the exception being handled (call inside a catch block), for the call named `call`.
 cuasync_error* current_error(const char* call) noexcept;
 

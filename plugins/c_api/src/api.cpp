@@ -70,8 +70,7 @@ static_assert(offsetof(cuasync_buffer_import_dlpack_args, released) == 56 &&
 
 extern "C" __attribute__((visibility("default"))) cuasync_error* cuasync_get_api(uint32_t major,
                                                                                  const cuasync_api** api) {
-  if (!api)
-    return cuasync::c_api::make_error(CUASYNC_ERROR_INVALID_ARGUMENT, "cuasync_get_api: api is NULL");
+  if (!api) return cuasync::c_api::no_table_error();  // static: nothing for the caller to free
   *api = &cuasync::c_api::table;
   if (major != CUASYNC_ABI_MAJOR)
     return cuasync::c_api::make_error(CUASYNC_ERROR_UNSUPPORTED,

@@ -110,6 +110,10 @@ cuasync_error* buffer_allocate(cuasync_buffer_allocate_args* a) noexcept {
     b->owner = r;
     if (x->kind == CUASYNC_MEMORY_DEVICE) {
       auto s = stream_of(x->stream, "stream");
+      if (!(s->ref.context() == r->rt->context()))
+        fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+             "buffer_allocate: " + s->ref.describe() + " is not in the runtime's context (device " +
+                 std::to_string(r->rt->context().device_ordinal()) + "): allocate on a stream of that context");
       b->device.emplace(runtime::tracked_buffer::allocate(*r->rt, s->ref, x->size));
       b->home = std::move(s);
       x->pointer = reinterpret_cast<void*>(b->device->get());

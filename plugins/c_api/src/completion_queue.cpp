@@ -200,7 +200,7 @@ delivery make_delivery(const cuasync_completion& c, const char* what) {
     if (c.callback) fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(what) + ": a callback needs a queue (its thread)");
     return d;
   }
-  d.queue = registry::instance().get<completion_queue>(c.queue, kind::queue, what);
+  d.queue = registry::instance().get<completion_queue>(c.queue, kind::queue, "the completion's queue");
   if (c.callback && !d.queue->has_callbacks())
     fail(CUASYNC_ERROR_INVALID_ARGUMENT,
          std::string(what) + ": a callback on a queue created without CUASYNC_QUEUE_CALLBACKS");

@@ -9,6 +9,9 @@ namespace cuasync::c_api {
 
 namespace {
 cuasync_error out_of_memory{CUASYNC_ERROR_OUT_OF_MEMORY, 0, 0, "out of memory (while reporting an error)"};
+// cuasync_get_api(major, NULL): the caller has no table to free an error with, so this one needs no freeing.
+cuasync_error no_table{CUASYNC_ERROR_INVALID_ARGUMENT, 0, 0,
+                       "cuasync_get_api: api is NULL (this error needs no error_destroy: no table to call it from)"};
 
 cuasync_error_code code_of(const cuda_error& e) noexcept {
   if (dynamic_cast<const driver_not_found_error*>(&e) || dynamic_cast<const stub_library_error*>(&e) ||
@@ -41,7 +44,9 @@ cuasync_error* current_error(const char* call) noexcept {
   try {
     throw;
   } catch (const abi_error& e) {
-    return make_error(e.code, e.message);
+    // Most messages start with the call's name; the handle registry's ("stream is NULL") do not.
+    if (e.message.rfind(call, 0) == 0) return make_error(e.code, e.message);
+    return make_error(e.code, std::string(call) + ": " + e.message);
   } catch (const cuda_error& e) {
     const int cu = e.code().category() == cu_category() ? e.code().value() : 0;
     const int nv = e.code().category() == nvrtc_category() ? e.code().value() : 0;
@@ -55,8 +60,10 @@ cuasync_error* current_error(const char* call) noexcept {
   }
 }
 
+cuasync_error* no_table_error() noexcept { return &no_table; }
+
 void destroy_error(cuasync_error* e) noexcept {
-  if (e && e != &out_of_memory) delete e;
+  if (e && e != &out_of_memory && e != &no_table) delete e;
 }
 
 }  // namespace cuasync::c_api

@@ -55,7 +55,8 @@ extern "C" {
 typedef enum cuasync_error_code {
   CUASYNC_OK = 0,
   CUASYNC_ERROR_INVALID_ARGUMENT = 1,  /* bad input caught before it reached the GPU */
-  CUASYNC_ERROR_STALE_HANDLE = 2,      /* a handle that was destroyed, never created, or of another kind */
+  CUASYNC_ERROR_STALE_HANDLE = 2,      /* a handle that was destroyed, never created, or of another kind (NULL:
+                                          CUASYNC_ERROR_INVALID_ARGUMENT) */
   CUASYNC_ERROR_UNSUPPORTED = 3,       /* an ABI version, struct field or feature this library does not have */
   CUASYNC_ERROR_NO_DRIVER = 4,         /* no NVIDIA driver, its stub, no device, or a driver too old */
   CUASYNC_ERROR_CUDA = 5,              /* a CUDA driver error: see cuda_result */
@@ -271,7 +272,8 @@ typedef enum cuasync_memory_kind {
 typedef struct cuasync_buffer_allocate_args {
   size_t struct_size;
   cuasync_runtime runtime;  /* in */
-  cuasync_stream stream;    /* in: device memory: allocated in its order (other streams' uses wait for it) */
+  cuasync_stream stream;    /* in: device memory: allocated in its order (other streams' uses wait for it); a
+                               stream of the runtime's context */
   uint32_t kind;            /* in: cuasync_memory_kind */
   size_t size;              /* in: bytes, > 0 */
   cuasync_buffer buffer;    /* out: free with buffer_free */
@@ -501,7 +503,7 @@ typedef struct cuasync_api {
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added
  * after 1.0. Never needs a GPU. An unknown major is refused with an error, and `*api` is still set to the library's own
  * table (its abi_major says which it has), so that the caller can read the error with its error_info and free it with
- * its error_destroy; call nothing else of it. */
+ * its error_destroy; call nothing else of it. `api` NULL: a static error, which needs (and has) no error_destroy. */
 cuasync_error* cuasync_get_api(uint32_t major, const cuasync_api** api);
 typedef cuasync_error* (*cuasync_get_api_fn)(uint32_t major, const cuasync_api** api);
 
