@@ -16,7 +16,7 @@ PyTorch, CuPy and JAX are optional: `cuasync.torch` and `cuasync.jax` import the
 """
 import atexit
 
-from . import _capi
+from . import _capi, _queues
 from ._capi import abi_version, library_path
 from ._completion import HostToken, Pending, collect, host_token
 from ._jit import Kernel, Module, compile, grid_for, load_package
@@ -38,6 +38,9 @@ def _exiting():
     # Objects collected after this point leave their handles to the process's end: the driver takes everything then,
     # and a call during the interpreter's teardown could meet half-destroyed modules.
     try:
+        # GPU work nobody awaited (copies not waited for) may still be copied into host memory by cuasync's threads:
+        # let it finish (10 s at most) before the interpreter frees that memory.
+        _queues.wait_for_gpu_work_at_exit()
         collect()
     finally:
         _capi.exiting = True

@@ -3,6 +3,7 @@ queue: `_loop.py`), a `Pending` to `.wait()` on outside one; host tokens complet
 
 Queues and blocking waits: `_queues.py` (`reaper()`, `collect()`, `thread_waiter()`).
 """
+import threading
 import time
 
 from . import _capi, errors
@@ -39,15 +40,20 @@ class Pending:
             thread_waiter().wait_stream(self._stream, timeout)
             return
         r = reaper()
-        block_until(lambda: self._state, r.fd, r.drain, self.what, timeout)
+        block_until(lambda: self._state, r.fd, r.drain, _text(self.what), timeout)
         code, cuda_result = self._state[0]
         if code:
             raise errors.for_record(code, cuda_result, self.what)
 
     def __await__(self):
-        raise RuntimeError(f"{self.what} was issued outside an event loop: call .wait(), or issue it inside a "
+        raise RuntimeError(f"{_text(self.what)} was issued outside an event loop: call .wait(), or issue it inside a "
                            "coroutine to await it")
         yield  # pragma: no cover
+
+
+def _text(what):
+    """An operation's description (made lazily: most never need it)."""
+    return what() if callable(what) else what
 
 
 def issue(stream, what, call, keep=None, result=None, tracked=True):
@@ -76,7 +82,7 @@ def issue(stream, what, call, keep=None, result=None, tracked=True):
         now = time.perf_counter()
         deadline = deadline or now + 60.0
         if now > deadline:
-            raise errors.BusyError(f"{what}: the stream stayed full for 60 s")
+            raise errors.BusyError(f"{_text(what)}: the stream stayed full for 60 s")
         time.sleep(delay)
         delay = min(max(delay * 2, 20e-6), 1e-3)
         collect()
@@ -92,6 +98,8 @@ class HostToken:
 
     def __init__(self):
         loop = running_loop()
+        self._lock = threading.Lock()
+        self.handle = None
         self._state = []
         if loop is not None:
             lc = for_loop(loop)
@@ -102,7 +110,7 @@ class HostToken:
         else:
             self._future = None
             state = self._state
-            c = reaper().completion(lambda code, cr: state.append((code, cr)))
+            c = reaper().completion(lambda code, cr: state.append((code, cr)), gpu=False)
             queue = reaper()
         try:
             self.handle = _capi.call("host_token_create", _capi.HostTokenCreateArgs(completion=c)).token
@@ -112,11 +120,24 @@ class HostToken:
         self._fd = queue.fd
 
     def complete(self, error_code=0):
-        """Completes it (from any thread), with CUASYNC_OK or an error code. Once."""
-        h, self.handle = self.handle, None
-        if not h:
-            raise errors.InvalidArgumentError("host token completed twice")
-        _capi.call("host_token_complete", _capi.HostTokenCompleteArgs(token=h, code=error_code))
+        """Completes it (from any thread), with CUASYNC_OK or an error code. Once: a refused call (a code that is no
+        cuasync error code) leaves it to be completed."""
+        if isinstance(error_code, bool) or not isinstance(error_code, int):
+            raise errors.InvalidArgumentError(f"host token: error code {error_code!r} is not an int")
+        with self._lock:
+            h = self.handle
+            if not h:
+                raise errors.InvalidArgumentError("host token completed twice")
+            _capi.call("host_token_complete", _capi.HostTokenCompleteArgs(token=h, code=error_code))
+            self.handle = None
+
+    def __del__(self):
+        # Dropped without being completed: completed as cancelled, so that its C token and its handler go too.
+        try:
+            if getattr(self, "handle", None) and not _capi.exiting:
+                self.complete(errors.CANCELLED)
+        except Exception:
+            pass
 
     def __await__(self):
         if self._future is None:

@@ -10,6 +10,7 @@ import time
 import weakref
 
 from . import _capi, errors
+from . import _queues
 from ._queues import _Queue, reaper, tokens
 
 # After activity (an operation issued, a completion seen) an event loop drains its queue on every iteration for this
@@ -48,8 +49,7 @@ class LoopCompletions(_Queue):
 
     def __init__(self, loop):
         super().__init__()
-        self._loop = weakref.ref(loop)
-        self._create_future = loop.create_future
+        self._loop = weakref.ref(loop)  # weak: the loop holds this queue (its reader), never the reverse
         self._backlogs = {}  # stream handle -> deque of _Op waiting for a place
         self._retry_armed = False
         self._spinning = False
@@ -95,7 +95,7 @@ class LoopCompletions(_Queue):
     def submit(self, stream, issue, keep, what, result=None):
         """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
         the future of its completion."""
-        op = _Op(stream, issue, self._create_future(), keep, what, result)
+        op = _Op(stream, issue, self._loop().create_future(), keep, what, result)
         if self._backlogs and stream.handle in self._backlogs:
             self._backlogs[stream.handle].append(op)
         elif not self._issue(op, raise_errors=True):
@@ -126,6 +126,9 @@ class LoopCompletions(_Queue):
         for handle in list(self._backlogs):
             backlog = self._backlogs[handle]
             while backlog:
+                if backlog[0].fut.cancelled():  # never issued: nothing on the GPU to wait for
+                    backlog.popleft()
+                    continue
                 if not self._issue(backlog[0], raise_errors=False):
                     break
                 backlog.popleft()
@@ -146,9 +149,10 @@ class LoopCompletions(_Queue):
 
     @staticmethod
     def _loop_gone(self):
-        # The loop was closed and collected: its futures are gone, but the GPU may still use memory their
-        # operations hold. Hand those references to the reaper until each stream's work is done, then drop the queue.
-        if _capi.exiting:
+        # The loop was closed (and maybe collected): its futures will never be awaited, but the GPU may still use
+        # memory their operations hold. Hand those references to the reaper until each stream's work is done, then
+        # drop the queue.
+        if _capi.exiting or self.handle is None:
             return
         by_stream = {}
         for op in self._handlers.values():
@@ -177,9 +181,30 @@ def for_loop(loop):
         return last[1]
     lc = _loops.get(loop)
     if lc is None:
+        _sweep_closed_loops(force=True)
         lc = _loops[loop] = LoopCompletions(loop)
     _last = (weakref.ref(loop), lc)
     return lc
+
+
+_next_sweep = 0.0
+
+
+def _sweep_closed_loops(force=False):
+    """Hands over the operations of loops that were closed but are not collected (their pending futures keep them):
+    at most every 50 ms from collect(), and whenever a new loop comes."""
+    global _next_sweep
+    now = time.monotonic()
+    if not _loops or (not force and now < _next_sweep):
+        return
+    _next_sweep = now + 0.05
+    for loop in [lp for lp in list(_loops.keys()) if lp.is_closed()]:
+        lc = _loops.pop(loop, None)  # another thread may sweep too
+        if lc is not None:
+            LoopCompletions._loop_gone(lc)
+
+
+_queues._sweeps.append(_sweep_closed_loops)
 
 
 running_loop = asyncio._get_running_loop  # this thread's running loop or None: a C-level lookup

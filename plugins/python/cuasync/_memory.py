@@ -7,6 +7,35 @@ import sys
 from . import _capi, _completion, _dlpack, _dtypes, errors
 from ._runtime import Runtime, Stream, as_stream
 
+_MAX_BYTES = 1 << 63  # no allocation or copy reaches it: larger numbers are negative ones wrapped, or garbage
+
+
+def _count(value, what):
+    """A non-negative int (not a bool, not a float), below 2**63."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidArgumentError(f"{what} must be an int, not {type(value).__name__} ({value!r})")
+    if value < 0 or value >= _MAX_BYTES:
+        raise errors.InvalidArgumentError(f"{what} {value} is outside [0, 2**63)")
+    return value
+
+
+def _shape(shape, dtype, what):
+    """(shape tuple, nbytes) for a shape of non-negative int extents."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    else:
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise errors.InvalidArgumentError(f"{what}: shape {shape!r} is neither an int nor a sequence of ints") \
+                from None
+    for extent in shape:
+        _count(extent, f"{what}: extent")
+    nbytes = math.prod(shape) * _dtypes.itemsize(dtype)
+    if nbytes >= _MAX_BYTES:
+        raise errors.InvalidArgumentError(f"{what}: shape {shape} of {dtype} is {nbytes} bytes, past 2**63")
+    return shape, nbytes
+
 
 class Buffer:
     """Device or pinned memory with a dtype and a shape. Device memory is allocated and freed in the order of its
@@ -65,12 +94,16 @@ class Buffer:
             if self.nbytes % _dtypes.itemsize(dtype):
                 raise errors.InvalidArgumentError(f"{self.nbytes} bytes are not a whole number of {dtype}")
             shape = (self.nbytes // _dtypes.itemsize(dtype),)
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        if math.prod(shape) * _dtypes.itemsize(dtype) > self.nbytes:
+        shape, nbytes = _shape(shape, dtype, "view")
+        if nbytes > self.nbytes:
             raise errors.InvalidArgumentError(f"shape {shape} of {dtype} needs more than the buffer's {self.nbytes} "
                                               "bytes")
-        return Buffer(self.handle, self.ptr, math.prod(shape) * _dtypes.itemsize(dtype), dtype, shape, self.runtime,
-                      self.stream, self.kind, parent=self._owner(), readonly=self.readonly)
+        return Buffer(self.handle, self.ptr, nbytes, dtype, shape, self.runtime, self.stream, self.kind,
+                      parent=self._owner(), readonly=self.readonly)
+
+    def _check_alive(self):
+        if not self._owner().handle:
+            raise errors.StaleHandleError(f"{self!r} was freed")
 
     # -- lifetime --
     def free(self):
@@ -132,6 +165,7 @@ class Buffer:
     def __cuda_array_interface__(self):
         if self.kind == "pinned":
             raise AttributeError("pinned host memory has no CUDA array interface")
+        self._check_alive()
         producer = self._owner()._producer_stream()
         return {"shape": self.shape, "typestr": _dtypes.typestr(self.dtype), "data": (self.ptr, self.readonly),
                 "version": 3, "strides": None, "stream": producer.native}
@@ -144,7 +178,14 @@ class Buffer:
         return copy(dst, self, stream=stream)
 
     def tobytes(self):
-        """The contents as bytes: copies to the host and blocks until they arrived."""
+        """The contents as bytes: copies to the host and blocks until they arrived (pinned memory: once the work of
+        its streams so far is done)."""
+        self._check_alive()
+        if self.nbytes == 0:
+            return b""
+        if self.kind == "pinned":  # host memory already: after the streams' work, read it
+            self._owner()._producer_stream().synchronize()
+            return ctypes.string_at(self.ptr, self.nbytes)
         out = bytearray(self.nbytes)
         op = copy(out, self)
         if not isinstance(op, _completion.Pending):
@@ -157,20 +198,20 @@ def empty(shape, dtype="float32", stream=None, runtime=None, pinned=False):
     """A new buffer of `shape` and `dtype`, uninitialized: device memory allocated in `stream`'s order (default: the
     runtime's stream), or pooled pinned host memory."""
     dtype = _dtypes.canonical(dtype)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    nbytes = max(1, math.prod(shape)) * _dtypes.itemsize(dtype)
+    shape, nbytes = _shape(shape, dtype, "empty")
     s = as_stream(stream, runtime)
     runtime = runtime or s.runtime or Runtime.for_device(0)
     _completion.collect()
     a = _capi.call("buffer_allocate", _capi.BufferAllocateArgs(
         runtime=runtime.handle, stream=s.handle, kind=_capi.MEMORY_PINNED if pinned else _capi.MEMORY_DEVICE,
-        size=nbytes))
+        size=max(1, nbytes)))  # an empty buffer still has an address
     return Buffer(a.buffer, a.pointer, nbytes, dtype, shape, runtime, s, "pinned" if pinned else "device")
 
 
 def zeros(shape, dtype="float32", stream=None, runtime=None):
     b = empty(shape, dtype, stream, runtime)
-    memset(b, 0, stream=b.stream)
+    if b.nbytes:
+        memset(b, 0, stream=b.stream)
     return b
 
 
@@ -195,7 +236,8 @@ def from_dlpack(obj, stream=None, runtime=None):
     pointer, keep, flags, tensor = _dlpack.open_capsule(capsule)
     dtype = _dtypes.from_dlpack(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
-    released = _completion.reaper().completion(lambda code, cuda_result: keep)  # drops the capsule: its deleter
+    # Drops the capsule (its deleter) once the buffer is freed: not GPU work to wait for at exit.
+    released = _completion.reaper().completion(lambda code, cuda_result: keep, gpu=False)
     try:
         a = _capi.call("buffer_import_dlpack", _capi.ImportDlpackArgs(
             runtime=runtime.handle, stream=s.handle, managed=pointer, released=released))
@@ -238,6 +280,7 @@ def _device_span(obj, stream, writable):
     """(address, nbytes, keep) of device memory: a Buffer, a PyTorch tensor, or the CUDA array interface (whose
     producer stream is made to come first on `stream`, on the device); None when `obj` is not device memory."""
     if isinstance(obj, Buffer):
+        obj._check_alive()
         if writable and obj.readonly:
             raise errors.InvalidArgumentError("the destination buffer is read-only (imported as such)")
         obj.note_use(stream)
@@ -250,8 +293,8 @@ def _device_span(obj, stream, writable):
         return obj.data_ptr(), obj.numel() * obj.element_size(), obj
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        if cai.get("strides") is not None and len(cai["shape"]) > 1:
-            raise errors.InvalidArgumentError("device array is not contiguous")
+        if not _c_contiguous(cai["shape"], cai.get("strides"), int(cai["typestr"][2:])):
+            raise errors.InvalidArgumentError(f"device array is not contiguous (strides {cai.get('strides')})")
         producer = cai.get("stream")
         if producer is not None:  # v3: the producer's stream, to be ordered before our use (None: nothing pending)
             _order_after(stream, producer)
@@ -262,6 +305,19 @@ def _device_span(obj, stream, writable):
     return None
 
 
+def _c_contiguous(shape, strides, itemsize):
+    """True for strides None (contiguous by the interface's rule) or equal to a C-contiguous array's (extents of 1
+    may have any stride)."""
+    if strides is None:
+        return True
+    expected = itemsize
+    for extent, stride in zip(reversed(tuple(shape)), reversed(tuple(strides))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 def _order_after(stream, producer):
     """Makes `stream` wait, on the device, for the work enqueued so far on a framework's stream `producer` (a
     CUstream as an int; 0, 1 and 2 are the default streams of the stream's context)."""
@@ -270,7 +326,11 @@ def _order_after(stream, producer):
 
 
 def _span(obj, stream, writable):
+    if isinstance(obj, bool):
+        raise errors.InvalidArgumentError(f"{obj!r} is not memory (an address is an int, a bool is not)")
     if isinstance(obj, int):
+        if obj <= 0 or obj >= 1 << 64:
+            raise errors.InvalidArgumentError(f"address {obj:#x} is not a pointer")
         return obj, None, None
     d = _device_span(obj, stream, writable)
     return d if d is not None else _host_span(obj, writable)
@@ -299,9 +359,11 @@ def copy(dst, src, nbytes=None, stream=None):
         if len(known) == 2 and dn != sn:
             raise errors.InvalidArgumentError(f"copy: destination has {dn} bytes, source {sn}: pass nbytes to copy "
                                               "part of one")
-    elif any(nbytes > n for n in known):
+    elif any(_count(nbytes, "copy: nbytes") > n for n in known):
         raise errors.InvalidArgumentError(f"copy: {nbytes} bytes do not fit ({dn} at the destination, {sn} at the "
                                           "source)")
+    else:
+        _count(nbytes, "copy: nbytes")  # two addresses: nothing to check it against
     if nbytes == 0:
         raise errors.InvalidArgumentError("copy: nothing to copy (0 bytes)")
     args = _capi.CopyArgs(stream=s.handle, dst=dptr, src=sptr, size=nbytes)
@@ -316,9 +378,16 @@ def memset(dst, value, nbytes=None, stream=None):
     """Sets `nbytes` bytes of device memory to `value` (a byte) on `stream`; awaitable like `copy`."""
     s = as_stream(stream) if stream is not None else _default_stream(dst)
     ptr, n, keep = _span(dst, s, True)
-    nbytes = n if nbytes is None else nbytes
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+        raise errors.InvalidArgumentError(f"memset: value {value!r} is not a byte (an int in [0, 255])")
     if nbytes is None:
-        raise errors.InvalidArgumentError("memset: pass nbytes for an address")
+        if n is None:
+            raise errors.InvalidArgumentError("memset: pass nbytes for an address")
+        nbytes = n
+    elif _count(nbytes, "memset: nbytes") > (n if n is not None else nbytes):
+        raise errors.InvalidArgumentError(f"memset: {nbytes} bytes do not fit in the destination's {n}")
+    if nbytes == 0:
+        raise errors.InvalidArgumentError("memset: nothing to set (0 bytes)")
     args = _capi.MemsetArgs(stream=s.handle, dst=ptr, value=value, size=nbytes)
 
     def enqueue(queue, token):

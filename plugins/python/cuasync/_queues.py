@@ -34,11 +34,11 @@ class _Queue:
         self._drain_call = _capi.function("queue_drain")
         self._handlers = {}
 
-    def completion(self, handler):
+    def completion(self, handler, **kind):
         """A `cuasync_completion` that runs `handler(code, cuda_result)` when drained; `forget` it if unused."""
-        return _capi.Completion(queue=self.handle, token=self.token(handler))
+        return _capi.Completion(queue=self.handle, token=self.token(handler, **kind))
 
-    def token(self, handler):
+    def token(self, handler, **kind):
         """A token of this queue that runs `handler(code, cuda_result)` when drained (`forget` it if unused)."""
         token = next(tokens)
         self._handlers[token] = handler
@@ -73,19 +73,49 @@ class _Queue:
             _capi.call("queue_destroy", _capi.QueueDestroyArgs(queue=self.handle))
         self.handle = None
 
+    def __del__(self):  # a thread's waiter goes with its thread: its C queue and eventfd with it
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
 
 class _Reaper(_Queue):
-    """The process's queue for work nobody awaits; drained under a lock from any thread."""
+    """The process's queue for work nobody awaits; drained under a lock from any thread. A handler dropping the last
+    reference to a buffer runs its free, which drains again: on the same thread that inner drain returns at once
+    (the outer one is using the records), instead of waiting for its own lock."""
 
     def __init__(self):
         super().__init__()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._draining = False
+        self._gpu_tokens = set()  # tokens of GPU work (not host tokens): what the process waits for at exit
+
+    def token(self, handler, gpu=True):
+        token = super().token(handler)
+        if gpu:
+            self._gpu_tokens.add(token)
+        return token
+
+    def forget(self, completion):
+        super().forget(completion)
+        self._gpu_tokens.discard(completion if isinstance(completion, int) else completion.token)
+
+    def gpu_pending(self):
+        self._gpu_tokens.intersection_update(self._handlers)  # drained ones are done
+        return len(self._gpu_tokens)
 
     def drain(self):
         if not self._handlers:
             return 0
         with self._lock:
-            return super().drain()
+            if self._draining:
+                return 0
+            self._draining = True
+            try:
+                return super().drain()
+            finally:
+                self._draining = False
 
     def keep_until_done(self, stream, keep):
         """Holds `keep` until the work enqueued on `stream` so far has completed."""
@@ -115,6 +145,23 @@ def collect():
     itself on most calls."""
     if _reaper is not None:
         _reaper.drain()
+    for sweep in _sweeps:
+        sweep()
+
+
+_sweeps = []  # more for collect() to do (the asyncio side's closed loops)
+
+
+def wait_for_gpu_work_at_exit(timeout_s=10.0):
+    """Blocks until the GPU work nobody awaited is done (cuasync's copy threads may still be writing into host memory
+    it holds), for at most `timeout_s`."""
+    r = _reaper
+    if r is None or not r.gpu_pending():
+        return
+    try:
+        block_until(lambda: not r.gpu_pending(), r.fd, r.drain, "work still running at exit", timeout_s)
+    except TimeoutError:
+        pass
 
 
 def wait_fd(fd, timeout_s):

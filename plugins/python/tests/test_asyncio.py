@@ -2,6 +2,7 @@
 The same queues carry GPU completions; tests/gpu/ repeats the loads with kernels."""
 import asyncio
 import gc
+import os
 import threading
 import time
 import warnings
@@ -9,7 +10,7 @@ import warnings
 import pytest
 
 import cuasync
-from cuasync import _completion, errors
+from cuasync import _completion, _loop, _queues, errors
 
 
 def loops():
@@ -212,3 +213,81 @@ def test_no_handler_is_left_behind():
         await asyncio.gather(*[_await(t) for t in tokens])
         return _completion.for_loop(asyncio.get_running_loop()).pending()
     assert asyncio.run(main()) == 0
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_refused_completion_leaves_the_host_token_to_complete():
+    t = cuasync.host_token()
+    with pytest.raises(errors.InvalidArgumentError, match="not a cuasync_error_code"):
+        t.complete(99)
+    with pytest.raises(errors.InvalidArgumentError, match="not an int"):
+        t.complete(1.5)
+    t.complete(0)  # still its own: completed once, now
+    t.wait(timeout=10)
+    with pytest.raises(errors.InvalidArgumentError, match="twice"):
+        t.complete(0)
+
+
+def test_a_dropped_host_token_is_completed_as_cancelled():
+    r = _queues.reaper()
+    cuasync.collect()
+    before = r.pending()
+    for _ in range(2000):
+        cuasync.host_token()  # dropped at once, never completed
+    gc.collect()
+    cuasync.collect()
+    assert r.pending() == before  # each completed as cancelled, its handler run and gone
+
+
+def test_event_loops_that_used_cuasync_leave_no_queue_behind():
+    async def main():
+        t = cuasync.host_token()
+        t.complete()
+        await t
+
+    asyncio.run(main())
+    gc.collect()
+    fds = _open_fds()
+    for _ in range(50):
+        asyncio.run(main())
+    gc.collect()
+    cuasync.collect()
+    assert _open_fds() <= fds  # each loop's queue and eventfd went with its loop
+    assert len(_loop._loops) <= 1
+
+
+def test_a_closed_loop_hands_its_pending_operations_over():
+    loop = asyncio.new_event_loop()
+
+    async def start():
+        t = cuasync.host_token()
+        fut = asyncio.ensure_future(_await(t))  # pending when the loop closes
+        await asyncio.sleep(0)
+        return t, fut
+
+    token, fut = loop.run_until_complete(start())
+    lc = _loop.for_loop(loop)
+    loop.close()  # `fut` (still referenced here) keeps the loop from being collected
+    time.sleep(0.06)
+    cuasync.collect()  # sweeps closed loops (at most every 50 ms)
+    assert loop not in _loop._loops and lc.handle is None
+    token.complete()  # its queue is gone: the record is dropped, nothing raises
+    del fut
+
+
+def test_thread_waiters_go_with_their_threads():
+    def waiter():
+        _queues.thread_waiter()  # a queue and an eventfd, for this thread's blocking waits
+
+    threading.Thread(target=waiter).start()
+    gc.collect()
+    fds = _open_fds()
+    for _ in range(50):
+        th = threading.Thread(target=waiter)
+        th.start()
+        th.join()
+    gc.collect()
+    assert _open_fds() <= fds

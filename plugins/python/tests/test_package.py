@@ -101,3 +101,13 @@ def test_errors_are_python_exceptions_of_the_right_kind():
     assert issubclass(cuasync.OutOfMemoryError, MemoryError)
     e = errors.from_code(errors.CUDA, "launch: illegal address", 700)
     assert isinstance(e, cuasync.CudaError) and e.cuda_result == 700
+
+
+@pytest.mark.parametrize("shape,why", [
+    (-5, "outside"), ((4, -1), "outside"), (2**64 + 16, "outside"), (3.0, "neither an int"), ((2.0,), "must be an int"),
+    ((True,), "must be an int"), ((2**40, 2**40), "past 2\\*\\*63"),
+])
+def test_bad_shapes_are_refused_before_any_call(shape, why):
+    # Checked in Python before the library is asked (a negative size would wrap to 2**64 - 5 in c_size_t).
+    with pytest.raises(errors.InvalidArgumentError, match=why):
+        cuasync.empty(shape, "float32")

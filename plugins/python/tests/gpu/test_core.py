@@ -166,3 +166,76 @@ def test_a_fault_reaches_the_awaiting_coroutine(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "FAULT 700" in out.stdout, out.stdout + out.stderr
+
+
+def test_fire_and_forget_copies_from_temporary_buffers():
+    # The temporary lives only in the copy's references: dropped by the reaper's handler, its free drains the reaper
+    # again from inside the drain (it deadlocked on the reaper's lock).
+    s = cuasync.Stream()
+    out = bytearray(b"\xff" * 64)
+    for _ in range(8):
+        cuasync.copy(out, cuasync.zeros(64, "uint8", stream=s))
+    s.synchronize()
+    cuasync.collect()
+    assert out == bytearray(64)
+
+
+def test_freed_buffers_and_bad_sizes_are_refused():
+    b = cuasync.zeros(64, "uint8")
+    b.free()
+    for use in (lambda: cuasync.copy(b, bytes(64)), lambda: b.__cuda_array_interface__, b.tobytes,
+                lambda: cuasync.memset(b, 1)):
+        with pytest.raises(cuasync.StaleHandleError, match="was freed"):
+            use()
+    d = cuasync.zeros(64, "uint8")
+    for bad in (lambda: cuasync.memset(d, 1, nbytes=-1), lambda: cuasync.memset(d, 1, nbytes=4096),
+                lambda: cuasync.memset(d, 256), lambda: cuasync.memset(d, 1.5),
+                lambda: cuasync.copy(d, bytes(64), nbytes=-1), lambda: cuasync.copy(True, d),
+                lambda: d.view("uint8", (-1,)), lambda: d.view("float32", (3.0,))):
+        with pytest.raises(cuasync.InvalidArgumentError):
+            bad()
+
+
+class _ArrayInterface:
+    """A device array described only by the CUDA array interface (as CuPy or Numba export one)."""
+
+    def __init__(self, ptr, shape, typestr, strides):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False), "version": 3,
+                                         "strides": strides, "stream": None}
+
+
+def test_cuda_array_interface_strides_are_checked_in_every_dimension():
+    d = cuasync.empty(64, "uint32")
+    cuasync.copy(d, struct.pack("<64I", *range(64))).wait()
+    every_other = _ArrayInterface(d.ptr, (8,), "<u4", (8,))  # x[::2]: it was copied as if contiguous
+    with pytest.raises(cuasync.InvalidArgumentError, match="not contiguous"):
+        cuasync.copy(bytearray(32), every_other)
+    explicit = _ArrayInterface(d.ptr, (4, 16), "<u4", (64, 4))  # C-contiguous, its strides spelled out
+    out = bytearray(256)
+    cuasync.copy(out, explicit).wait()
+    assert struct.unpack("<64I", out) == tuple(range(64))
+
+
+def test_pinned_buffers_read_back_on_the_host():
+    p = cuasync.empty(64, "uint8", pinned=True)
+    d = cuasync.zeros(64, "uint8")
+    cuasync.memset(d, 9).wait()
+    cuasync.copy(p, d).wait()
+    assert p.tobytes() == b"\x09" * 64
+    assert cuasync.zeros((0, 3)).tobytes() == b""
+
+
+def test_exit_waits_for_copies_nobody_awaited():
+    # cuasync's copy threads write into the bytearrays after the script's last line: the interpreter must not free
+    # them first (it crashed in memcpy_team::copy_part, 3 runs of 3).
+    import os
+    import subprocess
+    import sys
+    code = ("import cuasync\n"
+            "b = cuasync.empty(256 << 20, 'uint8', stream=cuasync.Stream())\n"
+            "for _ in range(3):\n"
+            "    cuasync.copy(bytearray(256 << 20), b)\n"
+            "print('EXITING')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "EXITING" in out.stdout, out.stdout + out.stderr
