@@ -5,6 +5,8 @@
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/host_completion_source.hpp>
 
+#include <cstring>
+
 namespace cuasync::c_api {
 
 namespace {
@@ -75,13 +77,15 @@ cuasync_error* host_token_create(cuasync_host_token_create_args* a) noexcept {
 cuasync_error* host_token_complete(cuasync_host_token_complete_args* a) noexcept {
   return call("host_token_complete", a, [](args<cuasync_host_token_complete_args>& x) {
     // A code the waiter could not make sense of is refused, and the token stays to be completed properly.
-    const int code = static_cast<int>(x->code);  // as the caller's C wrote it, whatever the enum's range
+    // The bytes the caller's C wrote: an enum lvalue outside its enumerators' range may not even be loaded in C++.
+    int code = 0;
+    static_assert(sizeof code == sizeof x->code);
+    std::memcpy(&code, &x->code, sizeof code);
     if (code < CUASYNC_OK || code > CUASYNC_ERROR_BUSY)
       fail(CUASYNC_ERROR_INVALID_ARGUMENT,
            "host_token_complete: code " + std::to_string(code) + " is not a cuasync_error_code");
     auto t = registry::instance().take<host_token_object>(x->token, kind::host_token, "token");
-    const std::error_code ec =
-        x->code == CUASYNC_OK ? std::error_code() : std::error_code(static_cast<int>(x->code), abi_category());
+    const std::error_code ec = code == CUASYNC_OK ? std::error_code() : std::error_code(code, abi_category());
     host_source().complete(t->token, ec);
   });
 }
