@@ -33,7 +33,7 @@ for kind in "${kinds[@]}"; do
         cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda cuasync_trace_tests
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
       (cd build-tsan &&
-        ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|fault_injection|trace|traced_scenario)$')
+        ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|c_abi_conformance_simulated|fault_injection|trace|traced_scenario)$')
       ;;
     *)
       echo "sanitize: unknown kind '$kind' (asan, tsan)" >&2
