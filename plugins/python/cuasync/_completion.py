@@ -62,7 +62,7 @@ def issue(stream, what, call, keep=None, result=None, tracked=True):
     short sleeps, like a driver whose queue is full, and returns a `Pending`. `keep` is held until the GPU is done."""
     loop = running_loop()
     if loop is not None and tracked:
-        return for_loop(loop).submit(stream, call, keep, what, result)
+        return for_loop(loop).submit(loop, stream, call, keep, what, result)
     collect()
     p = Pending(stream, what, tracked and keep is not None)
     delay = 0.0

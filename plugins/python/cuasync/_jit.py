@@ -81,7 +81,8 @@ def _pointer_of(value):
     """A device address for a Buffer, a PyTorch tensor or anything with the CUDA array interface; else None."""
     ptr = getattr(value, "ptr", None)
     if isinstance(ptr, int) and hasattr(value, "nbytes") and hasattr(value, "kind"):  # a cuasync Buffer
-        value._check_alive()
+        if not (value._parent if value._parent is not None else value).handle:  # inline: on every launch
+            value._check_alive()
         return ptr
     data_ptr = getattr(value, "data_ptr", None)
     if data_ptr is not None and callable(data_ptr):

@@ -92,10 +92,10 @@ class LoopCompletions(_Queue):
         else:
             self._spinning = False
 
-    def submit(self, stream, issue, keep, what, result=None):
+    def submit(self, loop, stream, issue, keep, what, result=None):
         """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
-        the future of its completion."""
-        op = _Op(stream, issue, self._loop().create_future(), keep, what, result)
+        the future of its completion. `loop`: this queue's loop, running (the caller has it at hand)."""
+        op = _Op(stream, issue, loop.create_future(), keep, what, result)
         if self._backlogs and stream.handle in self._backlogs:
             self._backlogs[stream.handle].append(op)
         elif not self._issue(op, raise_errors=True):
@@ -194,8 +194,10 @@ def _sweep_closed_loops(force=False):
     """Hands over the operations of loops that were closed but are not collected (their pending futures keep them):
     at most every 50 ms from collect(), and whenever a new loop comes."""
     global _next_sweep
+    if not _loops:
+        return
     now = time.monotonic()
-    if not _loops or (not force and now < _next_sweep):
+    if not force and now < _next_sweep:
         return
     _next_sweep = now + 0.05
     for loop in [lp for lp in list(_loops.keys()) if lp.is_closed()]:

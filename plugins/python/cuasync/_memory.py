@@ -280,7 +280,8 @@ def _device_span(obj, stream, writable):
     """(address, nbytes, keep) of device memory: a Buffer, a PyTorch tensor, or the CUDA array interface (whose
     producer stream is made to come first on `stream`, on the device); None when `obj` is not device memory."""
     if isinstance(obj, Buffer):
-        obj._check_alive()
+        if not (obj._parent if obj._parent is not None else obj).handle:
+            obj._check_alive()
         if writable and obj.readonly:
             raise errors.InvalidArgumentError("the destination buffer is read-only (imported as such)")
         obj.note_use(stream)
