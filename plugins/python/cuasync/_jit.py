@@ -286,7 +286,7 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         blob, buffers, _ = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
         for i in buffers:
-            args[i].note_use(s)
+            args[i].note_use(s, order=False)
         if _capi.call_code_at("launch", ctypes.addressof(blob)):
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
 

@@ -73,10 +73,16 @@ class Buffer:
     def _owner(self):
         return self._parent._owner() if self._parent is not None else self
 
-    def note_use(self, stream):
-        """Records that work on `stream` uses the buffer (so that a free or an export waits for it)."""
+    def note_use(self, stream, order=True):
+        """Records that work on `stream` uses the buffer (so that a free or an export waits for it). Its first use on
+        a stream other than the home one is ordered, on the device, after the home stream's work so far: the
+        stream-ordered allocation and what filled it there (a `zeros`, a copy in). Later writes on one stream and
+        reads on another are ordered by the caller (`wait_stream`), as in PyTorch. `order=False`: no event (an
+        untracked launch on a stream its framework orders, or one being captured into a graph)."""
         streams = self._owner()._streams
         if streams[-1] is not stream and stream not in streams:
+            if order:
+                stream.wait_stream(streams[0])
             streams.append(stream)
 
     def _producer_stream(self):

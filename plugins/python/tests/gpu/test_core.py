@@ -239,3 +239,14 @@ def test_exit_waits_for_copies_nobody_awaited():
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "EXITING" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_buffer_first_used_on_another_stream_waits_for_its_home_stream(module):
+    # Allocated and set on s1 behind a kernel that spins ~25 ms; read on s2: the read must come after the memset.
+    s1, s2 = cuasync.Stream(), cuasync.Stream()
+    b = cuasync.empty(1 << 20, "uint8", stream=s1)
+    module.spin.launch(s1, 1, 1, 50_000_000)
+    cuasync.memset(b, 7, stream=s1)
+    out = bytearray(1 << 20)
+    cuasync.copy(out, b, stream=s2).wait()
+    assert out == b"\x07" * (1 << 20)
