@@ -111,7 +111,10 @@ def pack_argument(kernel, i, size, value):
     if isinstance(value, float):
         if size not in _FLOAT:
             raise bad("a float needs a 2, 4 or 8 byte parameter")
-        return struct.pack("<" + _FLOAT[size], value)
+        try:
+            return struct.pack("<" + _FLOAT[size], value)
+        except OverflowError:  # e.g. 1e300 for a float32
+            raise bad(f"{value} does not fit in a {size}-byte float") from None
     if isinstance(value, (bytes, bytearray)):
         data = bytes(value)
     elif isinstance(value, ctypes._SimpleCData) or isinstance(value, ctypes.Structure):
@@ -131,12 +134,17 @@ def pack_argument(kernel, i, size, value):
 
 
 def _dims(d):
-    if isinstance(d, int):
-        return (d, 1, 1)
-    d = tuple(d) + (1,) * (3 - len(d))
-    if len(d) != 3:
+    if isinstance(d, int) and not isinstance(d, bool):
+        d = (d,)
+    try:
+        d = tuple(d)
+    except TypeError:
+        raise TypeError(f"a grid or block is an int or up to 3 ints, not {type(d).__name__} ({d!r})") from None
+    if len(d) > 3:
         raise errors.InvalidArgumentError(f"a grid or block has at most 3 dimensions, not {len(d)}")
-    return d
+    for x in d:
+        errors.check_int(x, "a grid or block dimension", 1, 1 << 31)
+    return d + (1,) * (3 - len(d))
 
 
 # cuasync_launch_args (ABI 1.1) as struct fields: struct_size, stream, kernel, grid[3], block[3], shared_memory_bytes,

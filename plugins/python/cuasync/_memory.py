@@ -4,24 +4,23 @@ import ctypes
 import math
 import sys
 
-from . import _capi, _completion, _dlpack, _dtypes, errors
+from . import _capi, _completion, _dlpack, _dtypes, _queues, errors
 from ._runtime import Runtime, Stream, as_stream
 
 _MAX_BYTES = 1 << 63  # no allocation or copy reaches it: larger numbers are negative ones wrapped, or garbage
 
 
 def _count(value, what):
-    """A non-negative int (not a bool, not a float), below 2**63."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise errors.InvalidArgumentError(f"{what} must be an int, not {type(value).__name__} ({value!r})")
-    if value < 0 or value >= _MAX_BYTES:
-        raise errors.InvalidArgumentError(f"{what} {value} is outside [0, 2**63)")
-    return value
+    """A non-negative int (numpy's too; not a bool, not a float), below 2**63."""
+    try:
+        return errors.check_int(value, what, 0, _MAX_BYTES)
+    except TypeError as e:
+        raise errors.InvalidArgumentError(str(e)) from None
 
 
 def _shape(shape, dtype, what):
     """(shape tuple, nbytes) for a shape of non-negative int extents."""
-    if isinstance(shape, int):
+    if isinstance(shape, int) or hasattr(shape, "__index__"):
         shape = (shape,)
     else:
         try:
@@ -29,8 +28,7 @@ def _shape(shape, dtype, what):
         except TypeError:
             raise errors.InvalidArgumentError(f"{what}: shape {shape!r} is neither an int nor a sequence of ints") \
                 from None
-    for extent in shape:
-        _count(extent, f"{what}: extent")
+    shape = tuple(_count(extent, f"{what}: extent") for extent in shape)
     nbytes = math.prod(shape) * _dtypes.itemsize(dtype)
     if nbytes >= _MAX_BYTES:
         raise errors.InvalidArgumentError(f"{what}: shape {shape} of {dtype} is {nbytes} bytes, past 2**63")
@@ -117,14 +115,20 @@ class Buffer:
         Never waits on the host. A view's free does nothing: its buffer owns the memory."""
         if self._parent is not None or not self.handle or _capi.exiting:
             return
-        h, self.handle = self.handle, None
         home = self.stream
         for s in self._streams:
             if s is not home:
                 try:
                     home.wait_stream(s)
+                except errors.BusyError:
+                    # A staged copy holds `s` (its last chunks are still to be enqueued): no event can follow them
+                    # yet. The free is tried again from collect() until it can.
+                    if self not in _deferred_frees:
+                        _deferred_frees.append(self)
+                    return
                 except errors.CuasyncError:
                     pass  # that stream's context failed: nothing of it runs any more
+        h, self.handle = self.handle, None
         _capi.call("buffer_free", _capi.BufferFreeArgs(buffer=h))
         _completion.collect()
 
@@ -155,7 +159,7 @@ class Buffer:
         if not owner.handle:
             raise BufferError("the buffer was freed")
         # DLPack's stream argument: None means the legacy default stream (1); -1 asks for no synchronisation.
-        consumer = 1 if stream is None else int(stream)
+        consumer = 1 if stream is None else errors.check_int(stream, "__dlpack__: stream", -1, 1 << 63)
         producer = owner._producer_stream()
         code, bits = _dtypes.dlpack(self.dtype)
         shape = (ctypes.c_int64 * len(self.shape))(*self.shape)
@@ -198,6 +202,19 @@ class Buffer:
             raise RuntimeError("Buffer.tobytes() blocks: inside a coroutine, await cuasync.copy(...) instead")
         op.wait()
         return bytes(out)
+
+
+_deferred_frees = []  # buffers whose free waits for a staged copy to let go of a stream that used them
+
+
+def _retry_deferred_frees():
+    if _deferred_frees:
+        for b in list(_deferred_frees):
+            _deferred_frees.remove(b)
+            b.free()  # deferred again while still held
+
+
+_queues._sweeps.append(_retry_deferred_frees)
 
 
 def empty(shape, dtype="float32", stream=None, runtime=None, pinned=False):

@@ -17,6 +17,9 @@ class Runtime:
     _shared_lock = threading.Lock()
 
     def __init__(self, device=0, context=None):
+        errors.check_int(device, "Runtime: device", 0, 1 << 31)
+        if context is not None:
+            errors.check_int(context, "Runtime: context (a CUcontext as an int)", 1, 1 << 64)
         a = _capi.call("runtime_create", _capi.RuntimeCreateArgs(device=device, context=context))
         self.handle = a.runtime
         self.device = device
@@ -59,8 +62,8 @@ def _native_handle(obj):
         h = getattr(obj, attr, None)
         if isinstance(h, int):
             return h
-    if isinstance(obj, int):
-        return obj
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return errors.check_int(obj, "a CUstream handle", 0, 1 << 64)
     raise TypeError(f"not a CUDA stream: {type(obj).__name__} (expected __cuda_stream__, a PyTorch or CuPy stream, "
                     "or a CUstream handle as an int)")
 
@@ -70,6 +73,9 @@ class Stream:
     Implements `__cuda_stream__`. Work issued on it inside a coroutine is awaitable."""
 
     def __init__(self, runtime=None, priority=0, *, _native=None, _owner=None):
+        if runtime is not None and not isinstance(runtime, Runtime):
+            raise TypeError(f"Stream: runtime must be a cuasync.Runtime, not {type(runtime).__name__} ({runtime!r})")
+        errors.check_int(priority, "Stream: priority", -(1 << 31), 1 << 31)
         if _native is None:
             runtime = runtime or Runtime.for_device(0)
         # A default stream (1, 2) is one of a context's: it is taken in the runtime's; other native streams carry

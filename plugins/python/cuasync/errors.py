@@ -1,5 +1,7 @@
 """Exceptions: one class per cuasync_error_code, each carrying the CUresult / nvrtcResult and cuasync's message
 (which names the call, the kernel, the stream and the device where it can)."""
+import operator
+
 
 OK, INVALID_ARGUMENT, STALE_HANDLE, UNSUPPORTED, NO_DRIVER, CUDA, COMPILE, OUT_OF_MEMORY, CANCELLED, INTERNAL, BUSY = \
     range(11)
@@ -81,3 +83,17 @@ def for_record(code, cuda_result, what):
     if code == CUDA:
         return CudaError(f"{what} failed on the GPU: CUresult {cuda_result}", cuda_result)
     return from_code(code, f"{what} completed with cuasync error {code}", cuda_result)
+
+
+def check_int(value, what, low, high):
+    """`value` as an int in [low, high): a TypeError naming `what` for a non-int (a bool or a float too), an
+    InvalidArgumentError for one out of range (ctypes would wrap or truncate it silently)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not a bool ({value!r})")
+    try:
+        value = operator.index(value)  # ints, and numpy's
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__} ({value!r})") from None
+    if not low <= value < high:
+        raise InvalidArgumentError(f"{what} {value} is outside [{low}, {high})")
+    return value

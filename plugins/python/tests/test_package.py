@@ -111,3 +111,16 @@ def test_bad_shapes_are_refused_before_any_call(shape, why):
     # Checked in Python before the library is asked (a negative size would wrap to 2**64 - 5 in c_size_t).
     with pytest.raises(errors.InvalidArgumentError, match=why):
         cuasync.empty(shape, "float32")
+
+
+@pytest.mark.parametrize("make,error,why", [
+    (lambda: cuasync.Runtime(1.5), TypeError, "Runtime: device must be an int"),
+    (lambda: cuasync.Runtime(-1), errors.InvalidArgumentError, "outside"),
+    (lambda: cuasync.Runtime(0, context="x"), TypeError, "context"),
+    (lambda: cuasync.Stream("x"), TypeError, "must be a cuasync.Runtime"),
+    (lambda: cuasync.Stream.adopt(2**64), errors.InvalidArgumentError, "CUstream"),
+    (lambda: cuasync.Stream.adopt(True), TypeError, "not a CUDA stream"),
+])
+def test_bad_arguments_name_themselves_before_any_call(make, error, why):
+    with pytest.raises(error, match=why):
+        make()

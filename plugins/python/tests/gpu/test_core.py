@@ -250,3 +250,17 @@ def test_a_buffer_first_used_on_another_stream_waits_for_its_home_stream(module)
     out = bytearray(1 << 20)
     cuasync.copy(out, b, stream=s2).wait()
     assert out == b"\x07" * (1 << 20)
+
+
+def test_a_free_waits_for_a_staged_copy_on_another_stream():
+    # A copy over 256 MiB holds its stream until its last chunk is enqueued: no event can follow it before, so the
+    # buffer's free (on its own stream, ordered after every stream that used it) waits for that, then goes.
+    s1, s2 = cuasync.Stream(), cuasync.Stream()
+    b = cuasync.empty(300 << 20, "uint8", stream=s1)
+    p = cuasync.copy(b, bytearray(300 << 20), stream=s2)
+    b.free()
+    p.wait()
+    cuasync.collect()
+    assert not b.handle
+    with pytest.raises(cuasync.StaleHandleError):
+        b.tobytes()
