@@ -2,6 +2,7 @@
 // the enqueue or start once admitted, and how a task reports back. The waits themselves are service_queues.cpp's.
 #include "service_queues.hpp"
 
+#include <cuasync/driver/error.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 
 #include <boost/asio/post.hpp>
@@ -45,13 +46,16 @@ wait_op* make_stream_op(service_queues* owner, asio::any_io_executor io_ex, stre
   op->keep_alive = std::move(keep_alive);
   return op;
 }
-// A place for `op` now, or none; the operation is destroyed (its handler never called) if asking throws.
-admission_ticket try_admit(wait_op* op, stream_ref s, bool hold) {
+// The error code of the exception being handled (inside a catch block).
+std::error_code current_code() noexcept {
   try {
-    return cuda_completion_source::instance().try_admit(s, hold);
-  } catch (...) {
-    op_ptr destroy(op);
     throw;
+  } catch (const std::system_error& e) {
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    return std::make_error_code(std::errc::not_enough_memory);
+  } catch (...) {
+    return std::make_error_code(std::errc::state_not_recoverable);
   }
 }
 // Runs `store` (which copies the operation's work into it); on failure the operation is destroyed.
@@ -71,7 +75,8 @@ void service_queues::start_operation(asio::any_io_executor io_ex, stream_ref s, 
                                      std::source_location where) {
   wait_op* op = make_stream_op(this, std::move(io_ex), s, std::move(keep_alive), std::move(h), hints);
   op->where = where;
-  admission_ticket ticket = try_admit(op, s, false);
+  admission_ticket ticket;
+  if (!try_admit(op, s, false, ticket)) return;
   if (ticket) return run_admitted(op, false, &enqueue, std::move(ticket));
   // No room: the work waits, stored, for an earlier operation of the context to complete.
   store_or_destroy(op, [&] { op->enqueue = enqueue.store(enqueue.work); });
@@ -81,7 +86,8 @@ void service_queues::start_operation(asio::any_io_executor io_ex, stream_ref s, 
 void service_queues::start_task(asio::any_io_executor io_ex, stream_ref s, const task_ref& task,
                                 std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints) {
   wait_op* op = make_stream_op(this, std::move(io_ex), s, std::move(keep_alive), std::move(h), hints);
-  admission_ticket ticket = try_admit(op, s, true);
+  admission_ticket ticket;
+  if (!try_admit(op, s, true, ticket)) return;
   if (ticket) return run_task(op, false, &task, std::move(ticket));
   store_or_destroy(op, [&] { op->task = task.store(task.work); });
   queue_for_admission(op, true);
@@ -118,9 +124,51 @@ void wait_op::admitted(admission_ticket ticket) noexcept {
   }
 }
 
+bool service_queues::try_admit(wait_op* op, stream_ref s, bool hold, admission_ticket& ticket) noexcept {
+  try {
+    ticket = cuda_completion_source::instance().try_admit(s, hold, op->where);
+    return true;
+  } catch (...) {
+    // The stream cannot be asked (destroyed, or its context gone): the handler gets the error, naming the call and
+    // the caller's line; thrown here it would leave through io_context::run(), past the awaiting coroutine.
+    op->failure = std::current_exception();
+    fail_started(op, current_code());
+    return false;
+  }
+}
+
 void service_queues::abandon(wait_op* op) noexcept {
   leave_admitting(op);
   op_ptr destroy(op);
+}
+
+bool service_queues::still_its_stream(wait_op* op, const admission_ticket& ticket) noexcept {
+  const CUstream h = op->stream.get();
+  if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return true;  // a context's own: never destroyed
+  constexpr const char* api = "cuasync (an operation admitted after waiting for a place)";
+  try {
+    std::uint64_t id = 0;
+    try {
+      id = op->stream.id(op->where);
+    } catch (const cuda_error& e) {
+      throw cuda_error(e.code(), api,
+                       "its stream was destroyed while the operation waited for a place (" + std::string(e.what()) +
+                           "): nothing was enqueued",
+                       op->where);
+    }
+    if (id == ticket.stream_key()) return true;
+    throw cuda_error(make_error_code(CUDA_ERROR_INVALID_HANDLE), api,
+                     "its stream was destroyed while the operation waited for a place, and " + op->stream.describe() +
+                         " is now another stream: nothing was enqueued",
+                     op->where);
+  } catch (...) {
+    // Destroyed (its handle refused) or replaced: the work must not go to whatever stream has the handle now.
+    op->enqueue = nullptr;
+    op->task = nullptr;
+    op->failure = std::current_exception();
+    fail_started(op, current_code());
+    return false;
+  }
 }
 
 void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept {
@@ -128,6 +176,7 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
     op_ptr destroy(op);  // admitted as the context shuts down: nothing is enqueued
     return;
   }
+  if (stored && !still_its_stream(op, ticket)) return;
   const asio::any_io_executor io_ex = op->io_work;
   wait_target t;
   try {
@@ -171,6 +220,7 @@ void service_queues::run_task(wait_op* op, bool stored, const task_ref* ref, adm
     op_ptr destroy(op);
     return;
   }
+  if (stored && !still_its_stream(op, ticket)) return;
   std::shared_ptr<task_link> link;
   try {
     link = std::make_shared<task_link>(op);

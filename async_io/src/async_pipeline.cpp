@@ -1,24 +1,28 @@
 #include <cuasync/async_io/async_pipeline.hpp>
 #include <cuasync/async_io/async_wait.hpp>
 
+#include <cuasync/driver/error.hpp>
+
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <exception>
+#include <system_error>
 #include <vector>
 
 namespace cuasync {
 
 namespace {
-// Waits for slot `i`'s batch, then postprocesses it (unless the device failed) and frees the slot.
+// Waits for slot `i`'s batch, then postprocesses it (unless the device failed) and frees the slot. Cancelled (a
+// timeout, a `||`), the slot stays in flight: its batch may still be running, and the next retire awaits it again.
 boost::asio::awaitable<void> retire(runtime::slot_pipeline& p, std::size_t i,
                                     const runtime::slot_pipeline::stage& post) {
   if (p.batch_in(i) == SIZE_MAX) co_return;
   try {
     const event_ref done = p.done_event(i);
     co_await async_wait(done, boost::asio::use_awaitable);
-  } catch (...) {
-    p.release_slot(i);  // the device failed: nothing to postprocess
+  } catch (const std::system_error& e) {
+    if (e.code().category() == cu_category()) p.release_slot(i);  // the device failed: nothing to postprocess
     throw;
   }
   p.postprocess(i, post);

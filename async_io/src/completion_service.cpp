@@ -48,9 +48,10 @@ void completion_service::start_task(boost::asio::any_io_executor io_executor, st
 }
 
 void completion_service::fail_wait(boost::asio::any_io_executor io_executor, std::error_code error,
-                                   detail::wait_handler handler) {
+                                   detail::wait_handler handler, std::exception_ptr described, stream_ref s,
+                                   std::source_location where) {
   watch_once(io_executor);
-  queues_->fail(std::move(io_executor), error, std::move(handler));
+  queues_->fail(std::move(io_executor), error, std::move(handler), std::move(described), s, where);
 }
 
 std::size_t completion_service::poll_once() { return queues_->pass(false, false); }

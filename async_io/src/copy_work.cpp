@@ -52,6 +52,11 @@ copy_work make_copy_work(runtime::device_runtime* rt, stream_ref s, const copy_e
   const std::byte* host = dst.host ? dst.host : src.host;
   if ((!dst.host && !dst.device) || (!src.host && !src.device))
     throw_invalid(api, "null pointer on " + s.describe(), where);
+  if (dst.device && src.device && dst.device < src.device + src.size && src.device < dst.device + src.size)
+    throw_invalid(api,
+                  "source and destination overlap (" + std::to_string(src.size) + " bytes on " + s.describe() +
+                      "); copy through a temporary",
+                  where);  // here, not when admitted: bad input throws from the call
   copy_work w{dst, src, src.size, nullptr, nullptr, where};
   // Pageable host memory would make the driver's copy wait on the host for the work ahead of it on the stream:
   // it goes through the staged copier instead, whatever its size.

@@ -98,9 +98,13 @@ void service_queues::hand_to_thread() {
   poller::instance().submitted();
 }
 
-void service_queues::fail(asio::any_io_executor io_ex, std::error_code ec, wait_handler h) {
+void service_queues::fail(asio::any_io_executor io_ex, std::error_code ec, wait_handler h,
+                          std::exception_ptr described, stream_ref s, std::source_location where) {
   wait_op* op = make_op(io_ex, std::move(h), {});
   op->owner = this;
+  op->failure = std::move(described);
+  op->stream = s;
+  op->where = where;
   queues_.count_failed_start();
   post_to_io(op_ptr(op), ec);
 }

@@ -40,7 +40,8 @@ class service_queues final : public poll_client, public std::enable_shared_from_
                        std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints, std::source_location where);
   void start_task(boost::asio::any_io_executor io_ex, stream_ref s, const task_ref& task,
                   std::shared_ptr<void> keep_alive, wait_handler h, wait_hints hints);
-  void fail(boost::asio::any_io_executor io_ex, std::error_code ec, wait_handler h);
+  void fail(boost::asio::any_io_executor io_ex, std::error_code ec, wait_handler h, std::exception_ptr described,
+            stream_ref s, std::source_location where);
   void cancel(wait_op* op);
   void shutdown();
 
@@ -49,6 +50,12 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   void run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept;
   // An admitted operation whose enqueue will never run (its post was dropped): destroyed without a call.
   void abandon(wait_op* op) noexcept;
+  //! A place for `op` on `s` now (`ticket` set) or later (`ticket` empty): true. False when the stream cannot be
+  //! asked: then `op` has failed with that error (posted to its handler, never thrown).
+  bool try_admit(wait_op* op, stream_ref s, bool hold, admission_ticket& ticket) noexcept;
+  //! An operation admitted after waiting: true when its stream is still the one it was started on (same id); else
+  //! `op` has failed (its stream was destroyed meanwhile, its handle maybe another stream's now).
+  bool still_its_stream(wait_op* op, const admission_ticket& ticket) noexcept;
   // Completes an operation whose work could not be enqueued or started with `ec`. Never throws.
   void fail_started(wait_op* op, std::error_code ec) noexcept;
   // Detaches `op` from its running task: true when the task had not completed it yet.

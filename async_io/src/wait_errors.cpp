@@ -52,7 +52,9 @@ void stream_starter::operator()(completion_service& svc, boost::asio::any_io_exe
   try {
     e = cuda_completion_source::instance().record(s, where);
   } catch (const cuda_error& err) {
-    svc.fail_wait(std::move(ex), err.code(), std::move(h));
+    // The record's own error (it names cuEventRecord, the stream and the caller's line), not a generic "the work
+    // awaited failed": nothing was awaited yet.
+    svc.fail_wait(std::move(ex), err.code(), std::move(h), std::current_exception(), s, where);
     return;
   }
   hints.where = where;

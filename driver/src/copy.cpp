@@ -81,6 +81,10 @@ void copy_peer_async(stream_ref s, device_span dst, context_ref dst_ctx, device_
   constexpr const char* api = "cuasync::copy_peer_async";
   check_sizes(api, src.size, dst.size, s, w);
   if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
+  if (dst.ptr < src.ptr + src.size && src.ptr < dst.ptr + src.size)  // unified addressing: unique across devices
+    throw_invalid(api,
+                  "source and destination overlap (" + std::to_string(src.size) + " bytes); copy through a temporary",
+                  w);
   std::optional<detail::instrumented_op> op;
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     op.emplace(hooks, s, detail::gpu_op{.category = trace::category::copy, .lane = trace::lane_kind::copy_p2p,

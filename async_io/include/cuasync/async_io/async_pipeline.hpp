@@ -6,6 +6,8 @@
 //!
 //! Errors: an exception from a stage, or a device error, stops submitting; the batches already submitted are awaited
 //! and (unless the device failed) postprocessed, in batch order; then the first error is rethrown from `co_await`.
+//! Cancelled (a timeout through `||`, a cancellation slot), it stops at once and the slots whose batches may still
+//! run stay in flight: the next `async_run` on the pipeline awaits (and postprocesses) them before refilling them.
 //! The pipeline must outlive the call; create and destroy it outside coroutines (its buffers are allocated and freed
 //! with blocking driver calls).
 

@@ -123,20 +123,22 @@ class completion_service : public boost::asio::execution_context::service {
                   detail::wait_hints hints = {});
   //! Starts an operation that enqueues `enqueue`'s work on `s` once admitted (at once when there is room), records a
   //! pooled event after it and waits for it; `keep_alive` is held until the GPU work is done. A failure to enqueue
-  //! completes the handler with its code. Cancelled while waiting for admission, the work is never enqueued.
-  //! @throws cuda_error when the stream's context cannot be read; std::bad_alloc
+  //! completes the handler with its code, as does a stream that cannot be asked for a place (destroyed, or its
+  //! context gone). Cancelled while waiting for admission, the work is never enqueued. @throws std::bad_alloc
   void start_operation(boost::asio::any_io_executor io_executor, stream_ref s, const detail::enqueue_ref& enqueue,
                        std::shared_ptr<void> keep_alive, detail::wait_handler handler, detail::wait_hints hints,
                        std::source_location where);
   //! Starts a task on `s` once admitted, holding the stream (later operations on it wait) until the task lets go;
   //! the handler completes when the task says it is done. Cancelled before admission, the task never starts; after,
   //! it runs on (its memory must stay valid: `keep_alive` is held until it is done) and the handler completes at once.
-  //! @throws cuda_error when the stream's context cannot be read; std::bad_alloc
+  //! A stream that cannot be asked for a place completes the handler with that error. @throws std::bad_alloc
   void start_task(boost::asio::any_io_executor io_executor, stream_ref s, const detail::task_ref& task,
                   std::shared_ptr<void> keep_alive, detail::wait_handler handler, detail::wait_hints hints);
   //! Completes `handler` with `error` (posted, never inline): for waits that failed before they could start (e.g. the
-  //! event could not be recorded).
-  void fail_wait(boost::asio::any_io_executor io_executor, std::error_code error, detail::wait_handler handler);
+  //! event could not be recorded). `described`: the failed call's own error (what use_awaitable throws and
+  //! failure_detail() gives), `s` and `where`: the stream and the caller's line, for a message without one.
+  void fail_wait(boost::asio::any_io_executor io_executor, std::error_code error, detail::wait_handler handler,
+                 std::exception_ptr described = nullptr, stream_ref s = {}, std::source_location where = {});
 
   //! Runs one head pass on the calling thread and hands completions over as the poller would; returns the number of
   //! operations it completed. For hosts that drive polling themselves and for tests.

@@ -62,6 +62,8 @@ class admission_ticket {
   ~admission_ticket() { reset(); }
 
   explicit operator bool() const noexcept { return pool_ != nullptr; }
+  //! The id (`cuStreamGetId`) of the stream the place is on.
+  std::uint64_t stream_key() const noexcept { return stream_key_; }
   //! The operation no longer holds its stream: later operations on it may be admitted. Never throws.
   void end_hold() noexcept;
   //! Gives the place back now. Never throws.
