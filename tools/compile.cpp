@@ -8,6 +8,7 @@
 #include <cuasync/trace/json.hpp>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -163,8 +164,11 @@ int run(invocation& inv) {
     }
   }
   if (file.empty()) return inv.usage_error("no FILE.cu given");
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(file, dir_ec)) return inv.usage_error("'" + file + "' is a directory, not a source");
   std::ifstream in(file, std::ios::binary);
-  if (!in) return inv.fail(exit_failure, "io_error", "cannot open '" + file + "'");
+  if (!in)
+    return inv.fail(exit_failure, "io_error", "cannot open '" + file + "': " + std::generic_category().message(errno));
   std::stringstream source;
   source << in.rdbuf();
   const std::filesystem::path path(file);

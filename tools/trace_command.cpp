@@ -9,15 +9,43 @@
 #include <cuasync/trace/overlap.hpp>
 #include <cuasync/trace/recorder.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace cuasync::tools {
 namespace {
+
+// Text for a terminal: names come from the trace file (anyone's), so control characters are shown, not obeyed (an
+// escape sequence could clear the screen or retitle it; a NUL would cut the output short).
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 && c != '\n' && c != '\t') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      out += hex;
+    } else if (u == 0x7f) {
+      out += "\\x7f";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print(std::string_view s) {
+  const std::string p = printable(s);
+  std::fwrite(p.data(), 1, p.size(), stdout);
+}
 
 int run(invocation& inv) {
   std::string input, output;
@@ -43,13 +71,16 @@ int run(invocation& inv) {
     }
   }
   if (input.empty()) return inv.usage_error("no TRACE.json given");
-  if (html && output.empty()) {
-    output = std::filesystem::path(input).replace_extension(".html").string();
-    if (output == input) return inv.usage_error("the page would overwrite the input; name it with -o");
-  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(input, ec)) return inv.usage_error("'" + input + "' is a directory, not a trace");
+  if (html && output.empty()) output = std::filesystem::path(input).replace_extension(".html").string();
+  if (html && (output == input || std::filesystem::equivalent(output, input, ec)))
+    return inv.usage_error("the page would overwrite the input trace '" + input + "'; name another file with -o");
 
   std::ifstream in(input, std::ios::binary);
-  if (!in) return inv.fail(exit_failure, "io_error", "cannot open '" + input + "'");
+  if (!in)
+    return inv.fail(exit_failure, "io_error",
+                    "cannot open '" + input + "': " + std::generic_category().message(errno));
   std::stringstream text;
   text << in.rdbuf();
   trace::timeline t;
@@ -59,11 +90,15 @@ int run(invocation& inv) {
   } catch (const std::exception& e) {
     return inv.fail(exit_failure, "bad_trace", input + ": " + e.what());
   }
-  if (html) try {
-      trace::write_file(t, output);
-    } catch (const std::exception& e) {
-      return inv.fail(exit_failure, "io_error", e.what());
-    }
+  if (html) {  // always the page, whatever the name ends with (write_file picks the format by the extension)
+    std::ofstream page(output, std::ios::binary | std::ios::trunc);
+    if (page) trace::write_html(t, page);
+    if (!page)
+      return inv.fail(exit_failure, "io_error",
+                      "cannot write the page '" + output + "' (name another file with -o, or --no-html)");
+  }
+  const auto on_device = [&](const trace::lane_info& l) { return l.lane.device == *device; };
+  const bool device_absent = device && std::none_of(t.lanes.begin(), t.lanes.end(), on_device);
   const trace::overlap_summary summary = trace::summarize(t, device);
   const std::vector<trace::finding> findings = trace::diagnose(t);  // the whole trace: a rule may span devices
 
@@ -82,21 +117,32 @@ int run(invocation& inv) {
       w.value(*device);
     else
       w.null();
+    w.member("device_in_trace", !device_absent);
     w.key("summary").raw(trace::to_json(summary));
     w.key("diagnostics").raw(trace::to_json(findings)).end_object();
     std::printf("%s\n", w.str().c_str());
     return exit_ok;
   }
-  std::printf("cuasync trace %s\n", input.c_str());
+  std::printf("cuasync trace ");
+  print(input);
+  std::printf("\n");
   std::printf("  %-8s %zu on %zu lanes\n", "spans", t.spans.size(), t.lanes.size());
   if (t.dropped)
     std::printf("  %-8s %llu records dropped at the recorder's cap: the trace is incomplete\n", "warning",
                 static_cast<unsigned long long>(t.dropped));
   if (skipped) std::printf("  %-8s %zu events of other phases than X and M left out\n", "skipped", skipped);
-  if (html) std::printf("  %-8s %s\n", "html", output.c_str());
+  if (html) {
+    std::printf("  %-8s ", "html");
+    print(output);
+    std::printf("\n");
+  }
   if (device) std::printf("  %-8s GPU %d only\n", "summary", *device);
-  std::printf("\n%s", trace::to_text(summary).c_str());
-  std::printf("\n%s", trace::to_text(findings).c_str());
+  if (device_absent)  // an empty summary would read as "no GPU work at all"
+    std::printf("  %-8s GPU %d has no lane in this trace: its summary is empty\n", "warning", *device);
+  std::printf("\n");
+  print(trace::to_text(summary));
+  std::printf("\n");
+  print(trace::to_text(findings));
   return exit_ok;
 }
 

@@ -243,7 +243,33 @@ check([d.get("id") for d in found] == ["pageable_copy", "device_synchronize"] an
       all(d.get("summary") and d.get("explanation") and d.get("fix") and d.get("examples") for d in found) and
       found[0].get("occurrences") == 1, f"trace --json: diagnostics of the provoking trace: {found}")
 only = run_json(["trace", recorded_trace, "--no-html", "--device", "1"], 0)
-check(only.get("html") is None and only.get("summary", {}).get("critical") == "none", f"trace --device 1: {only}")
+check(only.get("html") is None and only.get("summary", {}).get("critical") == "none" and
+      only.get("device_in_trace") is False, f"trace --device 1: {only}")
+out, _ = run(["trace", recorded_trace, "--no-html", "--device", "1"], 0)
+check("GPU 1 has no lane in this trace" in out, f"trace --device 1 does not say the GPU is absent: {out}")
+# The page is HTML whatever its name; never written over the input; a directory is no trace.
+odd = os.path.join(work, "page.htm")
+run(["trace", recorded_trace, "-o", odd], 0)
+with open(odd, "rb") as f:
+    check(f.read(15) == b"<!DOCTYPE html>", "trace -o page.htm did not write HTML")
+copy_of_input = os.path.join(work, "input_copy.json")
+with open(recorded_trace, "rb") as src, open(copy_of_input, "wb") as dst:
+    dst.write(src.read())
+check_error(run_json(["trace", copy_of_input, "-o", copy_of_input], 2), 2, "usage", "trace -o INPUT")
+with open(copy_of_input, "rb") as a, open(recorded_trace, "rb") as b:
+    check(a.read() == b.read(), "trace -o INPUT changed the input")
+os.makedirs(os.path.join(work, "dir.json"), exist_ok=True)
+check_error(run_json(["trace", os.path.join(work, "dir.json")], 2), 2, "usage", "trace of a directory")
+# Names from other tools: control characters are shown escaped, bytes that are not UTF-8 become U+FFFD.
+hostile = os.path.join(work, "hostile.json")
+with open(hostile, "wb") as f:
+    f.write(b'{"traceEvents": [{"ph": "X", "name": "\\u001b[2Jcopy \xff\xfe", "cat": "copy", "pid": 2, "tid": 1,'
+            b' "ts": 3, "dur": 40, "args": {"lane": "h2d", "device": 0, "id": 0, "stream": 5, "bytes": 4096,'
+            b' "flags": ["pageable_host"]}}]}')
+raw = subprocess.run([tool, "trace", hostile, "--no-html"], capture_output=True, timeout=60).stdout
+check(b"\x1b" not in raw and b"\\x1b[2J" in raw, f"trace printed a raw escape sequence: {raw!r}")
+as_json = subprocess.run([tool, "trace", hostile, "--no-html", "--json"], capture_output=True, timeout=60).stdout
+check(json.loads(as_json.decode("utf-8")).get("spans") == 1, "trace --json of a name that is not UTF-8")
 check_error(run_json(["trace", os.path.join(work, "missing.json")], 1), 1, "io_error", "trace of a missing file")
 bad = os.path.join(work, "bad.json")
 with open(bad, "w") as f:

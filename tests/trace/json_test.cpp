@@ -73,3 +73,20 @@ TEST_CASE("the JSON writer places commas and escapes strings, and its output rea
   CHECK(v.find("inf")->is_null());
   CHECK(v.find("raw")->as_number() == 1.25);
 }
+
+TEST_CASE("bytes that are not UTF-8 become U+FFFD in reading and writing; well-formed UTF-8 passes", "[trace][json]") {
+  const std::string replacement = "\xEF\xBF\xBD";
+  // A stray continuation byte, an overlong form, a surrogate, a truncated sequence; then 2-, 3- and 4-byte characters.
+  const json::value v = json::parse("[\"a\x80" "b\", \"\xC0\xAF\", \"\xED\xA0\x80\", \"x\xE2\x82\", "
+                                    "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\"]");
+  const auto& a = v.as_array();
+  CHECK(a[0].as_string() == "a" + replacement + "b");
+  CHECK(a[1].as_string() == replacement + replacement);
+  CHECK(a[2].as_string() == replacement + replacement + replacement);
+  CHECK(a[3].as_string() == "x" + replacement + replacement);
+  CHECK(a[4].as_string() == "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");  // é € 😀
+  json::writer w;
+  w.begin_array().value(std::string_view("bad \xff\xfe ok \xC3\xA9")).end_array();
+  CHECK(w.str() == "[\"bad " + replacement + replacement + " ok \xC3\xA9\"]");
+  CHECK(json::parse(w.str()).as_array()[0].as_string() == "bad " + replacement + replacement + " ok \xC3\xA9");
+}

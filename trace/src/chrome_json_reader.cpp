@@ -4,8 +4,11 @@
 
 #include <cuasync/trace/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <string>
 #include <stdexcept>
 #include <utility>
 
@@ -21,6 +24,7 @@ namespace {
 constexpr double max_count = 9007199254740992.0;  // 2^53
 constexpr double max_time_us = 1e14;                // ~3 years, as ts, dur and the origin
 constexpr double max_origin_ns = 1e18;
+constexpr double max_epoch_us = 1e17;  // a first timestamp up to here is an origin to read the trace from
 
 // A whole number in [lowest, highest].
 std::int64_t whole(const json::value& v, std::size_t index, const char* what, double lowest, double highest) {
@@ -50,7 +54,7 @@ std::optional<lane> lane_from_args(const json::value* args, std::size_t index) {
   const json::value* kind = args->find("lane");
   if (!kind || !kind->is_string()) return std::nullopt;
   const auto k = lane_kind_from_string(kind->as_string());
-  if (!k) bad_event(index, "unknown lane kind \"" + kind->as_string() + "\"");
+  if (!k) return std::nullopt;  // another tool's "lane" arg: its event goes on a thread lane like any other
   lane l;
   l.kind = *k;
   if (const json::value* d = args->find("device"))
@@ -106,6 +110,47 @@ std::vector<device_info> devices_of(const json::value& v) {
 
 using thread_key = std::pair<std::int64_t, std::int64_t>;  // (pid, tid)
 
+// Another producer's threads get lanes numbered from here, above any thread ordinal cuasync writes, so that a trace
+// merged from both never draws one's spans on the other's lane.
+constexpr std::uint64_t foreign_lane_base = std::uint64_t{1} << 32;
+
+// pid and tid: numbers, or strings (PyTorch's profiler writes "Spans" / "PyTorch Profiler"), each string given an
+// id past every number's range and kept for the lane's name.
+struct thread_ids {
+  std::map<std::string, std::int64_t> by_name;
+  std::map<std::int64_t, std::string> names;
+  std::int64_t id(const json::value* v, std::size_t index, const char* what) {
+    if (!v) return 0;
+    if (v->is_string()) {
+      auto [it, added] = by_name.try_emplace(v->as_string(), static_cast<std::int64_t>(max_count) + 1 +
+                                                                 static_cast<std::int64_t>(by_name.size()));
+      if (added) names[it->second] = it->first;
+      return it->second;
+    }
+    return whole(*v, index, what, -max_count, max_count);
+  }
+  std::string name(std::int64_t id) const {
+    auto it = names.find(id);
+    return it != names.end() ? it->second : std::to_string(id);
+  }
+};
+
+// Timestamps are microseconds from any origin: PyTorch's profiler writes them since the Unix epoch (~1.7e15), past
+// the bound every later computation relies on. Such a trace is read relative to its first event.
+double time_base_us(const json::array& list) {
+  double lowest = 0;
+  bool any = false;
+  for (const json::value& e : list) {
+    if (!e.is_object()) continue;
+    const json::value* ts = e.find("ts");
+    if (!ts || !ts->is_number() || !std::isfinite(ts->as_number())) continue;
+    lowest = any ? std::min(lowest, ts->as_number()) : ts->as_number();
+    any = true;
+  }
+  // Up to ~3,000 years from the origin: an epoch, not garbage (1e300 stays refused).
+  return any && std::fabs(lowest) > max_time_us && std::fabs(lowest) <= max_epoch_us ? std::floor(lowest) : 0.0;
+}
+
 }  // namespace
 
 timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
@@ -123,8 +168,10 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
 
   std::map<thread_key, lane_info> named;  // from thread_name metadata
   std::map<thread_key, lane> foreign;     // (pid, tid) of events without lane args, as thread lanes
+  thread_ids ids;
   std::size_t skipped = 0;
   const json::array& list = events->as_array();
+  const double base_us = time_base_us(list);
   for (std::size_t i = 0; i < list.size(); ++i) {
     const json::value& e = list[i];
     if (!e.is_object()) bad_event(i, "not an object");
@@ -132,8 +179,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     if (!ph.is_string()) bad_event(i, "\"ph\" is not a string");
     const json::value* pid = e.find("pid");
     const json::value* tid = e.find("tid");
-    const thread_key key{pid ? whole(*pid, i, "pid", -max_count, max_count) : 0,
-                         tid ? whole(*tid, i, "tid", -max_count, max_count) : 0};
+    const thread_key key{ids.id(pid, i, "pid"), ids.id(tid, i, "tid")};
     const json::value* args = e.find("args");
 
     if (ph.as_string() == "M") {
@@ -159,26 +205,38 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     s.name = name.as_string();
     if (const json::value* cat = e.find("cat"); cat && cat->is_string())
       s.category = category_from_string(cat->as_string()).value_or(category::user);
-    s.begin_ns = t.origin_ns + nanoseconds(required(e, "ts", i), i, "ts");
+    const json::value& ts = required(e, "ts", i);
+    const bool rebased = base_us != 0.0 && ts.is_number();
+    s.begin_ns = t.origin_ns + nanoseconds(rebased ? json::value(ts.as_number() - base_us) : ts, i, "ts");
     const std::int64_t dur = e.find("dur") ? nanoseconds(*e.find("dur"), i, "dur") : 0;
     if (dur < 0) bad_event(i, "negative \"dur\"");
     s.end_ns = s.begin_ns + dur;
 
-    if (auto l = lane_from_args(args, i)) {
-      s.lane = *l;
+    const std::optional<lane> own = lane_from_args(args, i);
+    if (own) {
+      s.lane = *own;
     } else if (auto it = named.find(key); it != named.end() && it->second.lane.id != 0) {
       s.lane = it->second.lane;
     } else {
       // Another producer's thread: a lane of its own, numbered in order of appearance.
-      auto [f, added] = foreign.try_emplace(key, lane::host_thread(foreign.size() + 1));
+      auto [f, added] = foreign.try_emplace(key, lane::host_thread(foreign_lane_base + foreign.size()));
       s.lane = f->second;
     }
     if (args && args->is_object()) {
-      if (const json::value* b = args->find("bytes")) s.bytes = count(*b, i, "bytes");
-      if (const json::value* st = args->find("stream")) s.stream_id = count(*st, i, "stream");
-      if (const json::value* a = args->find("src")) s.src = address(*a, i, "src");
-      if (const json::value* a = args->find("dst")) s.dst = address(*a, i, "dst");
-      if (const json::value* f = args->find("flags")) s.flags = flags_of(*f, i);
+      // cuasync's own events are read strictly (a malformed field is a damaged file); another tool's args may use
+      // the same names for other things ("stream": "0x7f00", "flags": 3): a field that does not parse is left out.
+      const auto field = [&](auto&& read) {
+        if (own) return read();
+        try {
+          read();
+        } catch (const std::runtime_error&) {
+        }
+      };
+      if (const json::value* b = args->find("bytes")) field([&] { s.bytes = count(*b, i, "bytes"); });
+      if (const json::value* st = args->find("stream")) field([&] { s.stream_id = count(*st, i, "stream"); });
+      if (const json::value* a = args->find("src")) field([&] { s.src = address(*a, i, "src"); });
+      if (const json::value* a = args->find("dst")) field([&] { s.dst = address(*a, i, "dst"); });
+      if (const json::value* f = args->find("flags")) field([&] { s.flags = flags_of(*f, i); });
       if (const json::value* l = args->find("label"); l && l->is_string()) s.label = l->as_string();
       if (const json::value* c = args->find("clock"); c && c->is_string() && c->as_string() == "gpu_events")
         s.clock = clock_source::gpu_events;
@@ -196,7 +254,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
   }
   for (const auto& [key, l] : foreign)
     if (!named.count(key))
-      t.lanes.push_back({l, "pid " + std::to_string(key.first) + " tid " + std::to_string(key.second)});
+      t.lanes.push_back({l, "pid " + ids.name(key.first) + " tid " + ids.name(key.second)});
   if (skipped_events) *skipped_events = skipped;
   t.normalize();
   return t;

@@ -1,5 +1,8 @@
-// The JSON value and its reader: strict recursive descent, bounded depth, every byte checked.
+// The JSON value and its reader: strict recursive descent, bounded depth, every byte checked (bytes that are not
+// UTF-8 in a string become U+FFFD).
 #include <cuasync/trace/json.hpp>
+
+#include "utf8.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -182,6 +185,10 @@ class parser {
       const char c = s_[i_++];
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (static_cast<unsigned char>(c) >= 0x80) {  // not UTF-8: U+FFFD in its place (a name from anyone's tool)
+        i_ += detail::append_utf8_or_replacement(out, s_, i_ - 1) - 1;
+        continue;
+      }
       if (c != '\\') {
         out += c;
         continue;

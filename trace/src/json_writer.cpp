@@ -1,6 +1,8 @@
 // The JSON writer: string quoting, and commas, colons and line breaks placed for the caller.
 #include <cuasync/trace/json.hpp>
 
+#include "utf8.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,12 @@ std::string quote(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
   out += '"';
-  for (const char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {  // well-formed UTF-8 as it is, anything else as U+FFFD
+      i += detail::append_utf8_or_replacement(out, s, i) - 1;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
