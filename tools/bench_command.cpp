@@ -129,7 +129,8 @@ std::vector<measure> read_results(const fs::path& file) {
   return out;
 }
 
-void print_json(const std::vector<suite_result>& suites, const std::string& out, std::size_t missed) {
+// The results object, left open (the caller closes it, or adds the error and closes it).
+json::writer results_json(const std::vector<suite_result>& suites, const std::string& out, std::size_t missed) {
   json::writer w;
   w.begin_object().member("results_directory", out).member("missed_targets", static_cast<std::uint64_t>(missed));
   w.key("suites").begin_array();
@@ -143,8 +144,8 @@ void print_json(const std::vector<suite_result>& suites, const std::string& out,
     }
     w.end_array().end_object();
   }
-  w.end_array().end_object();
-  std::printf("%s\n", w.str().c_str());
+  w.end_array();
+  return w;
 }
 
 void print_text(const std::vector<suite_result>& suites, const std::string& out, std::size_t missed) {
@@ -224,12 +225,17 @@ int run(invocation& inv) {
     results.push_back(std::move(s));
   }
   prog.done();
-  if (inv.json())
-    print_json(results, out, missed);
-  else
-    print_text(results, out, missed);
-  if (broken)
-    std::fprintf(stderr, "cuasync bench: %zu suite%s did not run to the end\n", broken, broken == 1 ? "" : "s");
+  const std::string why =
+      std::to_string(broken) + " suite" + (broken == 1 ? "" : "s") + " did not run to the end (build: " + build + ")";
+  if (inv.json()) {
+    json::writer w = results_json(results, out, missed);
+    if (broken) return inv.fail_within(w, exit_failure, "suite_failed", why);  // the documented error object
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+    return exit_ok;
+  }
+  print_text(results, out, missed);
+  if (broken) std::fprintf(stderr, "cuasync bench: %s\n", why.c_str());
   return broken ? exit_failure : exit_ok;
 }
 

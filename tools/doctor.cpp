@@ -64,7 +64,8 @@ void print_text(int device, const findings& f) {
   for (const auto& w : f.warnings) std::printf("  WARN: %s\n", w.c_str());
 }
 
-void print_json(int device, const findings& f) {
+// The findings; a failed self-test carries the documented {"error": ...} member too.
+int print_json(const invocation& inv, int device, const findings& f) {
   trace::json::writer w;
   w.begin_object().member("device", device).member("name", f.name).member("copy_engines", f.copy_engines);
   w.key("h2d").begin_object().member("bytes", static_cast<std::uint64_t>(f.h2d.bytes));
@@ -81,8 +82,16 @@ void print_json(int device, const findings& f) {
   for (const auto& s : f.warnings) w.value(s);
   w.end_array().key("failures").begin_array();
   for (const auto& s : f.failures) w.value(s);
-  w.end_array().end_object();
+  w.end_array();
+  if (!f.failures.empty()) {
+    std::string why = "the self-test failed:";
+    for (const auto& s : f.failures) why += " " + s + ";";
+    why.pop_back();
+    return inv.fail_within(w, exit_failure, "self_test_failed", why);
+  }
+  w.end_object();
   std::printf("%s\n", w.str().c_str());
+  return exit_ok;
 }
 
 int run(invocation& inv) {
@@ -130,10 +139,8 @@ int run(invocation& inv) {
   }
   prog.done();
   judge(f);
-  if (inv.json())
-    print_json(device, f);
-  else
-    print_text(device, f);
+  if (inv.json()) return print_json(inv, device, f);
+  print_text(device, f);
   return f.failures.empty() ? exit_ok : exit_failure;
 }
 

@@ -186,6 +186,7 @@ out, _ = run(["bench", "--suite", "driver", "--build", fake_build, "--out", os.p
 check("MISSED" in out and "2 targets missed" in out, f"bench's table: {out}")
 missing = run_json(["bench", "--suite", "jit", "--build", fake_build], 1, simulated_env)
 check(missing.get("suites", [{}])[0].get("status") == "not found", f"bench of a suite not built: {missing}")
+check_error(missing, 1, "suite_failed", "bench of a suite not built")  # the documented error object, with the rows
 
 # compile: needs NVRTC, not a GPU. A cold compile, then a disk hit in a second process; a compile error is 1.
 kernel = os.path.join(work, "scale.cu")
