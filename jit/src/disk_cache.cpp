@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -47,10 +48,19 @@ std::uint64_t parse_size(const std::string& s, std::source_location where) {
   if (pos == 0)
     cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
                                    "CUASYNC_CACHE_SIZE='" + s + "' is not a size (bytes, or e.g. 512M, 2G)", where);
+  if (s.find('-') != std::string::npos)  // stoull takes "-5" as 2^64 - 5
+    cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
+                                   "CUASYNC_CACHE_SIZE='" + s + "' is negative", where);
   std::string suffix = s.substr(pos);
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") return v << 10;
-  if (suffix == "M" || suffix == "m" || suffix == "MiB") return v << 20;
-  if (suffix == "G" || suffix == "g" || suffix == "GiB") return v << 30;
+  const auto scaled = [&](int shift) {
+    if (v > (std::numeric_limits<std::uint64_t>::max() >> shift))  // would wrap, to 0 even: evict everything
+      cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
+                                     "CUASYNC_CACHE_SIZE='" + s + "' is larger than any disk", where);
+    return static_cast<std::uint64_t>(v) << shift;
+  };
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") return scaled(10);
+  if (suffix == "M" || suffix == "m" || suffix == "MiB") return scaled(20);
+  if (suffix == "G" || suffix == "g" || suffix == "GiB") return scaled(30);
   if (!suffix.empty())
     cuasync::detail::throw_invalid("cuasync::jit::disk_cache_settings",
                                    "CUASYNC_CACHE_SIZE='" + s + "' has an unknown suffix (use K, M or G)", where);

@@ -21,9 +21,10 @@ std::vector<std::string> split(std::string_view text) {
   std::vector<std::string> words;
   std::size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    // A manifest written on Windows ends its lines with \r: whitespace like the others.
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
     std::size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\r') ++j;
     if (j > i) words.emplace_back(text.substr(i, j - i));
     i = j;
   }
@@ -47,6 +48,10 @@ std::string read_file(const std::filesystem::path& directory, const std::string&
   for (const auto& part : p)
     if (part == "..")
       cuasync::detail::throw_invalid(api, pos.at() + ": '" + relative + "' leaves the package's directory", where);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(directory / p, ec))  // a directory opens as an empty stream
+    cuasync::detail::throw_invalid(api, pos.at() + ": cannot read '" + (directory / p).string() + "' (no such file)",
+                                   where);
   std::ifstream in(directory / p, std::ios::binary);
   if (!in) cuasync::detail::throw_invalid(api, pos.at() + ": cannot read '" + (directory / p).string() + "'", where);
   std::ostringstream s;

@@ -6,12 +6,14 @@ namespace cuasync::runtime {
 
 device_runtime::device_runtime(primary_context owned, context_ref ctx, device_runtime_options options,
                                std::source_location where)
-    : options_(options), owned_(std::move(owned)), ctx_(ctx) {
+    : options_(options),
+      owned_(owned ? std::make_shared<const primary_context>(std::move(owned)) : nullptr),
+      ctx_(ctx) {
   event_pool::sweep();  // state of contexts that are gone (a new runtime is a good moment to let it go)
   events_ = event_pool::for_context(ctx_, where);
   if (options_.admission) events_->set_admission_limits(*options_.admission);
-  streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority, where);
-  pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes);
+  streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority, where, owned_);
+  pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes, owned_);
   if (properties(where).memory_pools_supported) {
     device_pool_ = memory_pool_ref::device_default(ctx_, where);
     device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
@@ -26,7 +28,7 @@ device_runtime::~device_runtime() {
   streams_.reset();
   events_.reset();
   event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
-  owned_ = primary_context();
+  owned_.reset();  // the context goes now, or with the last lease or pinned block that still holds it
   event_pool::sweep();
 }
 

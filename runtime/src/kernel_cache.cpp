@@ -30,11 +30,26 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   // this cache's lock, so compiles of different programs run in parallel. By compute capability, so that the
   // compiler chooses the target again should the loaded NVRTC differ from the identity it had recorded.
   jit::compile_result compiled = compiler_->compile(p, ctx.device(where).compute_capability(where), o, request, where);
-  const auto map_key = std::make_pair(ctx.get(), std::make_pair(compiled.key.low, compiled.key.high));
+  // By the context's id, not its handle: a context destroyed and another created may share the handle, and the old
+  // one's modules are dead there.
+  const unsigned long long id = ctx.id(where);
+  const auto map_key = std::make_pair(id, std::make_pair(compiled.key.low, compiled.key.high));
   std::lock_guard lock(mutex_);
   if (auto it = modules_.find(map_key); it != modules_.end()) {
     ++module_hits_;
     return *it->second;
+  }
+  if (auto [it, added] = id_of_handle_.try_emplace(ctx.get(), id); !added && it->second != id) {
+    // The handle's previous context is gone: its modules went with it. Their entries are dropped without unloading
+    // (the handles may be another module's now); the small records are left behind on purpose.
+    for (auto e = modules_.begin(); e != modules_.end();)
+      if (e->first.first == it->second) {
+        (void)e->second.release();  // NOLINT: left behind on purpose
+        e = modules_.erase(e);
+      } else {
+        ++e;
+      }
+    it->second = id;
   }
   const jit::compiled_program& prog = *compiled.program;
   if (prog.target.kind == jit::output_kind::ptx)

@@ -29,6 +29,8 @@ pinned_block::~pinned_block() {
 }
 
 void pinned_block::record_use(stream_ref s, std::source_location where) {
+  if (!pool_)
+    detail::throw_invalid("cuasync::runtime::pinned_block::record_use", "an empty (or moved-from) block", where);
   uses_.push_back(pool_->events_->record(s, where));
   if (uses_.size() > 8) {
     // Drop uses whose work has completed, so a long-lived block does not grow its list.
@@ -38,8 +40,9 @@ void pinned_block::record_use(stream_ref s, std::source_location where) {
 
 // ---- pinned_pool
 
-pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes)
-    : ctx_(ctx), events_(std::move(events)), idle_(64) {
+pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes,
+                         std::shared_ptr<const void> context_keeper)
+    : context_keeper_(std::move(context_keeper)), ctx_(ctx), events_(std::move(events)), idle_(64) {
   stats_.cap = cap_bytes;
 }
 

@@ -73,6 +73,11 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
     : ctx_(ctx), options_(options), team_(options.threads) {
   if (options_.chunk_bytes < 4096 || options_.chunks < 2)
     detail::throw_invalid("cuasync::runtime::staged_copier", "needs at least 2 chunks of at least 4 KiB", where);
+  if (options_.chunks > (std::size_t{1} << 40) / options_.chunk_bytes)  // the ring's size would wrap, or no host has it
+    detail::throw_invalid("cuasync::runtime::staged_copier",
+                          std::to_string(options_.chunks) + " chunks of " + std::to_string(options_.chunk_bytes) +
+                              " bytes: a ring past 1 TiB",
+                          where);
   options_.threads = team_.size();
   events_ = event_pool::for_context(ctx, where);
   ring_ = pinned_buffer::allocate(ctx, options_.chunk_bytes * options_.chunks, where);

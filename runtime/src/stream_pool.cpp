@@ -2,7 +2,10 @@
 
 namespace cuasync::runtime {
 
-stream_pool::stream_pool(context_ref ctx, std::size_t per_priority, std::source_location where) : ctx_(ctx) {
+stream_pool::stream_pool(context_ref ctx, std::size_t per_priority, std::source_location where,
+                         std::shared_ptr<const void> context_keeper)
+    : ctx_(ctx), idle_(std::make_shared<idle_streams>()) {
+  idle_->context_keeper = std::move(context_keeper);
   // The driver's range is [greatest, least] with least = the default (0): "normal" streams keep the default, so they
   // do not pre-empt other libraries' streams; "low" cannot go below it; "high" takes the greatest.
   auto [least, greatest] = ctx.stream_priority_range(where);
@@ -22,23 +25,36 @@ stream_ref stream_pool::next(priority p) noexcept {
 stream_pool::lease stream_pool::borrow(priority p, std::source_location where) {
   const int i = static_cast<int>(p);
   {
-    std::lock_guard lock(mutex_);
-    if (!idle_[i].empty()) {
-      stream s = std::move(idle_[i].back());
-      idle_[i].pop_back();
-      return lease(this, std::move(s), i);
+    std::lock_guard lock(idle_->mutex);
+    if (!idle_->by_level[i].empty()) {
+      stream s = std::move(idle_->by_level[i].back());
+      idle_->by_level[i].pop_back();
+      return lease(idle_, std::move(s), i);
     }
   }
-  return lease(this, stream::create(ctx_, {.non_blocking = true, .priority = values_[i]}, where), i);
+  return lease(idle_, stream::create(ctx_, {.non_blocking = true, .priority = values_[i]}, where), i);
 }
 
-stream_pool::lease::~lease() {
-  if (!pool_ || !stream_) return;
+void stream_pool::lease::give_back() noexcept {
+  if (!idle_ || !stream_) return;
   try {
-    std::lock_guard lock(pool_->mutex_);
-    pool_->idle_[level_].push_back(std::move(stream_));
+    std::lock_guard lock(idle_->mutex);
+    idle_->by_level[level_].push_back(std::move(stream_));
   } catch (...) {
+    // No room in the idle list: the stream is destroyed with the lease instead.
   }
 }
+
+stream_pool::lease& stream_pool::lease::operator=(lease&& o) noexcept {
+  if (this != &o) {
+    give_back();
+    stream_ = std::move(o.stream_);
+    idle_ = std::move(o.idle_);
+    level_ = o.level_;
+  }
+  return *this;
+}
+
+stream_pool::lease::~lease() { give_back(); }
 
 }  // namespace cuasync::runtime

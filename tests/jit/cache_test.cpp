@@ -304,6 +304,10 @@ TEST_CASE("the environment turns the disk cache off, relocates and caps it", "[j
   CHECK(off.disk() == nullptr);
   ::setenv("CUASYNC_CACHE_SIZE", "lots", 1);
   CHECK_THROWS_WITH(jit::disk_cache_settings::from_environment(), Catch::Contains("CUASYNC_CACHE_SIZE='lots'"));
+  ::setenv("CUASYNC_CACHE_SIZE", "-5", 1);  // stoull's 2^64 - 5
+  CHECK_THROWS_WITH(jit::disk_cache_settings::from_environment(), Catch::Contains("negative"));
+  ::setenv("CUASYNC_CACHE_SIZE", "17179869184G", 1);  // 2^64: would wrap to 0 and evict every entry
+  CHECK_THROWS_WITH(jit::disk_cache_settings::from_environment(), Catch::Contains("larger than any disk"));
   test::check_call_site(test::error_of([] { jit::disk_cache_settings::from_environment(); }));
   test::check_call_site(test::error_of([] { jit::compiler{}; }));  // reads the environment at the caller's line
 }

@@ -77,6 +77,14 @@ template scale<double>
   CHECK(lowered("scale<double>") == 1);
 }
 
+TEST_CASE("a manifest written on Windows (CRLF line ends) loads", "[jit][package]") {
+  package_dir p("package demo\r\nsource kernels.cu\r\ndefine VALUE=3.0f\r\nkernel fill\r\n");
+  const jit::kernel_package k = jit::kernel_package::load(p.dir.path);
+  CHECK(k.name == "demo");
+  CHECK(k.program.name() == "kernels.cu");
+  CHECK(k.kernels == std::vector<std::string>{"fill"});
+}
+
 TEST_CASE("a malformed kernel package manifest names the file, the line and the problem", "[jit][package]") {
   using Catch::Contains;
   CHECK_THAT(error_of_load("package p\nsource kernels.cu\nkernal fill\n"),
@@ -94,6 +102,8 @@ TEST_CASE("a malformed kernel package manifest names the file, the line and the 
   CHECK_THAT(error_of_load("package p\nsource kernels.cu\nheader include/common.cuh as\nkernel fill\n"),
              Contains("cuasync.manifest:3: 'header' takes a file"));
   CHECK_THAT(error_of_load(""), Contains("no 'package NAME' entry"));
+  // A directory named as the source opens as an empty stream: refused, not compiled as an empty program.
+  CHECK_THAT(error_of_load("package p\nsource include\nkernel fill\n"), Contains("cuasync.manifest:2: cannot read"));
   test::scratch_dir empty;
   std::filesystem::create_directories(empty.path);
   test::check_call_site(test::error_of([&] { jit::kernel_package::load(empty.path); }));

@@ -89,7 +89,9 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   device_runtime(primary_context owned, context_ref ctx, device_runtime_options options, std::source_location where);
 
   device_runtime_options options_;
-  primary_context owned_;  // empty for an adopted context
+  // The primary context's retain (empty for an adopted context), shared with the stream pool's leases and the
+  // pinned pool (its blocks): what they hold outlives the runtime without outliving its context.
+  std::shared_ptr<const primary_context> owned_;
   context_ref ctx_;
   std::shared_ptr<event_pool> events_;
   std::unique_ptr<stream_pool> streams_;

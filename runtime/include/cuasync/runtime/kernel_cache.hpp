@@ -26,7 +26,8 @@ struct kernel_cache_stats {
 };
 
 //! Compiled-and-loaded modules per context. Thread-safe. Owns the modules: destroy it while its contexts are alive;
-//! `kernel_ref`s it returned are valid until then.
+//! `kernel_ref`s it returned are valid until then. Contexts are told apart by id, so one cache serves runtimes that
+//! come and go: a context created with a gone one's handle loads its own modules (the gone one's are dropped).
 class kernel_cache {
  public:
   //! Compiles through `compiler` (which must outlive this object); the process's compiler by default.
@@ -79,7 +80,9 @@ class kernel_cache {
 
   jit::compiler* compiler_;
   mutable std::mutex mutex_;
-  std::map<std::pair<CUcontext, std::pair<std::uint64_t, std::uint64_t>>, std::unique_ptr<loaded>> modules_;
+  // By context id (cuCtxGetId: never reused) and program key; the id last seen for each context handle.
+  std::map<std::pair<unsigned long long, std::pair<std::uint64_t, std::uint64_t>>, std::unique_ptr<loaded>> modules_;
+  std::map<CUcontext, unsigned long long> id_of_handle_;
   std::uint64_t module_hits_ = 0, module_loads_ = 0;
 };
 

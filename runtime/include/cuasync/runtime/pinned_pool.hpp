@@ -48,7 +48,8 @@ class pinned_block {
   explicit operator bool() const noexcept { return static_cast<bool>(buffer_); }
 
   //! Declares that work enqueued on `s` so far reads or writes this block: once freed, it is not handed out again
-  //! before that work has completed. runtime/'s copies call this themselves. @throws cuda_error
+  //! before that work has completed. runtime/'s copies call this themselves. @throws cuda_error (also for an
+  //! empty or moved-from block)
   void record_use(stream_ref s, std::source_location where = std::source_location::current());
 
  private:
@@ -64,8 +65,11 @@ class pinned_block {
 //! The caching allocator. Thread-safe. Size classes are powers of two from 4 KiB.
 class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
  public:
-  //! `cap_bytes`: the most pinned memory the pool may hold (idle, pending and in use together).
-  pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes);
+  //! `cap_bytes`: the most pinned memory the pool may hold (idle, pending and in use together). `context_keeper`
+  //! (the context's owner, e.g. a runtime's primary-context retain) is held as long as the pool: blocks keep the
+  //! pool, so a block that outlives its runtime keeps its memory (freed with its context otherwise).
+  pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, std::size_t cap_bytes,
+              std::shared_ptr<const void> context_keeper = nullptr);
   pinned_pool(const pinned_pool&) = delete;
   pinned_pool& operator=(const pinned_pool&) = delete;
 
@@ -89,6 +93,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   std::vector<pinned_buffer>& idle_for(std::size_t cls);
   void make_room_locked(std::size_t bytes, std::source_location where);
 
+  std::shared_ptr<const void> context_keeper_;  // declared first: released after the buffers below are freed
   context_ref ctx_;
   std::shared_ptr<event_pool> events_;
   mutable std::mutex mutex_;
