@@ -57,6 +57,7 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   auto entry = std::make_unique<loaded>();
   entry->program = compiled.program;
   entry->module = cuasync::module::load(ctx, prog.bytes(), prog.name + " (" + prog.target.to_string() + ")", where);
+  entry->context = ctx.get();
   for (const auto& [expression, lowered] : prog.lowered_names) entry->module.add_name_alias(expression, lowered);
   ++module_loads_;
   return *modules_.emplace(map_key, std::move(entry)).first->second;
@@ -72,6 +73,16 @@ std::shared_ptr<const jit::compiled_program> kernel_cache::compiled(context_ref 
                                                                     jit::output_request request,
                                                                     std::source_location where) {
   return load(ctx, p, o, request, where).program;
+}
+
+kernel_cache::~kernel_cache() {
+  const auto* d = cuasync::detail::driver_if_loaded();
+  for (auto& [key, entry] : modules_) {
+    unsigned long long now = 0;
+    // Its context gone (destroyed, or its handle another context's now): unloading would touch a dead context.
+    if (!d || d->cuCtxGetId(entry->context, &now) != CUDA_SUCCESS || now != key.first)
+      (void)entry.release();  // NOLINT: left behind on purpose
+  }
 }
 
 kernel_cache_stats kernel_cache::stats() const noexcept {

@@ -25,9 +25,10 @@ struct kernel_cache_stats {
   std::uint64_t module_loads = 0;  //!< modules loaded (one per program, options, target and context)
 };
 
-//! Compiled-and-loaded modules per context. Thread-safe. Owns the modules: destroy it while its contexts are alive;
-//! `kernel_ref`s it returned are valid until then. Contexts are told apart by id, so one cache serves runtimes that
-//! come and go: a context created with a gone one's handle loads its own modules (the gone one's are dropped).
+//! Compiled-and-loaded modules per context. Thread-safe. Owns the modules; `kernel_ref`s it returned are valid while
+//! it and their context live. Contexts are told apart by id, so one cache serves contexts that come and go: a
+//! context created with a gone one's handle loads its own modules, and the gone ones' are never unloaded (they went
+//! with their context).
 class kernel_cache {
  public:
   //! Compiles through `compiler` (which must outlive this object); the process's compiler by default.
@@ -37,6 +38,8 @@ class kernel_cache {
   explicit kernel_cache(jit::compiler& compiler) noexcept : compiler_(&compiler) {}
   kernel_cache(const kernel_cache&) = delete;
   kernel_cache& operator=(const kernel_cache&) = delete;
+  //! Unloads the modules of the contexts still alive; those of contexts gone are left (they went with them).
+  ~kernel_cache();
 
   //! The module of `p`, compiled with `o` for `ctx`'s device and loaded into `ctx` (once; later calls hit).
   //! `request == output_request::ptx` forces PTX (loaded through the driver's JIT) even where a CUBIN could be made.
@@ -74,6 +77,7 @@ class kernel_cache {
   struct loaded {
     std::shared_ptr<const jit::compiled_program> program;
     cuasync::module module;
+    CUcontext context = nullptr;
   };
   const loaded& load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
                      jit::output_request request, std::source_location where);
