@@ -242,6 +242,10 @@ module& module::operator=(module&& o) noexcept {
   return *this;
 }
 
+void module::abandon() noexcept {
+  if (state_) state_->handle = nullptr;
+}
+
 module::~module() {
   if (!state_) return;
   {

@@ -41,10 +41,10 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   }
   if (auto [it, added] = id_of_handle_.try_emplace(ctx.get(), id); !added && it->second != id) {
     // The handle's previous context is gone: its modules went with it. Their entries are dropped without unloading
-    // (the handles may be another module's now); the small records are left behind on purpose.
+    // (the handles may be another module's now).
     for (auto e = modules_.begin(); e != modules_.end();)
       if (e->first.first == it->second) {
-        (void)e->second.release();  // NOLINT: left behind on purpose
+        e->second->module.abandon();
         e = modules_.erase(e);
       } else {
         ++e;
@@ -80,8 +80,7 @@ kernel_cache::~kernel_cache() {
   for (auto& [key, entry] : modules_) {
     unsigned long long now = 0;
     // Its context gone (destroyed, or its handle another context's now): unloading would touch a dead context.
-    if (!d || d->cuCtxGetId(entry->context, &now) != CUDA_SUCCESS || now != key.first)
-      (void)entry.release();  // NOLINT: left behind on purpose
+    if (!d || d->cuCtxGetId(entry->context, &now) != CUDA_SUCCESS || now != key.first) entry->module.abandon();
   }
 }
 

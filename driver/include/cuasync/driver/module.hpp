@@ -66,6 +66,10 @@ class module : public module_ref {
   module& operator=(const module&) = delete;
   ~module();
 
+  //! Forgets the module without unloading it, for one whose context is gone (it went with its context; unloading
+  //! would touch a dead one). Its kernels must not be used after.
+  void abandon() noexcept;
+
  private:
   explicit module(detail::module_state* s) noexcept : module_ref(s) {}
 };
