@@ -44,8 +44,8 @@ CUdeviceptr device_address(const void* p) { return reinterpret_cast<CUdeviceptr>
 constexpr std::size_t whole_staging_limit = std::size_t{256} << 20;
 
 // D2H through a whole pinned block: once the DMA into it completes, the copy threads copy it out, then the
-// completion is reported. Deletes itself.
-// A piece of the stream's host-side work from the call to the end of the copy out (a later stream_wait waits for it).
+// completion is reported. Deletes itself. A piece of the stream's host-side work from the call to the end of the
+// copy out (a later stream_wait waits for it).
 struct copy_out final : completion_callback {
   runtime::pinned_block block;
   std::byte* dst = nullptr;
