@@ -7,6 +7,7 @@
 #include <cuasync/trace/blocking_calls.hpp>
 #include <cuasync/trace/clock.hpp>
 #include <cuasync/trace/hooks.hpp>
+#include <cuasync/trace/thread_probe.hpp>
 
 #include <boost/asio/io_context.hpp>
 
@@ -17,7 +18,10 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
+
+using namespace std::chrono_literals;
 
 namespace cuasync {
 namespace {
@@ -37,13 +41,41 @@ struct stall {
   std::string thread_name;
   std::int64_t start_ns = 0;
   std::string call;  // the last driver call seen in flight during it
+  std::optional<trace::thread_times> before;  // the thread's accounting read last before it began
+};
+
+// The io threads' scheduler accounting, read every tick for the thread that ran the last heartbeat (the one a stall
+// is blamed on), so that a stall's report can say how the thread spent it from just before it began.
+constexpr std::size_t kept_readings = 16;
+struct reading {
+  std::uint64_t thread;
+  trace::thread_times times;
 };
 
 struct watched {
   std::shared_ptr<detail::watch_target> target;
   std::vector<std::uint64_t> threads;  // the latest threads seen running its heartbeat, newest last
   std::vector<stall> stalls;
+  std::deque<reading> readings;  // oldest first
 };
+
+void read_times(watched& w, std::uint64_t thread) {
+  reading r{thread, {}};
+  if (!thread || !trace::read_thread_times(thread, r.times)) return;
+  if (w.readings.size() == kept_readings) w.readings.pop_front();
+  w.readings.push_back(r);
+}
+
+// The thread's last reading at or before `ns`, else its first.
+std::optional<trace::thread_times> reading_before(const watched& w, std::uint64_t thread, std::int64_t ns) {
+  std::optional<trace::thread_times> found;
+  for (const reading& r : w.readings) {
+    if (r.thread != thread) continue;
+    if (!found || r.times.at_ns <= ns) found = r.times;
+    if (r.times.at_ns > ns) break;
+  }
+  return found;
+}
 
 // The latest threads seen running a target's heartbeats: an executor run by threads that come and go keeps a bounded
 // list (each is looked up in trace's registry every tick).
@@ -76,7 +108,21 @@ stall_report ended(const stall& s, std::int64_t end_ns) {
   r.call = s.call;
   r.duration = std::chrono::nanoseconds(std::max<std::int64_t>(0, end_ns - s.start_ns));
   r.ended = true;
+  trace::thread_times after;
+  if (s.before && trace::read_thread_times(s.thread, after) && after.at_ns > s.before->at_ns) {
+    r.window = std::chrono::nanoseconds(after.at_ns - s.before->at_ns);
+    r.on_cpu = std::chrono::nanoseconds(std::max<std::int64_t>(0, after.on_cpu_ns - s.before->on_cpu_ns));
+    r.waiting_for_cpu = std::chrono::nanoseconds(std::max<std::int64_t>(0, after.waiting_ns - s.before->waiting_ns));
+  }
   return r;
+}
+
+// A begun stall's probes, made outside the watchdog's lock: its state, and its stack when no driver call explains it
+// (the thread answers the sampling signal when it next runs: give it a while, but never wait long).
+void probe(stall_report& r, std::chrono::milliseconds threshold) {
+  r.state = trace::describe_thread_state(r.thread);
+  if (r.call.empty())
+    r.stack = trace::describe_stack(trace::sample_stack(r.thread, std::clamp(threshold, 10ms, 100ms)));
 }
 
 void to_stderr(const stall_report& r) { std::fprintf(stderr, "cuasync watchdog: %s\n", r.text().c_str()); }
@@ -108,6 +154,9 @@ void io_watchdog::state::run() {
     std::erase_if(targets, [](const watched& w) { return !w.target; });
     if (!out.empty()) {
       lock.unlock();
+      for (stall_report& r : out)
+        if (!r.ended) probe(r, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::nanoseconds(threshold_ns)));
       deliver(out);
       lock.lock();
     }
@@ -123,6 +172,7 @@ void io_watchdog::state::tick(watched& w, std::int64_t now, std::vector<stall_re
   const std::int64_t posted = times.posted_ns.load(std::memory_order_acquire);
   const std::uint64_t ran_on = times.ran_on.load(std::memory_order_relaxed);
   remember_thread(w, ran_on);
+  read_times(w, ran_on);
   const bool running = status == detail::watch_target::status::running;
   const bool overdue = running && posted != 0 && ran_on != 0 && now - posted > threshold_ns;
 
@@ -149,9 +199,10 @@ void io_watchdog::state::tick(watched& w, std::int64_t now, std::vector<stall_re
         continue;
       }
       stall fresh{l.thread, l.has_call ? l.call.thread_name : "", std::numeric_limits<std::int64_t>::max(),
-                  l.has_call ? l.call.call : ""};
+                  l.has_call ? l.call.call : "", std::nullopt};
       if (blocked_call) fresh.start_ns = l.call.since_ns;
       if (overdue) fresh.start_ns = std::min(fresh.start_ns, posted);
+      fresh.before = reading_before(w, l.thread, fresh.start_ns);
       out.push_back(begun(fresh, now, l.has_call ? &l.call : nullptr));
       w.stalls.push_back(std::move(fresh));
     } else if (s != w.stalls.end()) {
@@ -219,7 +270,7 @@ void io_watchdog::watch(const boost::asio::any_io_executor& ex) {
   // The first heartbeat now, so that it is queued before any handler posted after watch() (which may block at once).
   target->beat(trace::now_ns());
   std::lock_guard lock(state_->mutex);
-  state_->targets.push_back(watched{std::move(target), {}, {}});
+  state_->targets.push_back(watched{std::move(target), {}, {}, {}});
 }
 
 std::vector<stall_report> io_watchdog::reports() const {

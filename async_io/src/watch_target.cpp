@@ -3,6 +3,7 @@
 
 #include <cuasync/trace/blocking_calls.hpp>
 #include <cuasync/trace/clock.hpp>
+#include <cuasync/trace/thread_probe.hpp>
 
 #include <boost/asio/execution.hpp>
 #include <boost/asio/execution_context.hpp>
@@ -48,10 +49,11 @@ class context_watch_service final : public asio::execution_context::service {
   std::vector<std::weak_ptr<watch_target>> targets_;
 };
 
-// Runs on the watched executor: two stores, never a wait.
+// Runs on the watched executor: three stores, never a wait (the thread registers with trace's probes once).
 struct heartbeat {
   std::shared_ptr<heartbeat_times> times;
   void operator()() const noexcept {
+    trace::register_this_thread();
     times->ran_on.store(trace::this_thread_ordinal(), std::memory_order_relaxed);
     times->ran_ns.store(trace::now_ns(), std::memory_order_relaxed);
     times->posted_ns.store(0, std::memory_order_release);

@@ -148,6 +148,63 @@ TEST_CASE("a handler that runs without yielding and without a driver call is rep
   CHECK(s.ended->text().find("no driver call was in flight") != std::string::npos);
 }
 
+// Outside any namespace and not inlined: the sampled stack must name them.
+[[gnu::noinline]] void watchdog_test_spin(std::chrono::milliseconds d) { busy_for(d); }
+[[gnu::noinline]] void watchdog_test_sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
+
+namespace {
+bool names(const std::vector<std::string>& frames, const std::string& function) {
+  for (const std::string& f : frames)
+    if (f.starts_with(function)) return true;
+  return false;
+}
+// The first stall without a driver call that lasted at least `at_least`, once it has ended.
+std::optional<stall> ended_stall_without_call(const io_watchdog& w, std::chrono::milliseconds at_least) {
+  for (const stall& s : stalls_in(w, ""))
+    if (s.ended && s.ended->duration >= at_least) return s;
+  return std::nullopt;
+}
+}  // namespace
+
+TEST_CASE("a handler computing without a driver call: its stack is sampled, and the end says it was on a CPU",
+          "[async_io][watchdog][timing]") {
+  asio::io_context io;
+  io_watchdog w(io, threshold, quiet);
+  io_thread runner(io);
+  asio::post(io, [] { watchdog_test_spin(400ms); });
+  REQUIRE(eventually([&] { return ended_stall_without_call(w, 250ms).has_value(); }));
+  const stall s = *ended_stall_without_call(w, 250ms);
+  INFO(s.begun.text());
+  INFO(s.ended->text());
+  CHECK(s.begun.state == "running");
+  CHECK(names(s.begun.stack, "watchdog_test_spin"));
+  CHECK(s.begun.text().find("; stack: ") != std::string::npos);
+  // The kernel's accounting: the window covers the stall, most of it on a CPU (or waiting for one on a loaded
+  // machine), little of it asleep.
+  REQUIRE(s.ended->window >= s.ended->duration - threshold);
+  CHECK(s.ended->on_cpu + s.ended->waiting_for_cpu >= s.ended->window / 2);
+  CHECK(s.ended->on_cpu >= 100ms);
+  CHECK(s.ended->text().find(" on a CPU, ") != std::string::npos);
+}
+
+TEST_CASE("a handler asleep without a driver call: its state names the system call, and the end says it slept",
+          "[async_io][watchdog][timing]") {
+  asio::io_context io;
+  io_watchdog w(io, threshold, quiet);
+  io_thread runner(io);
+  asio::post(io, [] { watchdog_test_sleep(400ms); });
+  REQUIRE(eventually([&] { return ended_stall_without_call(w, 250ms).has_value(); }));
+  const stall s = *ended_stall_without_call(w, 250ms);
+  INFO(s.begun.text());
+  INFO(s.ended->text());
+  CHECK(s.begun.state.starts_with("asleep ("));
+  CHECK(s.begun.state.find("sleep") != std::string::npos);  // clock_nanosleep or nanosleep
+  CHECK(names(s.begun.stack, "watchdog_test_sleep"));
+  REQUIRE(s.ended->window >= s.ended->duration - threshold);
+  CHECK(s.ended->on_cpu < 100ms);
+  CHECK(s.ended->text().find("ms asleep") != std::string::npos);
+}
+
 TEST_CASE("an io_context running many short handlers and timers is never reported", "[async_io][watchdog][timing]") {
   asio::io_context io;
   io_watchdog w(io, quiet_threshold, quiet);

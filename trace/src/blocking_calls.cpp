@@ -10,6 +10,8 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,7 @@ namespace {
 struct slot {
   std::mutex mutex;
   std::uint64_t thread = 0;
+  long os_id = 0;  // the kernel's thread id, for the probes (thread_probe.hpp)
   std::string thread_name;
   detail::watch_entry entry;
 };
@@ -43,6 +46,7 @@ slot& my_slot() {
   if (!this_thread_slot) {
     auto s = std::make_shared<slot>();
     s->thread = this_thread_lane().id;
+    s->os_id = ::syscall(SYS_gettid);
     char name[16] = {};
     if (pthread_getname_np(pthread_self(), name, sizeof name) == 0) s->thread_name = name;
     slots& registry = the_slots();
@@ -73,12 +77,6 @@ call_in_flight view_of(const slot& s) {
   c.where = s.entry.where;
   c.frames = s.entry.frames;
   return c;
-}
-
-std::string demangled(const char* symbol) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(symbol, nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) : std::string(symbol);
 }
 
 // cuasync's, the standard library's and Boost's own functions say nothing about which of the user's code called: judged
@@ -114,6 +112,12 @@ bool is_system_module(std::string_view path) {
 
 namespace detail {
 
+std::string demangled(const char* symbol) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(symbol, nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : std::string(symbol);
+}
+
 bool publish_call(const char* call, const std::source_location* where, watch_entry& previous) noexcept {
   try {
     slot& s = my_slot();
@@ -131,6 +135,24 @@ bool publish_call(const char* call, const std::source_location* where, watch_ent
   } catch (...) {
     return false;
   }
+}
+
+bool register_thread() noexcept {
+  try {
+    my_slot();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+long os_thread_of(std::uint64_t thread) noexcept {
+  try {
+    for (const auto& s : live_slots())
+      if (s->thread == thread) return s->os_id;
+  } catch (...) {
+  }
+  return 0;
 }
 
 void restore_call(watch_entry previous) noexcept {
@@ -179,7 +201,7 @@ std::vector<std::string> describe_frames(const std::vector<void*>& frames, std::
       std::snprintf(offset, sizeof offset, "+0x%llx",
                     static_cast<unsigned long long>(static_cast<char*>(frame) - static_cast<char*>(info.dli_fbase)));
     if (info.dli_sname)
-      named.push_back(demangled(info.dli_sname) + " at " + module + offset);
+      named.push_back(detail::demangled(info.dli_sname) + " at " + module + offset);
     else if (unnamed.size() < max)
       unnamed.push_back("? at " + module + offset);
   }

@@ -4,6 +4,7 @@
 #include <cuasync/trace/blocking_calls.hpp>
 
 #include <source_location>
+#include <string>
 #include <vector>
 
 namespace cuasync::trace::detail {
@@ -18,6 +19,12 @@ struct watch_entry {
 //! Publishes `call` as the calling thread's call in flight; the one it replaces goes to `previous`. False when
 //! nothing could be published (out of memory).
 bool publish_call(const char* call, const std::source_location* where, watch_entry& previous) noexcept;
+//! A C++ symbol demangled (the symbol itself when it is not one).
+std::string demangled(const char* symbol);
+//! Gives the calling thread its slot now (a thread the watchdog watches but that made no driver call yet).
+bool register_thread() noexcept;
+//! The kernel's id of the registered thread with ordinal `thread`; 0 when none is registered (or it is gone).
+long os_thread_of(std::uint64_t thread) noexcept;
 //! Puts back the call that was in flight before (nullptr call: none).
 void restore_call(watch_entry previous) noexcept;
 

@@ -3,8 +3,10 @@
 //! executor every threshold / 4; when one is overdue by more than the threshold, the thread that runs that executor is
 //! stuck in a handler, and the watchdog reports it once per stall — with the driver call the thread is blocked in
 //! (`cuMemFree`, a synchronize, a pageable copy: every `trace::host_call`), since when, the caller's source location
-//! and frames — then once more when the stall ends, with its length. A driver call on a known io thread that lasts
-//! longer than the threshold is reported the same way even while other threads of that executor run handlers.
+//! and frames; without a driver call, a sample of the thread's stack (trace/thread_probe.hpp: a signal to that
+//! thread) — then once more when the stall ends, with its length and how the thread spent it (on a CPU, waiting for
+//! one, asleep). A driver call on a known io thread that lasts longer than the threshold is reported the same way
+//! even while other threads of that executor run handlers.
 //!
 //! Turning it on: construct one (`io_watchdog w(io);`), or set `CUASYNC_WATCHDOG_MS=<threshold>`: then every
 //! executor that async_io's operations complete on (the first of each `completion_service`) is watched by a
@@ -12,7 +14,9 @@
 //!
 //! Cost: nothing until one is constructed (trace's watch bit is off: a `host_call` is one load and a branch). While
 //! one lives, every `host_call` publishes its call (a backtrace, ~2 µs), each watched executor runs a tiny handler
-//! every threshold / 4, and the watchdog's thread wakes as often. It never blocks an io thread: the heartbeat makes
+//! every threshold / 4, and the watchdog's thread wakes as often and reads the io thread's schedstat (one small
+//! /proc file). A stall without a driver call interrupts the stalled thread once, for its stack (`CUASYNC_WATCHDOG_
+//! SIGNAL` picks the signal, 0 turns sampling off; see trace/thread_probe.hpp for its caveat). It never blocks an io thread: the heartbeat makes
 //! three atomic stores. Caveat: the heartbeat is a queued handler, so `run_one()` and `poll()` can run it instead
 //! of one of yours, and a `run()` with nothing else to do returns up to one heartbeat later.
 //!
@@ -47,11 +51,21 @@ struct stall_report {
   std::chrono::nanoseconds duration{};       //!< how long the thread has run no handler of the executor (or had)
   std::chrono::nanoseconds call_duration{};  //!< how long it has been in `call` (0 without one)
   bool ended = false;
+  //! Begun reports: the thread's state when the stall was seen ("running", "asleep (futex)", ...; "" when unknown).
+  std::string state;
+  //! Begun reports of a stall without a driver call in flight: the thread's stack, sampled then (every frame,
+  //! innermost first: what the handler is doing; empty when sampling is off or the thread did not answer in time).
+  std::vector<std::string> stack;
+  //! Ended reports, when the kernel's accounting could be read (Linux schedstat; else `window` is 0): how the thread
+  //! spent a window from just before the stall began to its end — on a CPU (a handler computing), runnable but
+  //! waiting for a CPU (an overloaded machine: not the handler's fault), and the rest asleep (a lock, a syscall).
+  std::chrono::nanoseconds window{}, on_cpu{}, waiting_for_cpu{};
 
   //! One line: "io thread 3 (io): blocked for 62 ms so far, in cuMemFree for 61 ms, called from f.cpp:12
-  //! (`void serve()`); frames: serve() at ./server+0x1234", or "io thread 3: a handler has run 61 ms without
-  //! yielding (no driver call in flight)"; an ended stall: "io thread 3 (io): the stall ended after 180 ms (it was
-  //! in cuMemFree)".
+  //! (`void serve()`); frames: serve() at ./server+0x1234; state: asleep (ioctl)", or "io thread 3: a handler has
+  //! run 61 ms without yielding (no driver call in flight); state: running; stack: spin() at ./server+0x99 | ...";
+  //! an ended stall: "io thread 3 (io): the stall ended after 180 ms (it was in cuMemFree); the kernel's accounting
+  //! over 182 ms: 1.0 ms on a CPU, 0.0 ms waiting for a CPU, 181 ms asleep".
   std::string text() const;
 };
 
