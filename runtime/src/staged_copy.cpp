@@ -2,6 +2,7 @@
 
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
+#include <cuasync/driver/stream.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
@@ -44,7 +45,11 @@ struct staged_copier::job {
   bool enqueued_called = false;    // ... and has returned: `done` may follow
   bool reported_done = false;
   std::exception_ptr error_detail{};  // the error's description, when a call failed (not for a failed DMA)
+  bool asked = false;      // its stream was asked whether it is busy (once, at the first slot)
+  bool throttled = false;  // it was: one slot until a DMA of this copy has completed
   bool stopped() const noexcept { return error || started == total; }
+  // No DMA of this copy is still to come: a later copy on its stream may take slots.
+  bool all_enqueued() const noexcept { return error || dmas == total; }
   std::size_t offset(std::size_t chunk, std::size_t cb_bytes) const noexcept { return chunk * cb_bytes; }
 };
 
@@ -149,15 +154,49 @@ void staged_copier::start(std::unique_ptr<job> j) {
 }
 
 void staged_copier::pump_locked(outcalls& out) {
-  for (auto& jp : jobs_) {
-    job& j = *jp;
-    if (j.stopped()) continue;
-    for (auto& sl : slots_) {
-      if (j.stopped()) break;
-      if (!sl->j) start_chunk_locked(j, *sl, out);
+  // One slot at a time: a failed start frees its slot and stops its job (a nested pump may take slots meanwhile), so
+  // each turn looks again.
+  for (;;) {
+    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const auto& sl) { return !sl->j; });
+    if (free_slot == slots_.end()) return;
+    job* j = next_taker_locked();
+    if (!j) return;
+    if (!j->asked) {
+      // Once per copy, never per chunk: a lone copy on an idle stream keeps today's path.
+      j->asked = true;
+      try {
+        // Relaxed, as the poller is: in global mode the query would invalidate another thread's capture (PyTorch's).
+        thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, j->where);
+        j->throttled = !j->s.query(j->where);
+      } catch (const std::system_error& e) {
+        j->error_detail = std::current_exception();
+        fail_locked(*j, e.code(), out);
+        continue;
+      } catch (...) {
+        fail_locked(*j, std::make_error_code(std::errc::not_enough_memory), out);
+        continue;
+      }
     }
-    if (!j.stopped()) return;  // the ring is full: later jobs wait for this one's chunks
+    start_chunk_locked(*j, **free_slot, out);
   }
+}
+
+staged_copier::job* staged_copier::next_taker_locked() {
+  job* taker = nullptr;
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    job& j = *jobs_[i];
+    if (j.stopped() || (j.throttled && j.in_flight > 0)) continue;
+    if (taker && taker->in_flight <= j.in_flight) continue;  // the fewest slots first; the earlier on a tie
+    const bool behind_on_its_stream = std::any_of(jobs_.begin(), jobs_.begin() + static_cast<std::ptrdiff_t>(i),
+                                                  [&](const auto& e) { return e->s == j.s && !e->all_enqueued(); });
+    if (!behind_on_its_stream) taker = &j;
+  }
+  return taker;
+}
+
+void staged_copier::fail_locked(job& j, std::error_code ec, outcalls& out) {
+  if (!j.error) j.error = ec;
+  report_done_locked(j, out);  // holds no slot: done now
 }
 
 void staged_copier::start_chunk_locked(job& j, slot& sl, outcalls& out) {
@@ -201,10 +240,12 @@ void staged_copier::on_filled(slot& sl) {
   {
     std::lock_guard lock(mutex_);
     job& j = *sl.j;
-    if (j.error)
+    if (j.error) {
       chunk_finished_locked(j, sl, {}, out);  // a chunk failed meanwhile: this one is not sent
-    else
+    } else {
       enqueue_dma_locked(j, sl, out);
+      if (j.all_enqueued()) pump_locked(out);  // its last DMA: a later copy on its stream may start
+    }
     reap_locked(out);
     ++running_;  // until run() is done: the destructor waits for it
   }
@@ -216,6 +257,8 @@ void staged_copier::on_dma_done(slot& sl, std::error_code ec) {
   {
     std::lock_guard lock(mutex_);
     job& j = *sl.j;
+    const bool was_throttled = j.throttled;
+    j.throttled = false;  // the work ahead of it on its stream is done
     if (j.to_device || ec || j.error) {
       chunk_finished_locked(j, sl, ec, out);
     } else {
@@ -225,6 +268,7 @@ void staged_copier::on_dma_done(slot& sl, std::error_code ec) {
       } catch (...) {
         chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
       }
+      if (was_throttled) pump_locked(out);  // it holds its slot until drained: the free ones are its to take now
     }
     reap_locked(out);
     ++running_;  // until run() is done: the destructor waits for it

@@ -204,7 +204,7 @@ CUresult CUDAAPI DevicePrimaryCtxRelease(CUdevice dev) {
   if (--c->primary_refs == 0) {
     c->alive = false;
     count(d, kind::context, -1);
-    wait_done(d, lock, d.submitted);
+    wait_all_done(d, lock);
     destroy_context_objects(d, c);
   }
   return CUDA_SUCCESS;
@@ -250,7 +250,7 @@ CUresult CUDAAPI CtxSynchronize() {
   context_state* c = current_context();
   if (injected) return make_sticky(c, injected), injected;
   if (CUresult r = usable(c)) return r;
-  wait_done(d, lock, d.submitted);
+  wait_all_done(d, lock);
   return c->sticky;
 }
 CUresult CUDAAPI CtxGetStreamPriorityRange(int* least, int* greatest) {
@@ -285,7 +285,7 @@ CUresult CUDAAPI CtxDestroy(CUcontext c) {
   if (it == d.contexts.end() || it->second->primary || !it->second->alive) return CUDA_ERROR_INVALID_CONTEXT;
   it->second->alive = false;  // the state stays: handles to it answer CONTEXT_IS_DESTROYED
   count(d, kind::context, -1);
-  wait_done(d, lock, d.submitted);
+  wait_all_done(d, lock);
   destroy_context_objects(d, it->second.get());
   if (current_context() == it->second.get()) pop_context();
   return CUDA_SUCCESS;

@@ -26,7 +26,7 @@ CUresult CUDAAPI MemAlloc(CUdeviceptr* out, size_t size) {
 CUresult CUDAAPI MemFree(CUdeviceptr p) {
   ENTER_DESTROY(cuMemFree, kind::device_memory);
   lock_t lock(d.m);
-  wait_done(d, lock, d.submitted);  // synchronous, as the driver's: no queued work uses it after
+  wait_all_done(d, lock);  // synchronous, as the driver's: no queued work uses it after
   return release(d, p, kind::device_memory, kind::managed);
 }
 CUresult CUDAAPI MemHostAlloc(void** out, size_t size, unsigned) {
@@ -39,7 +39,7 @@ CUresult CUDAAPI MemHostAlloc(void** out, size_t size, unsigned) {
 CUresult CUDAAPI MemFreeHost(void* p) {
   ENTER_DESTROY(cuMemFreeHost, kind::pinned_host);
   lock_t lock(d.m);
-  wait_done(d, lock, d.submitted);  // synchronous, as the driver's: no queued work uses it after
+  wait_all_done(d, lock);  // synchronous, as the driver's: no queued work uses it after
   return release(d, reinterpret_cast<std::uintptr_t>(p), kind::pinned_host, kind::pinned_host);
 }
 CUresult CUDAAPI MemHostRegister(void* p, size_t size, unsigned) {
@@ -59,7 +59,7 @@ CUresult CUDAAPI MemHostRegister(void* p, size_t size, unsigned) {
 CUresult CUDAAPI MemHostUnregister(void* p) {
   ENTER_DESTROY(cuMemHostUnregister, kind::registered_host);
   lock_t lock(d.m);
-  wait_done(d, lock, d.submitted);  // synchronous, as the driver's: no queued work uses it after
+  wait_all_done(d, lock);  // synchronous, as the driver's: no queued work uses it after
   auto it = d.memory.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == d.memory.end() || it->second.k != kind::registered_host) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   d.memory.erase(it);

@@ -127,12 +127,16 @@ CUresult launch(device_model& d, CUfunction hf, const unsigned grid[3], const un
     return CUDA_ERROR_INVALID_VALUE;
   }
   const function_state fn = *f;  // the module may be unloaded before the work runs (the driver keeps it)
-  submit(d, s, [&d, c, fn, args = std::move(args)] {
-    if (CUresult e = run_kernel(fn, args)) {
-      std::lock_guard l(d.m);
-      if (c->sticky == CUDA_SUCCESS) c->sticky = e;
-    }
-  });
+  std::function<bool()> gate = kernel_gate(fn, args);
+  submit(
+      d, s,
+      [&d, c, fn, args = std::move(args)] {
+        if (CUresult e = run_kernel(fn, args)) {
+          std::lock_guard l(d.m);
+          if (c->sticky == CUDA_SUCCESS) c->sticky = e;
+        }
+      },
+      0, std::move(gate));
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI LaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -61,7 +61,7 @@ extern "C" void fake_cuda_set_phase(int phase) {
 extern "C" void fake_cuda_drain(void) {
   device_model& d = model();
   std::unique_lock lock(d.m);
-  wait_done(d, lock, d.submitted);
+  wait_all_done(d, lock);
 }
 
 extern "C" int fake_cuda_report(char* out, int size) {

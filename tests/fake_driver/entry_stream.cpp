@@ -35,8 +35,11 @@ CUresult CUDAAPI StreamWaitEvent(CUstream hs, CUevent e, unsigned) {
   CUresult r = CUDA_SUCCESS;
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
-  if (!d.events.count(e)) return CUDA_ERROR_INVALID_HANDLE;
-  (void)s;  // one queue in submission order: the event's work is already ahead of anything queued from now on
+  auto it = d.events.find(e);
+  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  // Work runs in submission order, so the event's work is ahead of anything queued from now on, unless a closed
+  // gate holds it: then the stream's later work waits for it.
+  if (!finished(d, it->second->seq)) submit(d, s, [] {}, it->second->seq);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI StreamQuery(CUstream hs) {
@@ -47,7 +50,7 @@ CUresult CUDAAPI StreamQuery(CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (injected) return make_sticky(context_of(s), injected), injected;
   if (r) return r;
-  return (s ? s->last : d.submitted) <= d.done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return (s ? finished(d, s->last) : d.submitted <= d.done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult CUDAAPI StreamSynchronize(CUstream hs) {
   const CUresult injected = sim::enter("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
@@ -58,7 +61,10 @@ CUresult CUDAAPI StreamSynchronize(CUstream hs) {
   if (injected) return make_sticky(context_of(s), injected), injected;
   if (r) return r;
   context_state* c = context_of(s);
-  wait_done(d, lock, s ? s->last : d.submitted);
+  if (s)
+    wait_done(d, lock, s->last);
+  else
+    wait_all_done(d, lock);
   return c ? c->sticky : CUDA_SUCCESS;
 }
 CUresult CUDAAPI LaunchHostFunc(CUstream hs, CUhostFn fn, void* user) {
@@ -169,7 +175,7 @@ CUresult event_status(device_model& d, CUevent he, event_state** out) {
   if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
   *out = it->second.get();
   if (CUresult r = usable((*out)->ctx)) return r;
-  return (*out)->seq <= d.done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return finished(d, (*out)->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult CUDAAPI EventQuery(CUevent he) {
   const CUresult injected = sim::enter("cuEventQuery", CUDA_ERROR_LAUNCH_FAILED);

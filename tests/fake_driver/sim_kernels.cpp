@@ -3,6 +3,8 @@
 //   sim_fill_u32(u32* p, u32 n, u32 value)   p[i] = value
 //   sim_add_u32(u32* p, u32 n, u32 value)    p[i] += value
 //   sim_sleep_ms(u32 ms)                     takes that long
+//   sim_wait_u32(u32* flag)                  a gate: waits until *flag != 0, holding only its own stream (and what
+//                                            waits on it), as a spinning kernel does on a GPU
 //   sim_trap()                               CUDA_ERROR_LAUNCH_FAILED (sticky, like __trap())
 //   sim_illegal_address()                    CUDA_ERROR_ILLEGAL_ADDRESS (sticky)
 #include "simulated_device.hpp"
@@ -37,12 +39,28 @@ CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& a
     for (std::uint32_t i = 0; i < n; ++i) p[i] = f.name == "sim_fill_u32" ? value : p[i] + value;
   } else if (f.name == "sim_sleep_ms") {
     std::this_thread::sleep_for(std::chrono::milliseconds(arg<std::uint32_t>(f, args, 0)));
+  } else if (f.name == "sim_wait_u32") {
+    std::lock_guard lock(model().m);
+    const auto p = arg<std::uint64_t>(f, args, 0);
+    std::uintptr_t base = 0;
+    allocation* a = find_memory(model(), p, &base);
+    if (!a || p + 4 > base + a->size) return CUDA_ERROR_ILLEGAL_ADDRESS;
   } else if (f.name == "sim_trap") {
     return CUDA_ERROR_LAUNCH_FAILED;
   } else if (f.name == "sim_illegal_address") {
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   return CUDA_SUCCESS;
+}
+
+std::function<bool()> kernel_gate(const function_state& f, const std::vector<unsigned char>& args) {
+  if (f.name != "sim_wait_u32") return {};
+  // Asked with the model's lock held. A flag outside any allocation opens the gate, and the kernel then faults.
+  return [p = arg<std::uint64_t>(f, args, 0)] {
+    std::uintptr_t base = 0;
+    allocation* a = find_memory(model(), p, &base);
+    return !a || p + 4 > base + a->size || __atomic_load_n(reinterpret_cast<const std::uint32_t*>(p), __ATOMIC_ACQUIRE);
+  };
 }
 
 }  // namespace sim

@@ -25,24 +25,51 @@ void read_injection(injection& inj) {
   if (b != std::string::npos) inj.code = static_cast<int>(std::strtol(s.c_str() + b + 1, nullptr, 10));
 }
 
-// The device thread: runs queued work one item at a time, in submission order (which keeps every stream's order and
-// every event wait, since a wait can only name work submitted before it).
+// The next work that may run (its index in the queue), or none: the first item whose stream has no earlier work
+// pending, whose event wait is satisfied and whose gate is open. Without a closed gate that is always the front,
+// which keeps every stream's order and every event wait (a wait can only name work submitted before it).
+std::size_t next_runnable(device_model& d) {
+  std::vector<unsigned long long> held;  // streams with earlier work still queued
+  for (std::size_t i = 0; i < d.queue.size(); ++i) {
+    const device_model::work_item& item = d.queue[i];
+    const bool skipped = item.ctx && item.ctx->sticky != CUDA_SUCCESS;  // does not run: nothing to wait for
+    const bool runnable =
+        skipped || ((!item.after || finished(d, item.after)) && (!item.ready || item.ready()));
+    if (item.stream == 0) return i == 0 && runnable ? 0 : d.queue.size();  // a default stream orders with all work
+    if (std::find(held.begin(), held.end(), item.stream) != held.end()) continue;
+    if (runnable) return i;
+    held.push_back(item.stream);
+  }
+  return d.queue.size();
+}
+
+// The device thread: runs queued work one item at a time (next_runnable's choice).
 void device_thread(device_model* d) {
   std::unique_lock lock(d->m);
   for (;;) {
-    d->work.wait(lock, [&] { return d->queue_head < d->queue.size(); });
-    device_model::work_item item = std::move(d->queue[d->queue_head++]);
-    if (d->queue_head == d->queue.size()) {
-      d->queue.clear();
-      d->queue_head = 0;
+    d->work.wait(lock, [&] { return !d->queue.empty(); });
+    const std::size_t next = next_runnable(*d);
+    if (next == d->queue.size()) {
+      d->work.wait_for(lock, std::chrono::milliseconds(1));  // a gate opens by a host write, not by a driver call
+      continue;
     }
+    device_model::work_item item = std::move(d->queue[next]);
+    d->queue.erase(d->queue.begin() + static_cast<std::ptrdiff_t>(next));
     const std::uint64_t seq = item.seq;
     if (!item.ctx || item.ctx->sticky == CUDA_SUCCESS) {
       lock.unlock();
       item.fn();
       lock.lock();
     }
-    d->done = seq;
+    if (seq == d->done + 1) {
+      d->done = seq;
+      while (!d->done_ahead.empty() && *d->done_ahead.begin() == d->done + 1) {
+        d->done_ahead.erase(d->done_ahead.begin());
+        ++d->done;
+      }
+    } else {
+      d->done_ahead.insert(seq);
+    }
     d->progress.notify_all();
   }
 }
@@ -92,16 +119,24 @@ void make_sticky(context_state* c, CUresult r) {
   if (c && c->sticky == CUDA_SUCCESS) c->sticky = r;
 }
 
-std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn) {
+std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after,
+                     std::function<bool()> ready) {
   const std::uint64_t seq = ++d.submitted;
-  d.queue.push_back({seq, s ? s->ctx : current_context(), std::move(fn)});
+  d.queue.push_back({seq, s ? s->ctx : current_context(), std::move(fn), s ? s->id : 0, after, std::move(ready)});
   if (s) s->last = seq;
   d.work.notify_one();
   return seq;
 }
 
+bool finished(const device_model& d, std::uint64_t seq) { return seq <= d.done || d.done_ahead.count(seq); }
+
 void wait_done(device_model& d, std::unique_lock<std::mutex>& lock, std::uint64_t seq) {
-  d.progress.wait(lock, [&] { return d.done >= seq; });
+  d.progress.wait(lock, [&] { return finished(d, seq); });
+}
+
+void wait_all_done(device_model& d, std::unique_lock<std::mutex>& lock) {
+  const std::uint64_t last = d.submitted;
+  d.progress.wait(lock, [&] { return d.done >= last; });
 }
 
 context_state* current_context() { return context_depth ? context_stack[context_depth - 1] : nullptr; }

@@ -4,14 +4,19 @@
 // pointer is a host address; kernels do nothing except the few `sim_*` kernels (sim_kernels.cpp) that tests use to
 // check argument passing and faults. Every object the driver hands out is counted by kind, so a test can compare
 // what is still alive at the end of a run with a run that never failed.
+// One exception to submission order: a gate kernel (`sim_wait_u32`) that is not open yet holds only its own stream
+// (and what waits on it): the device thread runs later work of other streams meanwhile, as a GPU does behind a
+// spinning kernel. Without a closed gate, work runs strictly in submission order.
 #include <cuda.h>
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,10 +112,14 @@ struct device_model {
     std::uint64_t seq;
     context_state* ctx;  // work of a context with a sticky error does not run (as on a GPU after a fault)
     std::function<void()> fn;
+    unsigned long long stream = 0;  // the stream's id; 0: a default stream (ordered with all work)
+    std::uint64_t after = 0;        // work that must be done first (a stream's wait on an event); 0: none
+    std::function<bool()> ready;    // a gate: runs once it answers true (asked with the lock held); empty: always
   };
-  std::vector<work_item> queue;  // FIFO (front at queue_head)
-  std::size_t queue_head = 0;
-  std::uint64_t submitted = 0, done = 0;
+  std::deque<work_item> queue;  // in submission order; work runs out of it only behind a closed gate
+  std::uint64_t submitted = 0;
+  std::uint64_t done = 0;              // every work up to this one is done
+  std::set<std::uint64_t> done_ahead;  // work past `done` that is done (it ran while a gate held earlier work)
   // Bookkeeping
   long live[kinds] = {};
   long refused[kinds] = {};  // destroy calls that an injected failure refused: the object stays
@@ -132,9 +141,15 @@ CUresult enter(const char* entry, CUresult injected_default);
 void make_sticky(context_state* c, CUresult r);
 
 // Queues `fn` as the next work of `s` (nullptr: the default stream); returns its sequence number. Lock held.
-std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn);
+// `after`: work that must be done before it; `ready`: a gate's condition (see work_item).
+std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after = 0,
+                     std::function<bool()> ready = {});
+// True when work `seq` is done (lock held).
+bool finished(const device_model& d, std::uint64_t seq);
 // Waits (lock held, released while waiting) until work `seq` is done.
 void wait_done(device_model& d, std::unique_lock<std::mutex>& lock, std::uint64_t seq);
+// Waits (lock held, released while waiting) until all work submitted so far is done.
+void wait_all_done(device_model& d, std::unique_lock<std::mutex>& lock);
 
 // Lookups (lock held); nullptr when the handle is not live.
 context_state* current_context();
@@ -147,6 +162,8 @@ allocation* find_memory(device_model& d, std::uintptr_t p, std::uintptr_t* base 
 // The `sim_*` kernels (sim_kernels.cpp): runs `f` with its packed arguments when its work comes up; answers the
 // error the kernel raises (CUDA_SUCCESS when it has none).
 CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& args);
+// For a gate kernel, the condition its work waits for (see work_item::ready); empty for every other kernel.
+std::function<bool()> kernel_gate(const function_state& f, const std::vector<unsigned char>& args);
 // Parses the `.entry` declarations of a PTX text into functions; false when it has none.
 bool parse_ptx(const char* text, module_state& m);
 

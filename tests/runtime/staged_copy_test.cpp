@@ -4,11 +4,14 @@
 
 #include "gpu.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <vector>
 
 using namespace cuasync;
 using namespace cuasync::runtime;
@@ -115,4 +118,174 @@ TEST_CASE("a staged copier destroyed in a device-to-host done call on its copy t
   CHECK_FALSE(cb.error);
   CHECK(cb.copier == nullptr);
   CHECK(std::memcmp(back.data(), src.data(), size) == 0);
+}
+
+// ---- Sharing the ring between streams (staged_copy.hpp, "Sharing") ----
+
+namespace {
+// Hears one copy's `done`; a test waits for it with a time limit, so a copy held where it should not be fails the
+// test instead of hanging it.
+struct copy_done final : staged_copy_callback {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool finished = false;
+  std::error_code error;
+  void done(std::error_code ec, std::exception_ptr) noexcept override {
+    std::lock_guard lock(mutex);
+    error = ec;
+    finished = true;
+    cv.notify_all();
+  }
+  bool wait_for(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, limit, [&] { return finished; });
+  }
+  bool has_finished() {
+    std::lock_guard lock(mutex);
+    return finished;
+  }
+};
+
+// Opens a gate when the test leaves its scope early (a failed REQUIRE): declared after the copier, it is destroyed
+// first, so the copier's destructor does not wait forever for copies behind the gate.
+template <class Gate>
+struct opens_at_exit {
+  Gate& gate;
+  ~opens_at_exit() { gate.open(); }
+};
+
+constexpr auto held_limit = std::chrono::seconds(10);  // what the copy that must not wait gets (it takes ms)
+constexpr auto finish_limit = std::chrono::seconds(60);
+
+// A copy on a stream held behind a gate must not keep a copy on another, idle stream out of the ring: the idle one
+// completes while the gate is still closed. Both copies have more chunks than the ring has slots; before the fix
+// the busy copy's DMAs (D2H) or filled chunks (H2D) took every slot and waited behind the gate.
+template <class Gate>
+void idle_stream_copy_passes_a_gated_one(context_ref ctx, Gate& gate, bool to_device) {
+  copy_done busy_copy, idle_copy;
+  stream busy = stream::create(ctx), idle = stream::create(ctx);
+  const std::size_t busy_size = (6 << 20) + 5, idle_size = (5 << 20) + 3;
+  const auto busy_src = test::random_bytes(busy_size, 11), idle_src = test::random_bytes(idle_size, 12);
+  std::vector<std::byte> busy_back(busy_size), idle_back(idle_size);
+  device_buffer busy_dev = device_buffer::allocate(ctx, busy_size), idle_dev = device_buffer::allocate(ctx, idle_size);
+  staged_copier copier(ctx, staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 4});
+  if (!to_device) {
+    copier.copy_to_device(busy, busy_dev.span(), std::span<const std::byte>(busy_src));
+    copier.copy_to_device(idle, idle_dev.span(), std::span<const std::byte>(idle_src));
+    busy.synchronize();
+    idle.synchronize();
+  }
+  gate.close(busy);
+  opens_at_exit<Gate> opener{gate};
+  if (to_device) {
+    copier.start_to_device(busy, busy_dev.span(), std::span<const std::byte>(busy_src), &busy_copy);
+    copier.start_to_device(idle, idle_dev.span(), std::span<const std::byte>(idle_src), &idle_copy);
+  } else {
+    copier.start_to_host(busy, std::span<std::byte>(busy_back), busy_dev.span(), &busy_copy);
+    copier.start_to_host(idle, std::span<std::byte>(idle_back), idle_dev.span(), &idle_copy);
+  }
+  const bool idle_finished_first = idle_copy.wait_for(held_limit);
+  const bool busy_still_held = !busy_copy.has_finished();
+  gate.open();
+  REQUIRE(busy_copy.wait_for(finish_limit));
+  REQUIRE(idle_copy.wait_for(finish_limit));
+  CHECK(idle_finished_first);
+  CHECK(busy_still_held);
+  CHECK_FALSE(busy_copy.error);
+  CHECK_FALSE(idle_copy.error);
+  if (to_device) {
+    copier.copy_to_host(busy, std::span<std::byte>(busy_back), busy_dev.span());
+    copier.copy_to_host(idle, std::span<std::byte>(idle_back), idle_dev.span());
+  }
+  CHECK(std::memcmp(busy_back.data(), busy_src.data(), busy_size) == 0);
+  CHECK(std::memcmp(idle_back.data(), idle_src.data(), idle_size) == 0);
+}
+
+// Copies on one stream keep their order, even when the first waits behind a gate and another stream's copy runs
+// meanwhile: two host-to-device copies into the same destination leave the second one's bytes.
+template <class Gate>
+void copies_on_one_stream_keep_their_order(context_ref ctx, Gate& gate) {
+  copy_done first, second, elsewhere;
+  stream s = stream::create(ctx), other = stream::create(ctx);
+  const std::size_t size = (5 << 20) + 7;
+  const auto first_src = test::random_bytes(size, 21), second_src = test::random_bytes(size, 22),
+             other_src = test::random_bytes(size, 23);
+  device_buffer dst = device_buffer::allocate(ctx, size), other_dst = device_buffer::allocate(ctx, size);
+  staged_copier copier(ctx, staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 4});
+  gate.close(s);
+  opens_at_exit<Gate> opener{gate};
+  copier.start_to_device(s, dst.span(), std::span<const std::byte>(first_src), &first);
+  copier.start_to_device(s, dst.span(), std::span<const std::byte>(second_src), &second);
+  copier.start_to_device(other, other_dst.span(), std::span<const std::byte>(other_src), &elsewhere);
+  const bool elsewhere_finished_first = elsewhere.wait_for(held_limit);
+  gate.open();
+  REQUIRE(first.wait_for(finish_limit));
+  REQUIRE(second.wait_for(finish_limit));
+  REQUIRE(elsewhere.wait_for(finish_limit));
+  CHECK(elsewhere_finished_first);
+  CHECK_FALSE(first.error);
+  CHECK_FALSE(second.error);
+  std::vector<std::byte> back(size);
+  copier.copy_to_host(s, std::span<std::byte>(back), dst.span());
+  CHECK(std::memcmp(back.data(), second_src.data(), size) == 0);
+  copier.copy_to_host(other, std::span<std::byte>(back), other_dst.span());
+  CHECK(std::memcmp(back.data(), other_src.data(), size) == 0);
+}
+
+// The simulated driver's gate kernel (tests/fake_driver/sim_kernels.cpp): it holds its own stream only, as the
+// spin kernel of test::gate does on a GPU.
+constexpr char sim_gate_ptx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry sim_wait_u32(.param .u64 flag) { ret; }
+)";
+
+class sim_gate {
+ public:
+  explicit sim_gate(context_ref ctx)
+      : module_(module::load(ctx, std::string_view(sim_gate_ptx), "sim_gate.ptx")),
+        flag_(pinned_buffer::allocate(ctx, sizeof(unsigned))) {
+    *flag_.data<unsigned>() = 0;
+  }
+  ~sim_gate() { open(); }
+  void close(stream_ref s) {
+    std::atomic_ref(*flag_.data<unsigned>()).store(0);
+    launch(s, module_.kernel("sim_wait_u32"), {.grid = 1, .block = 1}, flag_.data<unsigned>());
+  }
+  void open() { std::atomic_ref(*flag_.data<unsigned>()).store(1); }
+
+ private:
+  module module_;
+  pinned_buffer flag_;
+};
+}  // namespace
+
+TEST_CASE("a staged copy on an idle stream completes while another stream's staged copy waits behind a kernel",
+          "[runtime][staged][gpu][concurrent]") {
+  const bool to_device = GENERATE(false, true);
+  CAPTURE(to_device);
+  test::gate gate;
+  idle_stream_copy_passes_a_gated_one(test::ctx(), gate, to_device);
+}
+
+TEST_CASE("staged copies on one stream keep their order while another stream's copy passes them",
+          "[runtime][staged][gpu][concurrent]") {
+  test::gate gate;
+  copies_on_one_stream_keep_their_order(test::ctx(), gate);
+}
+
+// The same on the simulated driver (CTest runtime_staged_sharing_simulated): its gate kernel exists nowhere else.
+TEST_CASE("a staged copy on an idle stream completes while another stream's staged copy waits behind a gate "
+          "(simulated)",
+          "[runtime][staged][.simulated]") {
+  const bool to_device = GENERATE(false, true);
+  CAPTURE(to_device);
+  sim_gate gate(test::ctx());
+  idle_stream_copy_passes_a_gated_one(test::ctx(), gate, to_device);
+}
+
+TEST_CASE("staged copies on one stream keep their order while another stream's copy passes them (simulated)",
+          "[runtime][staged][.simulated]") {
+  sim_gate gate(test::ctx());
+  copies_on_one_stream_keep_their_order(test::ctx(), gate);
 }

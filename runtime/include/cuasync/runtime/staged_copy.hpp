@@ -59,8 +59,23 @@ class staged_copy_callback {
 };
 
 //! Copies between pageable host memory and the device through pinned staging. Thread-safe: copies from several
-//! threads queue in arrival order and share the ring (a copy starts filling it once the one before has started all of
-//! its chunks).
+//! threads share the ring.
+//!
+//! Sharing. A slot whose DMA waits behind a stream's work (a long kernel) is held until that work is done, and an
+//! enqueued DMA cannot be taken back: when copies queued in arrival order alone, a D2H copy behind a 2 s kernel kept
+//! a copy on an idle stream waiting 1.97 s (H200). So:
+//! - Copies on one stream keep arrival order: a copy takes no slot until every copy before it on that stream has
+//!   enqueued all of its DMAs (so a later copy's DMA never overtakes an earlier one's, even with the same
+//!   destination).
+//! - Copies on different streams do not wait for one another: each free slot goes to the copy holding the fewest
+//!   (the earlier one on a tie). Active copies share the ring evenly, a lone copy takes all of it, and unlike a fixed
+//!   cap (ring / copies) no slot stays free while a copy could use it.
+//! - A copy asks its stream once, when it takes its first slot (`cuStreamQuery`; never per chunk): busy, it holds at
+//!   most one slot until one of its DMAs has completed (then the work ahead of it is done). A copy that follows
+//!   another on the same stream usually finds that copy's last DMAs there and starts so too, which costs it a chunk
+//!   of pipelining.
+//! Work enqueued on a copy's stream after that question, while the copy is still enqueueing chunks, is not seen: the
+//! DMAs behind it hold their slots until it is done.
 class staged_copier {
  public:
   //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
@@ -73,14 +88,14 @@ class staged_copier {
   staged_copier(const staged_copier&) = delete;
   staged_copier& operator=(const staged_copier&) = delete;
 
-  //! Host to device on `s`, asynchronously: returns at once (the first chunks are being copied into the ring);
-  //! reports to `cb`. `src` must stay valid, and `cb` alive, until `cb->done`. Chunks are enqueued on `s` as ring
-  //! slots free up: work enqueued on `s` before `cb->enqueued` may run before some of them.
+  //! Host to device on `s`, asynchronously: returns at once (the chunks that got a slot are being copied into the
+  //! ring); reports to `cb`. `src` must stay valid, and `cb` alive, until `cb->done`. Chunks are enqueued on `s` as
+  //! ring slots free up: work enqueued on `s` before `cb->enqueued` may run before some of them.
   //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`), std::bad_alloc (nothing started then)
   void start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src, staged_copy_callback* cb,
                        std::source_location where = std::source_location::current());
-  //! Device to host on `s`, asynchronously (as above): the first chunks' DMAs are enqueued in the call, in stream
-  //! order; the rest as ring slots free up. @throws cuda_error, std::bad_alloc
+  //! Device to host on `s`, asynchronously (as above): the DMAs of the chunks that get a slot now are enqueued in
+  //! the call, in stream order; the rest as ring slots free up. @throws cuda_error, std::bad_alloc
   void start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
                      std::source_location where = std::source_location::current());
 
@@ -105,6 +120,8 @@ class staged_copier {
   // Starts what the free slots allow (under mutex_); collects the callbacks to make outside the lock.
   struct outcalls;
   void pump_locked(outcalls& out);
+  job* next_taker_locked();  // the copy that gets the next free slot; null: none may take one
+  void fail_locked(job& j, std::error_code ec, outcalls& out);  // a failure outside any chunk (asking the stream)
   void start_chunk_locked(job& j, slot& sl, outcalls& out);
   void enqueue_dma_locked(job& j, slot& sl, outcalls& out);  // a filled (H2D) or free (D2H) slot's DMA
   void on_filled(slot& sl);                                  // team thread: H2D chunk in the ring
@@ -123,7 +140,7 @@ class staged_copier {
   memcpy_team team_;
   std::mutex mutex_;
   std::condition_variable idle_cv_;
-  std::deque<std::unique_ptr<job>> jobs_;  // in arrival order; a job leaves when done
+  std::deque<std::unique_ptr<job>> jobs_;  // in arrival order (which orders copies on one stream); leave when done
   // Threads making callbacks outside the lock (run()): a finished job has left jobs_ by then, and its `done` call may
   // release the last reference to the copier's owner.
   std::size_t running_ = 0;
