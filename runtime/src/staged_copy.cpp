@@ -164,6 +164,18 @@ void staged_copier::pump_locked(outcalls& out) {
     if (!j->asked) {
       // Once per copy, never per chunk: a lone copy on an idle stream keeps today's path.
       j->asked = true;
+      // Behind an earlier copy of ours on its stream, the stream is busy with that copy's last DMAs: not a reason to
+      // hold back (back-to-back copies keep the whole ring); it inherits that copy's answer instead of asking.
+      const job* before = nullptr;
+      for (const auto& e : jobs_) {
+        if (e.get() == j) break;
+        if (e->s == j->s) before = e.get();
+      }
+      if (before) {
+        j->throttled = before->throttled;
+        start_chunk_locked(*j, **free_slot, out);
+        continue;
+      }
       try {
         // Relaxed, as the poller is: in global mode the query would invalidate another thread's capture (PyTorch's).
         thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, j->where);

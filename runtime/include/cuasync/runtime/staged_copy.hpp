@@ -72,8 +72,8 @@ class staged_copy_callback {
 //!   cap (ring / copies) no slot stays free while a copy could use it.
 //! - A copy asks its stream once, when it takes its first slot (`cuStreamQuery`; never per chunk): busy, it holds at
 //!   most one slot until one of its DMAs has completed (then the work ahead of it is done). A copy that follows
-//!   another on the same stream usually finds that copy's last DMAs there and starts so too, which costs it a chunk
-//!   of pipelining.
+//!   another of this copier's on the same stream does not ask (the stream is busy with that copy's last DMAs): it
+//!   takes that copy's answer, so back-to-back copies keep the whole ring.
 //! Work enqueued on a copy's stream after that question, while the copy is still enqueueing chunks, is not seen: the
 //! DMAs behind it hold their slots until it is done.
 class staged_copier {
