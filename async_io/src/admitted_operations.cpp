@@ -116,12 +116,18 @@ struct admitted_run {
 }  // namespace
 
 void wait_op::admitted(admission_ticket ticket) noexcept {
+  // Queued behind the executor's completions, so a burst of admissions takes turns with its other handlers.
+  if (owner->queue_admitted(this, ticket)) return;
   try {
     asio::any_io_executor io = io_work;
     asio::post(io, admitted_run(this, std::move(ticket)));
   } catch (...) {
     // Out of memory for the post: the operation was abandoned by admitted_run's destructor.
   }
+}
+
+bool service_queues::queue_admitted(wait_op* op, admission_ticket& ticket) noexcept {
+  return fifo_->push_admitted(op, ticket);
 }
 
 bool service_queues::try_admit(wait_op* op, stream_ref s, bool hold, admission_ticket& ticket) noexcept {

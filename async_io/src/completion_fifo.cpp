@@ -1,5 +1,7 @@
 #include "completion_fifo.hpp"
 
+#include "service_queues.hpp"
+
 #include <boost/asio/execution.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
@@ -40,7 +42,7 @@ std::size_t completion_fifo::push(std::vector<completed_wait>& done, std::size_t
     std::lock_guard lock(mutex_);
     for (; i < done.size(); ++i) {
       lane& l = lane_for_locked(op_of(done[i])->io_work);
-      l.items.push_back(done[i]);
+      l.items.push_back(item{op_of(done[i]), done[i].error, {}, false});
       if (!l.drain_posted) {
         l.drain_posted = true;
         to_post.push_back(&l);
@@ -54,31 +56,59 @@ std::size_t completion_fifo::push(std::vector<completed_wait>& done, std::size_t
       }
     }
   }
-  for (lane* l : to_post) {
-    try {
-      // Posted with outstanding work held until post() returns: the io thread may run the drain, complete the last
-      // operation and return from run() before post() has finished here (Asio signals its condition variable after
-      // unlocking), and the context's owner may then destroy it under this thread (TSan saw it in CI).
-      const asio::any_io_executor working = asio::prefer(l->ex, asio::execution::outstanding_work.tracked);
-      asio::post(working, [self = shared_from_this(), l] { self->drain(l); });
-    } catch (...) {
-    }
-  }
+  for (lane* l : to_post) post_drain(l);
   return to_post.size();
+}
+
+bool completion_fifo::push_admitted(wait_op* op, admission_ticket& ticket) noexcept {
+  lane* to_post = nullptr;
+  try {
+    std::lock_guard lock(mutex_);
+    lane& l = lane_for_locked(op->io_work);
+    l.items.emplace_back();  // may throw: before the ticket moves
+    l.items.back() = item{op, {}, std::move(ticket), true};
+    if (!l.drain_posted) {
+      l.drain_posted = true;
+      to_post = &l;
+    }
+  } catch (...) {
+    return false;  // nothing was queued, and the ticket is still the caller's
+  }
+  if (to_post) post_drain(to_post);
+  return true;
+}
+
+void completion_fifo::post_drain(lane* l) noexcept {
+  try {
+    // Posted with outstanding work held until post() returns: the io thread may run the drain, complete the last
+    // operation and return from run() before post() has finished here (Asio signals its condition variable after
+    // unlocking), and the context's owner may then destroy it under this thread (TSan saw it in CI).
+    const asio::any_io_executor working = asio::prefer(l->ex, asio::execution::outstanding_work.tracked);
+    asio::post(working, [self = shared_from_this(), l] { self->drain(l); });
+  } catch (...) {
+  }
+}
+
+void completion_fifo::run(item& it) {
+  if (!it.admitted) return dispatch_to_handler(op_ptr(it.op), it.error);
+  if (it.op->task)
+    it.op->owner->run_task(it.op, true, nullptr, std::move(it.ticket));
+  else
+    it.op->owner->run_admitted(it.op, true, nullptr, std::move(it.ticket));
 }
 
 void completion_fifo::drain(lane* l) {
   const long long end = completion_queues::now_ns() + run_budget_ns;
   do {
-    completed_wait item;
+    item it;
     {
       std::lock_guard lock(mutex_);
       if (l->items.empty()) break;
-      item = l->items.front();
+      it = std::move(l->items.front());
       l->items.pop_front();
     }
     try {
-      dispatch_to_handler(op_ptr(op_of(item)), item.error);
+      run(it);
     } catch (...) {
       // A handler threw: the rest stay queued (not lost, none run twice) for a drain posted again.
       std::lock_guard lock(mutex_);
@@ -98,15 +128,20 @@ void completion_fifo::drain(lane* l) {
 }
 
 void completion_fifo::clear() noexcept {
-  std::vector<completed_wait> all;
+  std::vector<item> all;
   {
     std::lock_guard lock(mutex_);
     for (auto& l : lanes_) {
-      all.insert(all.end(), l->items.begin(), l->items.end());
+      for (item& it : l->items) all.push_back(std::move(it));
       l->items.clear();
     }
   }
-  for (const completed_wait& c : all) op_ptr destroy(op_of(c));
+  for (item& it : all) {
+    if (it.admitted)
+      it.op->owner->abandon(it.op);  // its place goes back with the ticket
+    else
+      op_ptr destroy(it.op);
+  }
 }
 
 }  // namespace cuasync::detail

@@ -4,7 +4,11 @@
 // `run_budget` before it re-posts itself, so an io thread's other handlers (a framework's timers) never wait behind a
 // burst of completions. A budget of time, not a count: a closed loop over 64 streams completes its whole pass inline
 // (64 short handlers), while the waiters of a long kernel (hundreds at once) take turns with everything else.
+// Admitted operations (their enqueue, once a place frees up) queue in the same FIFO: a stream freeing hundreds of
+// places at once would otherwise post hundreds of handlers, each a driver call, all ahead of the next timer.
 #include "wait_op.hpp"
+
+#include <cuasync/engine/admission.hpp>
 
 #include <deque>
 #include <memory>
@@ -23,16 +27,28 @@ class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
   //! Queues `done[first..]` behind what each one's executor already has; posts a drain handler where none is
   //! pending. Returns the posts made. Never throws (out of memory: a completion is posted on its own).
   std::size_t push(std::vector<completed_wait>& done, std::size_t first) noexcept;
-  //! Destroys every queued operation without calling it (the execution context shuts down).
+  //! Queues an admitted operation (its `ticket`, its place) to be enqueued, behind what its executor has. False when
+  //! it could not be queued (out of memory; `ticket` is left to the caller).
+  bool push_admitted(wait_op* op, admission_ticket& ticket) noexcept;
+  //! Destroys every queued operation without calling it or enqueueing its work (the execution context shuts down).
   void clear() noexcept;
 
  private:
+  // A completion to hand to its handler, or an admitted operation whose work is to be enqueued.
+  struct item {
+    wait_op* op = nullptr;
+    std::error_code error;
+    admission_ticket ticket;
+    bool admitted = false;
+  };
   struct lane {
     boost::asio::any_io_executor ex;
-    std::deque<completed_wait> items;
+    std::deque<item> items;
     bool drain_posted = false;
   };
   void drain(lane* l);
+  void post_drain(lane* l) noexcept;
+  static void run(item& it);
   lane& lane_for_locked(const boost::asio::any_io_executor& ex);
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<lane>> lanes_;  // usually one

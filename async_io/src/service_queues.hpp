@@ -48,6 +48,9 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   // The admitted operation's work: enqueue, record, attach (or fail). Never throws. `stored`: it waited for
   // admission (its work is in op->enqueue); otherwise `ref` is the caller's.
   void run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept;
+  // An operation admitted after waiting: its run_admitted (or run_task) queued in the completion FIFO. False when it
+  // could not be queued (out of memory: `ticket` is still the caller's).
+  bool queue_admitted(wait_op* op, admission_ticket& ticket) noexcept;
   // An admitted operation whose enqueue will never run (its post was dropped): destroyed without a call.
   void abandon(wait_op* op) noexcept;
   //! A place for `op` on `s` now (`ticket` set) or later (`ticket` empty): true. False when the stream cannot be
