@@ -149,7 +149,9 @@ int run(invocation& inv) {
       } else if (a == "--pch") {
         options.precompiled_headers = true;
       } else if (a == "-X") {
-        options.extra.push_back(value("an NVRTC option"));
+        const std::string refused = jit::refused_extra_option(value("an NVRTC option"));
+        if (!refused.empty()) return inv.usage_error("-X " + refused + " (here: --arch, --ptx, --ltoir or --rdc)");
+        options.extra.push_back(v);
       } else if (a == "--output" || a == "-o") {
         output = value("a file");
       } else if (a == "--no-cache") {
@@ -269,7 +271,7 @@ const command compile_command{
     "                           (e.g. 'saxpy<float>'); repeatable\n"
     "  --std c++17              language standard\n"
     "  --fast-math, --line-info, --debug, --rdc, --max-registers N, --pch\n"
-    "  -X OPTION                pass a raw NVRTC option\n"
+    "  -X OPTION                pass a raw NVRTC option (not one that sets the target: -arch, -rdc, -dlto)\n"
     "  -o, --output FILE        write the CUBIN / PTX / LTO-IR to FILE\n"
     "  --no-cache               compile without the disk cache\n"
     "Environment: CUASYNC_LIBNVRTC, CUASYNC_CACHE_DIR, CUASYNC_CACHE_SIZE, CUASYNC_CACHE=0 (see the README).\n",

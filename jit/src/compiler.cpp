@@ -109,6 +109,7 @@ compile_result compiler::compile(const program& p, const target& t, const compil
 compile_result compiler::compile_with(const program& p, const target& t, const compile_options& o,
                                       const nvrtc_info& nvrtc, std::optional<retarget> chosen,
                                       std::source_location where) {
+  o.check(where);  // before the caches: a hit must not hide options that a compile would refuse
   const cache_key key = make_cache_key(p, t, o, nvrtc);
   std::shared_future<std::shared_ptr<const compiled_program>> pending;
   std::promise<std::shared_ptr<const compiled_program>> promise;

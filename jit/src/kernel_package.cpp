@@ -117,7 +117,10 @@ kernel_package kernel_package::parse(std::string_view manifest, const std::files
       k.program.add_header(n == 4 ? words[3] : words[1], read_file(directory, words[1], pos, where));
     } else if (key == "option") {
       need(n >= 2, pos, "'option' takes the option's text", where);
-      k.options.extra.push_back(rest_of(line, key));
+      std::string option = rest_of(line, key);
+      const std::string refused = refused_extra_option(option);
+      need(refused.empty(), pos, "option " + refused, where);
+      k.options.extra.push_back(std::move(option));
     } else if (key == "define") {
       need(n == 2, pos, "'define' takes NAME or NAME=VALUE", where);
       const std::size_t eq = words[1].find('=');

@@ -109,6 +109,57 @@ TEST_CASE("options turn into NVRTC's arguments", "[jit][compile][options]") {
   CHECK_THROWS_WITH(o.arguments({output_kind::cubin, 90}), Catch::Contains("max_registers must be positive"));
 }
 
+TEST_CASE("extra options that change the target are refused, naming the option and what to use", "[jit][compile]"
+          "[options]") {
+  using Catch::Contains;
+  const jit::target sm_90{output_kind::cubin, 90};
+  auto error_with = [&](std::vector<std::string> extra) {
+    jit::compile_options o;
+    o.extra = std::move(extra);
+    try {
+      o.arguments(sm_90);
+    } catch (const cuda_error& e) {
+      CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (const char* arch : {"-arch=sm_80", "--gpu-architecture=compute_80", "--gpu-architecture sm_80", "--arch=sm_80"})
+    CHECK_THAT(error_with({arch}), Contains(std::string("extra option '") + arch + "' changes what NVRTC produces") &&
+                                       Contains("target"));
+  // The two-argument spellings: the option alone is refused, whatever follows it.
+  CHECK_THAT(error_with({"-arch", "sm_80"}), Contains("'-arch' changes what NVRTC produces"));
+  CHECK_THAT(error_with({"--gpu-architecture", "sm_80"}), Contains("'--gpu-architecture' changes"));
+  CHECK_THAT(error_with({"-code=sm_80"}), Contains("'-code=sm_80' changes"));
+  CHECK_THAT(error_with({"--gpu-code=sm_80"}), Contains("'--gpu-code=sm_80' changes"));
+  for (const char* rdc : {"-rdc=true", "--relocatable-device-code=false", "-dc", "--device-c", "-dw", "--device-w"})
+    CHECK_THAT(error_with({rdc}), Contains(std::string("'") + rdc + "' changes") &&
+                                      Contains("compile_options::relocatable_device_code"));
+  CHECK_THAT(error_with({"-dlto"}), Contains("output_request::ltoir"));
+  CHECK_THAT(error_with({"--dlink-time-opt"}), Contains("output_request::ltoir"));
+  CHECK_THAT(error_with({"-G", "--optix-ir"}), Contains("'--optix-ir' changes"));
+
+  // Options that leave the target alone pass through unchanged.
+  const std::vector<std::string> harmless{"-G", "-lineinfo", "--use_fast_math", "-DARCH=80", "-Darch", "-I/opt/inc",
+                                          "-std=c++20", "--extra-device-vectorization", "-default-device"};
+  jit::compile_options o;
+  o.extra = harmless;
+  const auto a = o.arguments(sm_90);
+  CHECK(std::equal(harmless.begin(), harmless.end(), a.end() - static_cast<std::ptrdiff_t>(harmless.size())));
+  CHECK(jit::refused_extra_option("--use_fast_math").empty());
+}
+
+TEST_CASE("the compiler refuses target-changing extra options before its caches", "[jit][compile][options]") {
+  jit::compile_options o;
+  o.extra = {"-arch=sm_80"};
+  jit::compiler compiler(jit::disk_cache_settings{false, {}, 0});
+  const jit::program p = test::small_program(7);
+  CHECK_THROWS_WITH(compiler.compile(p, 90, o), Catch::Contains("'-arch=sm_80' changes what NVRTC produces"));
+  o.extra = {"-arch", "compute_80"};
+  CHECK_THROWS_WITH(compiler.compile(p, {output_kind::ptx, 90}, o), Catch::Contains("'-arch' changes"));
+  CHECK(compiler.stats().compiles == 0);
+}
+
 TEST_CASE("a compile error quotes the first error with the offending source line", "[jit][compile][error]") {
   jit::program p("broken.cu", R"(extern "C" __global__ void k(float* y, const float* x) {
   const int i = threadIdx.x;

@@ -102,6 +102,11 @@ TEST_CASE("a malformed kernel package manifest names the file, the line and the 
   CHECK_THAT(error_of_load("package p\nsource kernels.cu\nheader include/common.cuh as\nkernel fill\n"),
              Contains("cuasync.manifest:3: 'header' takes a file"));
   CHECK_THAT(error_of_load(""), Contains("no 'package NAME' entry"));
+  // An option that would override the target chosen for the device.
+  CHECK_THAT(error_of_load("package p\nsource kernels.cu\noption -arch=sm_80\nkernel fill\n"),
+             Contains("cuasync.manifest:3: option '-arch=sm_80' changes what NVRTC produces"));
+  CHECK_THAT(error_of_load("package p\nsource kernels.cu\noption --gpu-architecture sm_80\nkernel fill\n"),
+             Contains("cuasync.manifest:3: option '--gpu-architecture sm_80' changes"));
   // A directory named as the source opens as an empty stream: refused, not compiled as an empty program.
   CHECK_THAT(error_of_load("package p\nsource include\nkernel fill\n"), Contains("cuasync.manifest:2: cannot read"));
   test::scratch_dir empty;

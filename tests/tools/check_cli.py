@@ -194,6 +194,10 @@ with open(kernel, "w") as f:
     f.write('template <class T> __global__ void scale(T* x, T a, int n) {\n'
             '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= a;\n}\n')
 args = ["compile", kernel, "--arch", "sm_90", "--name-expression", "scale<float>"]
+# A raw NVRTC option that would override the target is a usage error naming it, NVRTC or not.
+refused = run_json(["compile", kernel, "-X", "-arch=sm_80"], 2, no_gpu_env)
+check_error(refused, 2, "usage", "compile -X -arch=sm_80")
+check("'-arch=sm_80'" in refused.get("error", {}).get("message", ""), f"compile -X -arch=sm_80: {refused}")
 cold = run_json(args, 0, no_gpu_env)
 if cold.get("error", {}).get("kind") == "nvrtc_error":
     print(f"check_cli: NVRTC did not load, compile checked for its error only: {cold['error']['message']}")

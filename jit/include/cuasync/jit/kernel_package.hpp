@@ -8,7 +8,8 @@
 //!     package NAME                 the package's name (first, once)
 //!     source FILE                  the program's source, relative to the directory (once)
 //!     header FILE [as NAME]        a header compiled from memory: `#include "NAME"` (default NAME: FILE) finds it
-//!     option TEXT...               an NVRTC option, passed as written ("--use_fast_math", "-DN=4")
+//!     option TEXT...               an NVRTC option, passed as written ("--use_fast_math", "-DN=4"); one that
+//!                                  changes the target (`-arch`, `-rdc`, ...: `refused_extra_option`) is an error
 //!     define NAME[=VALUE]          the same as `option -DNAME[=VALUE]`
 //!     std STANDARD                 the C++ standard (c++11, c++14, c++17, c++20; default c++17)
 //!     kernel NAME                  an entry point with `extern "C"` linkage

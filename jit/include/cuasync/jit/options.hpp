@@ -5,7 +5,9 @@
 #include <cuasync/jit/target.hpp>
 
 #include <optional>
+#include <source_location>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,7 +31,9 @@ struct compile_options {
   //! Precompiled headers (`--pch`): NVRTC saves the headers' parsed state in the compiler's PCH directory (under the
   //! cache) and reuses it when a later program includes the same headers. Pays off for header-heavy kernels.
   bool precompiled_headers = false;
-  std::vector<std::string> extra;    //!< raw NVRTC options, passed last, unchanged
+  //! Raw NVRTC options, passed last, unchanged. Options that change what is produced (`-arch`, `-code`, `-rdc`,
+  //! `-dc`, `-dlto`, `-optix-ir`, ...) are refused: the target and the fields above choose that.
+  std::vector<std::string> extra;
 
   //! Adds `-D name=value`. Returns *this for chaining.
   compile_options& define(std::string name, std::string value = {}) {
@@ -42,12 +46,21 @@ struct compile_options {
     return *this;
   }
 
+  //! Refuses options that cannot be compiled as asked (the compiler checks before it looks in its caches).
+  //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an empty define name, a non-positive register count or an
+  //! `extra` option that `refused_extra_option` refuses.
+  void check(std::source_location where = std::source_location::current()) const;
+
   //! NVRTC's argument list for `t`. `pch_dir` is used when `precompiled_headers` is set (empty: NVRTC's default).
-  //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an empty define name or a non-positive register count.
+  //! @throws as `check`.
   std::vector<std::string> arguments(const target& t, const std::string& pch_dir = {},
                                      std::source_location where = std::source_location::current()) const;
 
   friend bool operator==(const compile_options&, const compile_options&) = default;
 };
+
+//! Why `option`, one entry of `compile_options::extra`, is refused ("'-arch=sm_80' changes what NVRTC produces ...",
+//! with what to use instead), or empty when it is not: such an option would override the target chosen for the device.
+std::string refused_extra_option(std::string_view option);
 
 }  // namespace cuasync::jit
