@@ -14,7 +14,8 @@ namespace cuasync::tools {
 const std::string_view common_help = R"(
 options of every command:
   --json      print one JSON object on standard output for scripts (failures too:
-              {"error": {"command", "status", "kind", "message"}}); messages still go to standard error
+              {"error": {"command", "status", "kind", "message"}}); messages still go to standard error;
+              before the command too (cuasync --json info)
   -h, --help  this help
 
 exit status:

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 namespace {
 using namespace cuasync::tools;
@@ -43,10 +44,14 @@ const command* find(std::string_view name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string_view first = argc > 1 ? argv[1] : "";
   bool json = false;
   for (int i = 1; i < argc; ++i) json = json || !std::strcmp(argv[i], "--json");
-  if (first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
+  // Options every command takes may come before the command too, as users type them: `cuasync --json info`.
+  int at = 1;
+  while (at < argc && !std::strcmp(argv[at], "--json")) ++at;
+  const std::string_view first = at < argc ? argv[at] : "";
+  const bool has_more = at + 1 < argc;
+  if (first == "--help" || first == "-h" || (first == "help" && !has_more)) {
     usage(stdout);
     return exit_ok;
   }
@@ -58,9 +63,9 @@ int main(int argc, char** argv) {
     return exit_ok;
   }
   if (first == "help") {
-    const command* c = find(argv[2]);
+    const command* c = find(argv[at + 1]);
     if (!c) {
-      std::fprintf(stderr, "cuasync help: unknown command '%s'\n", argv[2]);
+      std::fprintf(stderr, "cuasync help: unknown command '%s'\n", argv[at + 1]);
       return exit_usage;
     }
     invocation(*c, 0, nullptr).print_help();
@@ -71,7 +76,7 @@ int main(int argc, char** argv) {
     if (first.empty())
       std::fprintf(stderr, "cuasync: no command given\n\n");
     else
-      std::fprintf(stderr, "cuasync: unknown command '%s'\n\n", argv[1]);
+      std::fprintf(stderr, "cuasync: unknown command '%s'\n\n", argv[at]);
     usage(stderr);
     if (json) {
       cuasync::trace::json::writer w;
@@ -82,7 +87,10 @@ int main(int argc, char** argv) {
     }
     return exit_usage;
   }
-  invocation inv(*c, argc - 2, argv + 2);
+  // The command's own arguments, with the options given before it (the invocation takes --json out anywhere).
+  std::vector<char*> command_args(argv + 1, argv + at);
+  command_args.insert(command_args.end(), argv + at + 1, argv + argc);
+  invocation inv(*c, static_cast<int>(command_args.size()), command_args.data());
   if (inv.help()) {
     inv.print_help();
     return exit_ok;

@@ -30,16 +30,18 @@ def run(args, status, environment=None, stdin=None):
     return p.stdout, p.stderr
 
 
-def run_json(args, status, environment=None):
-    """Runs the tool with --json; its standard output must be exactly one JSON object."""
-    out, _ = run(args + ["--json"], status, environment)
+def run_json(args, status, environment=None, json_first=False):
+    """Runs the tool with --json (after the arguments, or before them: `cuasync --json info`); its standard output
+    must be exactly one JSON object."""
+    command = ["--json"] + args if json_first else args + ["--json"]
+    out, _ = run(command, status, environment)
     try:
         value = json.loads(out)
     except ValueError as e:
-        failures.append(f"cuasync {' '.join(args)} --json: not JSON ({e}): {out[:500]!r}")
+        failures.append(f"cuasync {' '.join(command)}: not JSON ({e}): {out[:500]!r}")
         return {}
     if not isinstance(value, dict):
-        failures.append(f"cuasync {' '.join(args)} --json: not an object")
+        failures.append(f"cuasync {' '.join(command)}: not an object")
         return {}
     return value
 
@@ -84,6 +86,27 @@ check_error(run_json(["compile"], 2), 2, "usage", "compile without a file")
 check_error(run_json(["trace"], 2), 2, "usage", "trace without a file")
 check_error(run_json(["trace", recorded_trace, "--device", "x"], 2), 2, "usage", "trace --device x")
 check(run_json(["--version"], 0).get("version"), "--version --json has no version")
+
+# --json before the command, as users type it (`cuasync --json info`), means the same as after it.
+for command in commands:
+    check_error(run_json([command, "--no-such-option"], 2, json_first=True), 2, "usage",
+                f"--json {command} --no-such-option")
+check_error(run_json(["no-such-command"], 2, json_first=True), 2, "usage", "--json no-such-command")
+check_error(run_json([], 2, json_first=True), 2, "usage", "--json without a command")
+check_error(run_json(["--no-such-option"], 2, json_first=True), 2, "usage", "--json --no-such-option")
+check(run_json(["--version"], 0, json_first=True).get("version"), "--json --version has no version")
+check(run(["--json", "--help"], 0)[0] == run(["--help"], 0)[0], "'cuasync --json --help' differs from 'cuasync --help'")
+check(run(["--json", "help", "info"], 0)[0] == run(["info", "--help"], 0)[0],
+      "'cuasync --json help info' differs from 'info --help'")
+check_error(run_json(["info"], 3, no_gpu_env, json_first=True), 3, "no_gpu", "--json info without a driver")
+check(run_json(["info"], 0, simulated_env, json_first=True).get("device_count", 0) >= 1,
+      "--json info on the simulated driver")
+for command in ["doctor", "bench"]:
+    check_error(run_json([command], 3, no_gpu_env, json_first=True), 3, "no_gpu", f"--json {command} without a GPU")
+check_error(run_json(["compile", os.path.join(work, "missing.cu")], 1, json_first=True), 1, "io_error",
+            "--json compile of a missing file")
+check(run_json(["trace", recorded_trace, "--no-html"], 0, json_first=True).get("spans") == 31,
+      "--json trace of the recorded trace")
 
 # info: no GPU is status 3 with its reason; on the simulated libcuda, the devices.
 run(["info"], 3, no_gpu_env)
