@@ -40,19 +40,34 @@ std::string rest_of(std::string_view line, const std::string& first) {
   return std::string(line.substr(i, end - i));
 }
 
+// `path` with every symbolic link and `..` resolved (as far as it exists), absolute.
+std::filesystem::path resolved(const std::filesystem::path& path, const position& pos, std::source_location where) {
+  std::error_code ec;
+  std::filesystem::path out = std::filesystem::absolute(path, ec);
+  if (!ec) out = std::filesystem::weakly_canonical(out, ec);
+  if (ec) cuasync::detail::throw_invalid(api, pos.at() + ": cannot resolve '" + path.string() + "': " + ec.message(),
+                                         where);
+  return out;
+}
+
 std::string read_file(const std::filesystem::path& directory, const std::string& relative, const position& pos,
                       std::source_location where) {
   const std::filesystem::path p(relative);
   if (p.empty() || p.is_absolute())
     cuasync::detail::throw_invalid(api, pos.at() + ": '" + relative + "' must be a path relative to the package", where);
-  for (const auto& part : p)
-    if (part == "..")
-      cuasync::detail::throw_invalid(api, pos.at() + ": '" + relative + "' leaves the package's directory", where);
+  // Resolved through the filesystem, not lexically: a symbolic link inside the package may point out of it.
+  const std::filesystem::path package = resolved(directory, pos, where);
+  const std::filesystem::path file = resolved(directory / p, pos, where);
+  const std::filesystem::path inside = file.lexically_relative(package);
+  if (inside.empty() || *inside.begin() == "..")
+    cuasync::detail::throw_invalid(api, pos.at() + ": '" + relative + "' leaves the package's directory ('" +
+                                       package.string() + "'; it resolves to '" + file.string() + "')",
+                                   where);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(directory / p, ec))  // a directory opens as an empty stream
+  if (!std::filesystem::is_regular_file(file, ec))  // a directory opens as an empty stream
     cuasync::detail::throw_invalid(api, pos.at() + ": cannot read '" + (directory / p).string() + "' (no such file)",
                                    where);
-  std::ifstream in(directory / p, std::ios::binary);
+  std::ifstream in(file, std::ios::binary);
   if (!in) cuasync::detail::throw_invalid(api, pos.at() + ": cannot read '" + (directory / p).string() + "'", where);
   std::ostringstream s;
   s << in.rdbuf();

@@ -1,5 +1,5 @@
 // Kernel packages: a directory with a manifest, compiled through the caches; a malformed manifest is an error naming
-// the file, the line and the problem.
+// the file, the line and the problem; no entry reads a file outside the package, symbolic links resolved.
 #include <cuasync/jit/kernel_package.hpp>
 
 #include <catch2/catch.hpp>
@@ -83,6 +83,41 @@ TEST_CASE("a manifest written on Windows (CRLF line ends) loads", "[jit][package
   CHECK(k.name == "demo");
   CHECK(k.program.name() == "kernels.cu");
   CHECK(k.kernels == std::vector<std::string>{"fill"});
+}
+
+TEST_CASE("a symbolic link inside a package cannot lead out of it", "[jit][package][security]") {
+  using Catch::Contains;
+  test::scratch_dir outside;
+  std::filesystem::create_directories(outside.path / "include");
+  test::write_file(outside.path / "secret.cu", "extern \"C\" __global__ void fill() {}\n");
+  test::write_file(outside.path / "include" / "secret.h", "#define SECRET 1\n");
+  package_dir p("package p\nsource kernels.cu\nkernel fill\n");
+  std::filesystem::create_symlink(outside.path / "secret.cu", p.dir.path / "linked.cu");
+  std::filesystem::create_directory_symlink(outside.path / "include", p.dir.path / "linked_include");
+  std::filesystem::create_symlink("kernels.cu", p.dir.path / "alias.cu");  // stays inside: fine
+  auto error_of_manifest = [&](const std::string& manifest) {
+    test::write_file(p.dir.path / jit::kernel_package::manifest_name, manifest);
+    try {
+      jit::kernel_package::load(p.dir.path);
+    } catch (const cuda_error& e) {
+      CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of_manifest("package p\nsource linked.cu\nkernel fill\n"),
+             Contains("cuasync.manifest:2: 'linked.cu' leaves the package's directory") &&
+                 Contains((std::filesystem::canonical(outside.path) / "secret.cu").string()));
+  CHECK_THAT(error_of_manifest("package p\nsource kernels.cu\nheader linked_include/secret.h as s.h\nkernel fill\n"),
+             Contains("cuasync.manifest:3: 'linked_include/secret.h' leaves the package's directory"));
+  // A path that steps out and back in stays inside once resolved; a link to a file of the package is followed.
+  const std::string back_in = "../" + p.dir.path.filename().string() + "/kernels.cu";
+  CHECK(jit::kernel_package::parse("package p\nsource " + back_in + "\nkernel fill\n", p.dir.path).name == "p");
+  CHECK(error_of_manifest("package p\nsource alias.cu\nkernel fill\n") == "no error");
+  // The package's own directory may be reached through a link.
+  const std::filesystem::path via_link = outside.path / "package_link";
+  std::filesystem::create_directory_symlink(p.dir.path, via_link);
+  CHECK(jit::kernel_package::load(via_link).program.source() == source);
 }
 
 TEST_CASE("a malformed kernel package manifest names the file, the line and the problem", "[jit][package]") {

@@ -16,8 +16,9 @@
 //!     template EXPRESSION...       a template instantiation, compiled and found by that expression ("scale<float>")
 //!
 //! Files are read when the package is loaded (their contents are part of the cache key). Paths may not leave the
-//! package's directory. Errors are `cuda_error(CUDA_ERROR_INVALID_VALUE)`s whose message names the manifest, the line
-//! and the problem ("pack/cuasync.manifest:7: unknown entry 'kernal' ...").
+//! package's directory, symbolic links and `..` resolved through the filesystem. Errors are
+//! `cuda_error(CUDA_ERROR_INVALID_VALUE)`s whose message names the manifest, the line and the problem
+//! ("pack/cuasync.manifest:7: unknown entry 'kernal' ...").
 
 #include <cuasync/jit/options.hpp>
 #include <cuasync/jit/program.hpp>
