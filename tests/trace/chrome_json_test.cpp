@@ -10,7 +10,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
+#include <string>
 
 namespace trace = cuasync::trace;
 namespace json = cuasync::trace::json;
@@ -107,7 +109,8 @@ TEST_CASE("the committed test trace is what the generator writes, and reads back
   CHECK(t.lanes.size() == 7);
 }
 
-TEST_CASE("other producers' complete events become thread lanes; other phases are skipped", "[trace][chrome]") {
+TEST_CASE("other producers' complete and duration events become thread lanes; other phases are skipped",
+          "[trace][chrome]") {
   const char* foreign = R"([
     {"ph": "M", "name": "thread_name", "pid": 7, "tid": 70, "args": {"name": "main"}},
     {"ph": "X", "name": "step", "cat": "frame,gpu", "pid": 7, "tid": 70, "ts": 10, "dur": 5},
@@ -117,18 +120,57 @@ TEST_CASE("other producers' complete events become thread lanes; other phases ar
   ])";
   std::size_t skipped = 0;
   const trace::timeline t = trace::read_chrome_json(foreign, &skipped);
-  CHECK(skipped == 2);
-  REQUIRE(t.spans.size() == 2);
-  CHECK(t.spans[0].name == "step");
-  CHECK(t.spans[0].category == trace::category::user);
-  CHECK(t.spans[0].begin_ns == 10'000);
-  CHECK(t.spans[0].end_ns == 15'000);
-  CHECK(t.spans[1].begin_ns == 12'500);
-  CHECK(t.spans[0].lane.kind == trace::lane_kind::host_thread);
-  CHECK_FALSE(t.spans[0].lane == t.spans[1].lane);
+  CHECK(skipped == 1);  // the instant event
+  REQUIRE(t.spans.size() == 3);
+  const auto named = [&](const std::string& name) -> const trace::span& {
+    for (const trace::span& s : t.spans)
+      if (s.name == name) return s;
+    FAIL("no span " << name);
+    return t.spans[0];
+  };
+  const trace::span& step = named("step");
+  const trace::span& io = named("io");
+  CHECK(step.category == trace::category::user);
+  CHECK(step.begin_ns == 10'000);
+  CHECK(step.end_ns == 15'000);
+  CHECK(io.begin_ns == 12'500);
+  CHECK(step.lane.kind == trace::lane_kind::host_thread);
+  CHECK_FALSE(step.lane == io.lane);
+  // A "B" never ended (the trace was cut while it ran) lasts to the trace's end, as viewers draw it.
+  CHECK(named("begin").begin_ns == 11'000);
+  CHECK(named("begin").end_ns == 15'000);
+  CHECK(named("begin").lane == step.lane);
   REQUIRE(t.lanes.size() == 2);
-  CHECK(t.lane_name(t.spans[0].lane) == "main");
-  CHECK(t.lane_name(t.spans[1].lane) == "pid 7 tid 71");
+  CHECK(t.lane_name(step.lane) == "main");
+  CHECK(t.lane_name(io.lane) == "pid 7 tid 71");
+}
+
+TEST_CASE("duration events nest per thread: an E ends its thread's innermost open B", "[trace][chrome]") {
+  const char* nested = R"({"traceEvents": [
+    {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 10, "args": {"bytes": 4096}},
+    {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 12},
+    {"ph": "B", "name": "elsewhere", "pid": 1, "tid": 2, "ts": 13},
+    {"ph": "E", "pid": 1, "tid": 1, "ts": 14},
+    {"ph": "E", "pid": 1, "tid": 2, "ts": 20},
+    {"ph": "E", "pid": 1, "tid": 1, "ts": 30},
+    {"ph": "E", "pid": 1, "tid": 1, "ts": 31}
+  ]})";
+  std::size_t skipped = 0;
+  const trace::timeline t = trace::read_chrome_json(nested, &skipped);
+  CHECK(skipped == 1);  // the last E has no B left to end
+  REQUIRE(t.spans.size() == 3);
+  std::map<std::string, trace::span> by_name;
+  for (const trace::span& s : t.spans) by_name[s.name] = s;
+  CHECK(by_name["outer"].begin_ns == 10'000);
+  CHECK(by_name["outer"].end_ns == 30'000);
+  CHECK(by_name["outer"].bytes == 4096);
+  CHECK(by_name["inner"].begin_ns == 12'000);
+  CHECK(by_name["inner"].end_ns == 14'000);
+  CHECK(by_name["elsewhere"].end_ns == 20'000);
+  CHECK(by_name["outer"].lane == by_name["inner"].lane);
+  CHECK_FALSE(by_name["outer"].lane == by_name["elsewhere"].lane);
+  CHECK_THROWS_WITH(trace::read_chrome_json(R"([{"ph": "B", "name": "a", "ts": 5}, {"ph": "E", "ts": 4}])"),
+                    Catch::Contains("event 1") && Catch::Contains("before its"));
 }
 
 TEST_CASE("malformed traces are refused with the event and the problem", "[trace][chrome]") {

@@ -1,5 +1,5 @@
 // Reads Chrome trace event JSON back into a timeline: cuasync's own files exactly (lanes from the events' args),
-// other producers' complete events as thread lanes.
+// other producers' complete events ("X") and duration events ("B" ... "E", nested per thread) as thread lanes.
 #include <cuasync/trace/chrome_json.hpp>
 
 #include <cuasync/trace/json.hpp>
@@ -168,6 +168,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
 
   std::map<thread_key, lane_info> named;  // from thread_name metadata
   std::map<thread_key, lane> foreign;     // (pid, tid) of events without lane args, as thread lanes
+  std::map<thread_key, std::vector<std::size_t>> open;  // per thread, the "B" events not ended yet (spans' indexes)
   thread_ids ids;
   std::size_t skipped = 0;
   const json::array& list = events->as_array();
@@ -194,7 +195,25 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
       }
       continue;
     }
-    if (ph.as_string() != "X") {
+    const std::string& phase = ph.as_string();
+    const auto time_of = [&](const json::value& ts) {
+      const bool rebased = base_us != 0.0 && ts.is_number();
+      return t.origin_ns + nanoseconds(rebased ? json::value(ts.as_number() - base_us) : ts, i, "ts");
+    };
+    if (phase == "E") {
+      // Ends the innermost open "B" of its thread (the format nests them per thread, in file order).
+      std::vector<std::size_t>& stack = open[key];
+      if (stack.empty()) {
+        ++skipped;  // an end without a beginning (a trace cut at its start)
+        continue;
+      }
+      span& begun = t.spans[stack.back()];
+      stack.pop_back();
+      begun.end_ns = time_of(required(e, "ts", i));
+      if (begun.end_ns < begun.begin_ns) bad_event(i, "an \"E\" event before its \"B\"");
+      continue;
+    }
+    if (phase != "X" && phase != "B") {
       ++skipped;
       continue;
     }
@@ -205,12 +224,10 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
     s.name = name.as_string();
     if (const json::value* cat = e.find("cat"); cat && cat->is_string())
       s.category = category_from_string(cat->as_string()).value_or(category::user);
-    const json::value& ts = required(e, "ts", i);
-    const bool rebased = base_us != 0.0 && ts.is_number();
-    s.begin_ns = t.origin_ns + nanoseconds(rebased ? json::value(ts.as_number() - base_us) : ts, i, "ts");
-    const std::int64_t dur = e.find("dur") ? nanoseconds(*e.find("dur"), i, "dur") : 0;
+    s.begin_ns = time_of(required(e, "ts", i));
+    const std::int64_t dur = phase == "X" && e.find("dur") ? nanoseconds(*e.find("dur"), i, "dur") : 0;
     if (dur < 0) bad_event(i, "negative \"dur\"");
-    s.end_ns = s.begin_ns + dur;
+    s.end_ns = s.begin_ns + dur;  // a "B" event's end comes with its "E"
 
     const std::optional<lane> own = lane_from_args(args, i);
     if (own) {
@@ -241,8 +258,14 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
       if (const json::value* c = args->find("clock"); c && c->is_string() && c->as_string() == "gpu_events")
         s.clock = clock_source::gpu_events;
     }
+    if (phase == "B") open[key].push_back(t.spans.size());
     t.spans.push_back(std::move(s));
   }
+  // Duration events still open when the trace ends (cut while they ran) last to its end, as viewers draw them.
+  std::int64_t trace_end = t.origin_ns;
+  for (const span& s : t.spans) trace_end = std::max(trace_end, s.end_ns);
+  for (const auto& [key, stack] : open)
+    for (std::size_t index : stack) t.spans[index].end_ns = trace_end;
 
   for (auto& [key, info] : named) {
     if (info.lane.kind == lane_kind::host_thread && info.lane.id == 0) {
