@@ -119,7 +119,7 @@ class Buffer:
         for s in self._streams:
             if s is not home:
                 try:
-                    home.wait_stream(s)
+                    home.wait_stream(s, wait_for_staging=False)  # a free never waits on the host
                 except errors.BusyError:
                     # A staged copy holds `s` (its last chunks are still to be enqueued): no event can follow them
                     # yet. The free is tried again from collect() until it can.

@@ -1,5 +1,6 @@
 """Devices, runtimes, streams and events."""
 import threading
+import time
 
 from . import _capi, _completion, errors
 
@@ -120,17 +121,21 @@ class Stream:
         """Blocks this thread until the stream's work so far has completed (raises its error)."""
         _completion.thread_waiter().wait_stream(self, timeout)
 
-    def record(self):
-        """A pooled event recorded on the stream now."""
-        return Event(self)
+    def record(self, wait_for_staging=True):
+        """A pooled event recorded on the stream now. While a staged copy (a pageable copy above the staging
+        threshold) is still enqueueing its chunks on the stream, no event can follow them yet: this waits, sleeping,
+        until it has (like the driver's own pageable copy, which returns once the data is staged), or raises
+        BusyError at once with `wait_for_staging=False`."""
+        return Event(self, wait_for_staging)
 
     def wait_event(self, event):
         """Makes this stream wait, on the device, for `event`."""
         _capi.call("event_wait", _capi.EventWaitArgs(event=event.handle, stream=self.handle))
 
-    def wait_stream(self, other):
-        """Makes this stream wait, on the device, for the work enqueued on `other` so far."""
-        self.wait_event(other.record())
+    def wait_stream(self, other, wait_for_staging=True):
+        """Makes this stream wait, on the device, for the work enqueued on `other` so far (see record() for a staged
+        copy still enqueueing on `other`)."""
+        self.wait_event(other.record(wait_for_staging))
 
     def __eq__(self, other):
         return isinstance(other, Stream) and other.native == self.native
@@ -150,8 +155,19 @@ class Stream:
 class Event:
     """A pooled, timing-disabled event recorded on a stream."""
 
-    def __init__(self, stream):
-        self.handle = _capi.call("event_record", _capi.EventRecordArgs(stream=stream.handle)).event
+    def __init__(self, stream, wait_for_staging=True):
+        args = _capi.EventRecordArgs(stream=stream.handle)
+        delay, deadline = 0.0, None
+        while _capi.call_code("event_record", args) == errors.BUSY:  # a staged copy holds the stream
+            if not wait_for_staging:
+                raise errors.BusyError(f"event record on {stream!r}: a staged copy is still enqueueing its chunks")
+            now = time.perf_counter()
+            deadline = deadline or now + 60.0
+            if now > deadline:
+                raise errors.BusyError(f"event record on {stream!r}: a staged copy held the stream for 60 s")
+            time.sleep(delay)
+            delay = min(max(delay * 2, 20e-6), 1e-3)
+        self.handle = args.event
         self.stream = stream
 
     def query(self):

@@ -252,6 +252,28 @@ def test_a_buffer_first_used_on_another_stream_waits_for_its_home_stream(module)
     assert out == b"\x07" * (1 << 20)
 
 
+def test_a_first_use_on_another_stream_waits_for_a_staged_copy_still_enqueueing_on_the_home_stream():
+    # A copy over 256 MiB into the buffer on its home stream holds that stream until its last chunk is enqueued; the
+    # buffer's first use on s2 must be ordered after it: the event it needs waits (sleeping) for the staging instead
+    # of raising BusyError, and the read sees the copied bytes.
+    s1, s2 = cuasync.Stream(), cuasync.Stream()
+    size = 300 << 20
+    b = cuasync.empty(size, "uint8", stream=s1)
+    p = cuasync.copy(b, bytearray(b"\x05") * size, stream=s1)
+    head = b.view("uint8", (1 << 20,))
+    out = bytearray(1 << 20)
+    cuasync.copy(out, head, stream=s2).wait()
+    p.wait()
+    assert out == b"\x05" * (1 << 20)
+    with pytest.raises(cuasync.BusyError):  # asked not to wait: refused at once while staging holds the stream
+        s3 = cuasync.Stream()
+        q = cuasync.copy(b, bytearray(size), stream=s3)
+        try:
+            s3.record(wait_for_staging=False)
+        finally:
+            q.wait()
+
+
 def test_a_free_waits_for_a_staged_copy_on_another_stream():
     # A copy over 256 MiB holds its stream until its last chunk is enqueued: no event can follow it before, so the
     # buffer's free (on its own stream, ordered after every stream that used it) waits for that, then goes.
