@@ -154,6 +154,8 @@ _LAUNCH_ARGS_SIZE = struct.calcsize(_LAUNCH_HEAD)
 _COMPLETION_OFFSET = _capi.LaunchArgs.completion.offset
 _COMPLETION = struct.Struct("<QQ")
 _BUFFER_POINTER = operator.attrgetter("ptr")
+_DIM_END = 1 << 31  # a grid or block dimension is in [1, 2^31)
+_addressof = ctypes.addressof
 assert _LAUNCH_ARGS_SIZE == ctypes.sizeof(_capi.LaunchArgs) and _capi.LaunchArgs.args.offset == 56
 
 
@@ -175,9 +177,11 @@ class Kernel:
             self._offsets.append(off + pad)
             off += pad + size
         self._blob_size = off
+        self._blob_type = ctypes.c_char * off  # zero-filled when made, as create_string_buffer's
         self._plans = {}
         # (value address, size) pairs, addresses relative to the blob's start.
         self._kargs_template = [x for o, sz in zip(self._offsets, param_sizes) for x in (o, sz)]
+        self._launch = _capi.function("launch")
         self._head_format = _LAUNCH_HEAD + "QQ" * len(param_sizes)
         self._head = struct.Struct(self._head_format)
 
@@ -220,7 +224,9 @@ class Kernel:
                 foreign.append(i)
             else:
                 return None
-        return struct.Struct(self._head_format + fmt), tuple(convs), tuple(buffers), tuple(foreign)
+        # No converter at all (ints and floats only): the arguments are packed as they are.
+        convs = tuple(convs) if any(c is not None for c in convs) else None
+        return struct.Struct(self._head_format + fmt), convs, tuple(buffers), tuple(foreign)
 
     @staticmethod
     def _general_uses(args):
@@ -241,21 +247,24 @@ class Kernel:
         n = len(self.param_sizes)
         if len(args) != n:
             raise errors.InvalidArgumentError(f"kernel '{self.name}' takes {n} parameter(s), {len(args)} given")
-        g, b = _dims(grid), _dims(block)
-        blob = ctypes.create_string_buffer(self._blob_size)
-        base = ctypes.addressof(blob)
-        head = (_LAUNCH_ARGS_SIZE, stream.handle, self.handle, g[0], g[1], g[2], b[0], b[1], b[2], shared_memory,
+        # Inline for the usual int (on every launch); _dims checks and converts the rest.
+        g = (grid, 1, 1) if type(grid) is int and 0 < grid < _DIM_END else _dims(grid)
+        b = (block, 1, 1) if type(block) is int and 0 < block < _DIM_END else _dims(block)
+        blob = self._blob_type()
+        base = _addressof(blob)
+        head = (_LAUNCH_ARGS_SIZE, stream.handle, self.handle, *g, *b, shared_memory,
                 base + _LAUNCH_ARGS_SIZE if n else 0, n, 0, 0, 0, 0, flags)
-        kargs = [base + x if i % 2 == 0 else x for i, x in enumerate(self._kargs_template)]
-        key = tuple(map(type, args))
-        plan = self._plans.get(key, False)
+        kargs = self._kargs_template.copy()
+        kargs[::2] = [base + o for o in self._offsets]
+        plan = self._plans.get(tuple(map(type, args)), False)
         if plan is False:
-            plan = self._plans[key] = self._plan(args)
+            plan = self._plans[tuple(map(type, args))] = self._plan(args)
         try:
             if plan is None:
                 raise struct.error("general path")
             packer, convs = plan[0], plan[1]
-            packer.pack_into(blob, 0, *head, *kargs, *[v if c is None else c(v) for c, v in zip(convs, args)])
+            packer.pack_into(blob, 0, *head, *kargs,
+                             *(args if convs is None else [v if c is None else c(v) for c, v in zip(convs, args)]))
             return blob, plan[2], plan[3]
         except (struct.error, OverflowError):  # a type the plan does not cover, or a value out of range
             values = self._general_values(args)
@@ -278,8 +287,8 @@ class Kernel:
             args[i].note_use(s)
         if foreign:
             self._order_inputs(s, args, foreign)
-        address = ctypes.addressof(blob)
-        launch = _capi.function("launch")
+        address = _addressof(blob)
+        launch = self._launch
 
         def enqueue(queue, token):
             _COMPLETION.pack_into(blob, _COMPLETION_OFFSET, queue, token)

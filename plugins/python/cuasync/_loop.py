@@ -40,8 +40,14 @@ class _Op:
     def __init__(self, stream, issue, fut, keep, what, result):
         self.stream, self.issue, self.fut, self.keep, self.what, self.result = stream, issue, fut, keep, what, result
 
-    def __call__(self, code, cuda_result):
-        settle(self.fut, code, cuda_result, self.what, self.result)
+    def __call__(self, code, cuda_result):  # settle(), inline: once per operation
+        fut = self.fut
+        if fut.done():  # cancelled: the GPU work went on; its references were held until now
+            return
+        if code:
+            fut.set_exception(errors.for_record(code, cuda_result, self.what))
+        else:
+            fut.set_result(self.result)
 
 
 class LoopCompletions(_Queue):
@@ -74,21 +80,29 @@ class LoopCompletions(_Queue):
         if self.handle is None:
             self._spinning = False
             return
+        loop = self._loop()
         now = time.perf_counter()
-        ran = self.drain()
+        ran = self.drain()  # also clears the fd that a take_one below left readable
         if not ran and self._handlers:
-            # Nothing else to run on the loop (asyncio's ready queue is empty): drain in a tight loop for a moment,
+            # Nothing else to run on the loop (asyncio's ready queue is empty): poll in a tight loop for a moment,
             # instead of a loop iteration (a select call) per drain. Bounded, so timers and I/O wait at most that.
-            ready = getattr(self._loop(), "_ready", None)
+            # One record at a time: its handler runs without the fd's two syscalls first (see take_one).
+            ready = getattr(loop, "_ready", None)
             if ready is not None and not ready:
                 until = now + _IDLE_SPIN_S
-                while not ran and time.perf_counter() < until:
-                    ran = self.drain()
+                while time.perf_counter() < until:
+                    if self.take_one():
+                        ran = 1
+                        break
         if ran:
-            self._flush_backlogs()
+            if self._backlogs:
+                self._flush_backlogs()
             self._last_activity = now
-        if self._handlers and now - self._last_activity < SPIN_S:
-            self._loop().call_soon(self._spin)
+        # Armed for SPIN_S after activity even with nothing pending: a coroutine awaiting one operation after another
+        # issues the next from the wake-up scheduled just before this, so this pass, in the same loop iteration,
+        # already polls for it (stopping at the last completion cost a whole loop iteration per await).
+        if now - self._last_activity < SPIN_S:
+            loop.call_soon(self._spin)
         else:
             self._spinning = False
 

@@ -31,6 +31,10 @@ class _Queue:
         self._drain_args = _capi.QueueDrainArgs(queue=self.handle, records=self._records, capacity=_CAPACITY)
         self._drain_args.struct_size = ctypes.sizeof(self._drain_args)
         self._drain_address = ctypes.addressof(self._drain_args)
+        # The same records, asked for one at a time (take_one).
+        self._take_args = _capi.QueueDrainArgs(queue=self.handle, records=self._records, capacity=1)
+        self._take_args.struct_size = ctypes.sizeof(self._take_args)
+        self._take_address = ctypes.addressof(self._take_args)
         self._drain_call = _capi.function("queue_drain")
         self._handlers = {}
 
@@ -67,6 +71,23 @@ class _Queue:
                     ran += 1
             if n < _CAPACITY:
                 return ran
+
+    def take_one(self):
+        """Runs the handler of the oldest queued record, if any; returns how many records it took (0 or 1). For a
+        consumer that spins: a drain that finds the queue empty also clears the fd (it waits for the delivery's
+        eventfd write to finish, then reads it: two syscalls between the record and its handler), whereas one that
+        fills its buffer leaves that to the next drain. The fd stays readable until a `drain()`: call one soon after
+        (the spin does, on its next pass; or the fd wakes the loop, level-triggered, to do it)."""
+        err = self._drain_call(self._take_address)
+        if err:
+            _capi.raise_error("queue_drain", err)
+        if not self._take_args.count:
+            return 0
+        r = self._records[0]
+        handler = self._handlers.pop(r.token, None)
+        if handler is not None:
+            handler(r.code, r.cuda_result)
+        return 1
 
     def destroy(self):
         if self.handle and not _capi.exiting:
