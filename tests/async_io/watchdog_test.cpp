@@ -149,8 +149,16 @@ TEST_CASE("a handler that runs without yielding and without a driver call is rep
 }
 
 // Outside any namespace and not inlined: the sampled stack must name them.
-[[gnu::noinline]] void watchdog_test_spin(std::chrono::milliseconds d) { busy_for(d); }
-[[gnu::noinline]] void watchdog_test_sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
+// Each keeps its frame while it runs (no tail call: with busy_for a call in tail position, ASan builds jumped to it).
+[[gnu::noinline]] void watchdog_test_spin(std::chrono::milliseconds d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+[[gnu::noinline]] void watchdog_test_sleep(std::chrono::milliseconds d) {
+  std::this_thread::sleep_for(d);
+  asm volatile("" ::: "memory");
+}
 
 namespace {
 bool names(const std::vector<std::string>& frames, const std::string& function) {
