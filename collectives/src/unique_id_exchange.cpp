@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -63,29 +64,55 @@ void publish_unique_id(const unique_id& id, const std::string& path, int receive
   const auto deadline = clock::now() + timeout;
   unique_fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (s.get() < 0) fail_errno("socket", path, where);
-  ::unlink(path.c_str());  // a socket left by an earlier run
+  // Only a socket is replaced (one left by an earlier run, whose publisher died before removing it): any other file
+  // at `path` is somebody's data, or a directory, and is refused.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      fail(std::errc::file_exists, api,
+           path + " exists and is not a socket" + (S_ISDIR(st.st_mode) ? " (a directory)" : "") +
+               ": refusing to replace it; choose another path",
+           where);
+    ::unlink(path.c_str());
+  }
   if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail_errno("bind", path, where);
+  // Removed at the end only while it is still our socket: another publisher on the same path (a later job) may have
+  // replaced it, and its ranks are still fetching.
+  struct stat bound {};
+  const bool know_ours = ::lstat(path.c_str(), &bound) == 0;
   struct unlink_at_end {
     const std::string& p;
-    ~unlink_at_end() { ::unlink(p.c_str()); }
-  } remove_socket{path};
+    bool known;
+    struct stat ours;
+    ~unlink_at_end() {
+      struct stat now {};
+      if (known && ::lstat(p.c_str(), &now) == 0 && now.st_dev == ours.st_dev && now.st_ino == ours.st_ino)
+        ::unlink(p.c_str());
+    }
+  } remove_socket{path, know_ours, bound};
   if (::listen(s.get(), receivers + 1) != 0) fail_errno("listen", path, where);
   char message[sizeof tag + sizeof id.bytes];
   std::memcpy(message, tag, sizeof tag);
   std::memcpy(message + sizeof tag, id.bytes.data(), sizeof id.bytes);
-  for (int served = 0; served < receivers; ++served) {
+  for (int served = 0; served < receivers;) {
     wait_ready(s.get(), POLLIN, deadline, api,
                path + ": " + std::to_string(served) + " of " + std::to_string(receivers) + " ranks fetched the id",
                where);
     unique_fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (c.get() < 0) fail_errno("accept4", path, where);
+    if (c.get() < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;  // that client left: the next one
+      fail_errno("accept4", path, where);
+    }
+    // A client that left before its id was sent (EPIPE, ECONNRESET) is its own problem, and is not counted: the
+    // others are served until all ranks are, or the timeout. MSG_NOSIGNAL: no SIGPIPE for it.
     std::size_t sent = 0;
     while (sent < sizeof message) {
       ssize_t n = ::send(c.get(), message + sent, sizeof message - sent, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno("send", path, where);
+      if (n < 0) break;
       sent += static_cast<std::size_t>(n);
     }
+    if (sent == sizeof message) ++served;
   }
 }
 

@@ -25,6 +25,13 @@ std::string socket_path(const char* name) {
       .string();
 }
 
+sockaddr_un address(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  return a;
+}
+
 unique_id some_id() {
   unique_id id;
   for (std::size_t i = 0; i < id.bytes.size(); ++i) id.bytes[i] = static_cast<char>(i * 7 + 3);
@@ -48,11 +55,71 @@ TEST_CASE("rank 0's id reaches every other rank over a Unix socket", "[collectiv
 
 TEST_CASE("a stale socket file is replaced", "[collectives][unique_id]") {
   const std::string path = socket_path("stale");
-  { std::ofstream(path) << "left over"; }
+  {
+    // What a publisher that died leaves: a bound socket's file, nobody listening.
+    int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(s >= 0);
+    const sockaddr_un a = address(path);
+    ::unlink(path.c_str());
+    REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+    ::close(s);
+  }
+  REQUIRE(std::filesystem::is_socket(path));
   const unique_id id = some_id();
   auto got = std::async(std::launch::async, [&] { return fetch_unique_id(path, 10s); });
   publish_unique_id(id, path, 1, 10s);
   CHECK(got.get() == id);
+}
+
+TEST_CASE("a path that is not a socket is refused, and left as it is", "[collectives][unique_id]") {
+  const std::string file = socket_path("regular");
+  { std::ofstream(file) << "somebody's data"; }
+  CHECK_THROWS_WITH(publish_unique_id(some_id(), file, 1, 100ms),
+                    Catch::Contains(file) && Catch::Contains("not a socket"));
+  std::string kept;
+  std::getline(std::ifstream(file), kept);
+  CHECK(kept == "somebody's data");
+  std::filesystem::remove(file);
+
+  const std::string dir = socket_path("dir");
+  std::filesystem::create_directory(dir);
+  CHECK_THROWS_WITH(publish_unique_id(some_id(), dir, 1, 100ms),
+                    Catch::Contains(dir) && Catch::Contains("not a socket"));
+  CHECK(std::filesystem::is_directory(dir));
+  std::filesystem::remove(dir);
+}
+
+TEST_CASE("a publisher leaving removes its own socket only, not a later publisher's", "[collectives][unique_id]") {
+  const std::string path = socket_path("two");
+  const unique_id first = some_id();
+  unique_id second = some_id();
+  second.bytes[0] = 'B';
+  // A waits for a rank that never comes; B replaces A's socket file meanwhile (the one that counts is B's now).
+  auto a = std::async(std::launch::async, [&] { publish_unique_id(first, path, 1, 300ms); });
+  while (!std::filesystem::exists(path)) std::this_thread::sleep_for(1ms);
+  auto b = std::async(std::launch::async, [&] { publish_unique_id(second, path, 1, 10s); });
+  CHECK_THROWS_AS(a.get(), cuda_error);  // timed out, and left
+  CHECK(fetch_unique_id(path, 2s) == second);
+  b.get();
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("a fetcher that leaves before the id is sent does not stop the publisher", "[collectives][unique_id]") {
+  const std::string path = socket_path("dead");
+  const unique_id id = some_id();
+  auto published = std::async(std::launch::async, [&] { publish_unique_id(id, path, 1, 10s); });
+  while (!std::filesystem::exists(path)) std::this_thread::sleep_for(1ms);
+  {
+    int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(s >= 0);
+    const sockaddr_un a = address(path);
+    REQUIRE(::connect(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+    ::shutdown(s, SHUT_RDWR);
+    ::close(s);
+  }
+  std::this_thread::sleep_for(50ms);
+  CHECK(fetch_unique_id(path, 5s) == id);
+  CHECK_NOTHROW(published.get());
 }
 
 TEST_CASE("fetching times out when nobody publishes", "[collectives][unique_id]") {

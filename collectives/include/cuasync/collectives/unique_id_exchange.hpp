@@ -13,8 +13,10 @@
 
 namespace cuasync::collectives {
 
-//! Serves `id` on the Unix socket `path` (a stale socket file there is replaced) until `receivers` processes have
-//! fetched it, then removes the socket. Blocking. @throws cuda_error (`std::errc` codes: timed_out after `timeout`,
+//! Serves `id` on the Unix socket `path` (a socket file there, left by an earlier run, is replaced; any other file
+//! is refused) until `receivers` processes have fetched it, then removes the socket if it is still its own (another
+//! publisher may have replaced it). A client that leaves before its id is sent is not counted. Blocking.
+//! @throws cuda_error (`std::errc` codes: timed_out after `timeout`, file_exists for a path that is not a socket,
 //! or the failed system call's errno; CUDA_ERROR_INVALID_VALUE for a path too long for a socket address)
 void publish_unique_id(const unique_id& id, const std::string& path, int receivers,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60),
