@@ -23,7 +23,12 @@ const char* builtin_message(int r) noexcept {
 class nccl_category_impl final : public std::error_category {
  public:
   const char* name() const noexcept override { return "nccl"; }
-  std::string message(int r) const override { return builtin_message(r); }
+  std::string message(int r) const override {
+    // The loaded library's own text (its version's wording); never loads it here.
+    if (const detail::nccl_entry_points* n = detail::nccl_if_loaded())
+      if (const char* text = n->get_error_string(static_cast<detail::nccl_result>(r)); text && *text) return text;
+    return builtin_message(r);
+  }
 };
 
 }  // namespace

@@ -6,7 +6,10 @@
 
 #include <dlfcn.h>
 #include <glob.h>
+#include <sys/stat.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -42,6 +45,15 @@ std::vector<std::string> python_candidates() {
   return found;
 }
 
+// Why `path` did not load, as an errno: dlerror is text only. Missing (or unreadable) says what stat said; a
+// directory is EISDIR; a file that is there but not a loadable library (text, another architecture) ENOEXEC.
+std::error_code load_failure(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
+  if (S_ISDIR(st.st_mode)) return {EISDIR, std::generic_category()};
+  return {ENOEXEC, std::generic_category()};
+}
+
 std::string dl_error() {
   const char* why = ::dlerror();
   return why ? why : "?";
@@ -63,7 +75,7 @@ std::unique_ptr<const nccl_entry_points> open_nccl() {
   };
   if (env && *env) {
     if (!attempt(env))
-      throw nccl_not_found_error(std::error_code(ENOENT, std::generic_category()), "dlopen",
+      throw nccl_not_found_error(load_failure(env), "dlopen",
                                  "could not load NCCL from CUASYNC_LIBNCCL='" + std::string(env) + "':" + failures +
                                      "\nPoint CUASYNC_LIBNCCL at a libnccl.so.2, or unset it to search the usual "
                                      "places");
@@ -93,9 +105,21 @@ std::unique_ptr<const nccl_entry_points> open_nccl() {
                                  ": it is not NCCL, or an NCCL older than 2.7; point CUASYNC_LIBNCCL at NCCL 2.7 or "
                                  "newer");
   }
-  d->get_version(&d->version);
+  if (const nccl_result r = d->get_version(&d->version); r != nccl_success || d->version <= 0) {
+    ::dlclose(lib);
+    throw nccl_not_found_error(r != nccl_success ? make_nccl_error_code(r)
+                                                 : std::error_code(ENOEXEC, std::generic_category()),
+                               "ncclGetVersion",
+                               "'" + path + "': ncclGetVersion " +
+                                   (r != nccl_success ? "failed" : "gave version " + std::to_string(d->version)) +
+                                   ": not a usable NCCL; point CUASYNC_LIBNCCL at NCCL 2.7 or newer");
+  }
   d->library = path;
   return d;
+}
+
+namespace {
+std::atomic<const nccl_entry_points*> loaded_entry_points{nullptr};
 }
 
 const nccl_entry_points& nccl() {
@@ -105,6 +129,7 @@ const nccl_entry_points& nccl() {
   std::call_once(once, [] {
     try {
       loaded = open_nccl();
+      loaded_entry_points.store(loaded.get(), std::memory_order_release);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -112,6 +137,8 @@ const nccl_entry_points& nccl() {
   if (loaded) return *loaded;
   std::rethrow_exception(failure);
 }
+
+const nccl_entry_points* nccl_if_loaded() noexcept { return loaded_entry_points.load(std::memory_order_acquire); }
 
 void default_nvls_off() noexcept { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
 

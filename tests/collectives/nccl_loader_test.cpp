@@ -56,6 +56,11 @@ std::string message_of(const std::function<void()>& f) {
 TEST_CASE("CUASYNC_LIBNCCL naming a missing file is a typed error that names it", "[collectives][loader]") {
   libnccl_variable v(std::string("/nonexistent/dir/libnccl.so.2"));
   CHECK_THROWS_AS(collectives::detail::open_nccl(), nccl_not_found_error);
+  try {
+    collectives::detail::open_nccl();
+  } catch (const nccl_not_found_error& e) {
+    CHECK(e.code() == std::errc::no_such_file_or_directory);
+  }
   const std::string what = message_of([] { collectives::detail::open_nccl(); });
   CHECK_THAT(what, Catch::Contains("/nonexistent/dir/libnccl.so.2"));
   CHECK_THAT(what, Catch::Contains("CUASYNC_LIBNCCL"));
@@ -71,8 +76,17 @@ TEST_CASE("CUASYNC_LIBNCCL naming a file that is not a library is refused", "[co
   } catch (const nccl_not_found_error& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains(path.string()));
     CHECK(e.api() == "dlopen");
+    CHECK(e.code() == std::errc::executable_format_error);  // there, but not a library: not "No such file"
   }
   std::filesystem::remove(path);
+  // A directory.
+  libnccl_variable d(std::filesystem::temp_directory_path().string());
+  try {
+    collectives::detail::open_nccl();
+    FAIL("a directory was loaded as NCCL");
+  } catch (const nccl_not_found_error& e) {
+    CHECK(e.code() == std::errc::is_a_directory);
+  }
 }
 
 TEST_CASE("a library without NCCL's entry points is refused, naming what it lacks", "[collectives][loader]") {

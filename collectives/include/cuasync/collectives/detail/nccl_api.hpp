@@ -98,6 +98,9 @@ std::unique_ptr<const nccl_entry_points> open_nccl();
 //! @throws nccl_not_found_error, nccl_too_old_error
 const nccl_entry_points& nccl();
 
+//! The entry points when NCCL is loaded already, else null (never loads it). Thread-safe.
+const nccl_entry_points* nccl_if_loaded() noexcept;
+
 //! Sets `NCCL_NVLS_ENABLE=0` unless the environment already sets it (docs/scale-out.md: NVLink multicast can take a
 //! shared host's GPUs out of service); called before every communicator is made.
 void default_nvls_off() noexcept;
