@@ -1,6 +1,8 @@
 #include <cuasync/collectives/detail/clique.hpp>
 #include <cuasync/collectives/nccl_error.hpp>
 
+#include <condition_variable>
+#include <deque>
 #include <set>
 #include <utility>
 
@@ -17,8 +19,25 @@ void clique::fail(std::error_code ec, std::string what) noexcept {
     }
     failed_.store(true, std::memory_order_release);
   }
+  // This thread's NCCL group still holds queued calls on the communicators (an enqueue refused inside a group, or
+  // the application's abort there): ncclGroupEnd would use them after ncclCommAbort freed them. The group's end
+  // aborts once NCCL has let go of them (and, holding the domain, it would wait for the aborter forever).
+  if (held_by_this_group(*this)) {
+    abort_deferred_ = true;
+    return;
+  }
+  start_abort();
+}
+
+void clique::start_deferred_abort() noexcept {
+  if (!std::exchange(abort_deferred_, false)) return;
+  start_abort();
+}
+
+void clique::start_abort() noexcept {
   // Every member: a rank whose peer faulted waits in its kernel for data that never comes; the abort flag NCCL's
-  // kernels poll lets them exit. Not on this thread: the poller (or an executor) called us.
+  // kernels poll lets them exit. Not on this thread: the poller (or an executor) called us. The exclusive lock
+  // waits for calls into NCCL in flight on other threads, and for their open groups that hold the domain.
   try {
     aborter_ = std::thread([this] {
       std::unique_lock lock(comms_mutex_);
@@ -86,6 +105,15 @@ clique::~clique() {
     aborter_.join();  // aborted communicators are freed by ncclCommAbort
     return;
   }
+  if (abort_deferred_) {  // the group that deferred it never ended (its thread's group state is gone with it)
+    abort_deferred_ = false;
+    try {
+      const nccl_entry_points& n = nccl();
+      for (const clique_member& m : members) n.comm_abort(m.comm);
+    } catch (...) {
+    }
+    return;
+  }
   if (failed()) return;
   try {
     const nccl_entry_points& n = nccl();
@@ -104,16 +132,99 @@ clique::~clique() {
 }
 
 namespace {
+
+// The domains with calls in this thread's open groups, each held (hold_comms) until the outermost group ends:
+// NCCL keeps the calls until then.
 thread_local std::vector<std::shared_ptr<clique>> grouped;
-}
+thread_local std::vector<std::shared_lock<std::shared_mutex>> grouped_holds;
+
+// Fault domains whose last reference was dropped where their teardown must not run, destroyed one after another
+// on a thread of their own. At exit it finishes what it was given; after that, teardown is done where it is dropped.
+constinit std::atomic<bool> disposer_gone{false};
+thread_local bool no_teardown_here = false;
+
+class disposer {
+ public:
+  ~disposer() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    disposer_gone.store(true);
+  }
+
+  // False when it cannot take `c` (no thread to be had): the caller destroys it.
+  bool take(clique* c) noexcept {
+    try {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return false;
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      queue_.push_back(c);
+    } catch (...) {
+      return false;
+    }
+    wake_.notify_one();
+    return true;
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left
+      clique* c = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      delete c;
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<clique*> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct clique_deleter {
+  void operator()(clique* c) const noexcept {
+    if (no_teardown_here && !disposer_gone.load()) {
+      static disposer d;  // made on first use: destroyed at exit before the driver and the loaded NCCL it needs
+      if (d.take(c)) return;
+    }
+    delete c;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<clique> make_clique() { return std::shared_ptr<clique>(new clique, clique_deleter{}); }
+
+teardown_elsewhere::teardown_elsewhere() noexcept : saved_(std::exchange(no_teardown_here, true)) {}
+teardown_elsewhere::~teardown_elsewhere() { no_teardown_here = saved_; }
 
 void note_grouped(const std::shared_ptr<clique>& c) {
-  for (const auto& g : grouped)
-    if (g == c) return;
+  if (held_by_this_group(*c)) return;
+  grouped.reserve(grouped.size() + 1);  // no throw between taking the hold and keeping it
+  grouped_holds.reserve(grouped_holds.size() + 1);
+  grouped_holds.push_back(c->hold_comms());
   grouped.push_back(c);
 }
 
-std::vector<std::shared_ptr<clique>> take_grouped() { return std::exchange(grouped, {}); }
+bool held_by_this_group(const clique& c) noexcept {
+  for (const auto& g : grouped)
+    if (g.get() == &c) return true;
+  return false;
+}
+
+std::vector<std::shared_ptr<clique>> take_grouped() noexcept {
+  grouped_holds.clear();  // first: an abort may proceed once NCCL has let go of the communicators
+  return std::exchange(grouped, {});
+}
 
 namespace {
 const char* intern(std::string label) {

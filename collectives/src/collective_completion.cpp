@@ -44,8 +44,23 @@ wait_target collective_completion_source::record(std::span<const rank_part> part
                                                  std::source_location where) {
   constexpr const char* api = "cuasync::collectives::collective_completion_source::record";
   if (parts.empty()) cuasync::detail::throw_invalid(api, "no rank parts to wait for", where);
-  for (const rank_part& p : parts)
+  for (const rank_part& p : parts) {
     if (!p.comm) cuasync::detail::throw_invalid(api, "empty communicator", where);
+    if (!p.stream) cuasync::detail::throw_invalid(api, "no stream for " + p.comm.describe(), where);
+    // The collective was enqueued on a stream of the rank's primary context (collective_ops.cpp refuses others): a
+    // stream elsewhere never carries it, and its event would say nothing about it.
+    const context_ref ctx = p.stream.context();
+    if (ctx.device_ordinal() != p.comm.device())
+      cuasync::detail::throw_invalid(api, "the stream is on device " + std::to_string(ctx.device_ordinal()) +
+                                              ", the communicator (" + p.comm.describe() + ") on device " +
+                                              std::to_string(p.comm.device()),
+                                     where);
+    if (!(ctx == p.comm.context()))
+      cuasync::detail::throw_invalid(api,
+                                     "the stream is on another context of device " + std::to_string(p.comm.device()) +
+                                         " than its primary context, which NCCL uses",
+                                     where);
+  }
   const auto& clique = parts.front().comm.clique();
   for (const rank_part& p : parts)
     if (p.comm.clique() != clique)
@@ -63,9 +78,7 @@ wait_target collective_completion_source::record(std::span<const rank_part> part
   for (const rank_part& p : parts) {
     const detail::clique_member& m = clique->members[p.comm.index()];
     part_wait pw;
-    pw.event = p.stream.context() == context_ref(m.context)
-                   ? m.events->record(p.stream, where)
-                   : event_pool::for_context(p.stream.context(), where)->record(p.stream, where);
+    pw.event = m.events->record(p.stream, where);
     pw.index = p.comm.index();
     w->parts.push_back(std::move(pw));
     queue = (queue * 31) ^ static_cast<std::uintptr_t>(p.stream.id(where) * 0x9e3779b97f4a7c15ull);
@@ -120,7 +133,9 @@ poll_result collective_completion_source::query(std::uintptr_t token) noexcept {
 
 void collective_completion_source::release(std::uintptr_t token) noexcept {
   // A wait failed with its domain may still be pending on the GPU: the abort ends NCCL's kernels, and the event goes
-  // back to its pool, where a later record replaces it.
+  // back to its pool, where a later record replaces it. Called on the poller, before the waiters are completed: a
+  // wait that held the domain's last reference hands its teardown (waiting for NCCL) to a thread of its own.
+  detail::teardown_elsewhere not_here;
   delete reinterpret_cast<collective_wait*>(token);
 }
 

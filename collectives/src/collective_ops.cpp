@@ -4,7 +4,11 @@
 
 #include "collective_trace.hpp"
 
+#include <cstdio>
+#include <shared_mutex>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace cuasync::collectives {
 
@@ -25,6 +29,14 @@ std::size_t count_of(const char* api, const char* which, const collective_buffer
                                             std::to_string(e) + "-byte elements",
                                    where);
   return b.span.size / e;
+}
+
+void check_op(const char* api, reduce_op op, std::source_location where) {
+  switch (op) {
+    case reduce_op::sum: case reduce_op::prod: case reduce_op::max: case reduce_op::min: case reduce_op::avg: return;
+  }
+  // NCCL would refuse it only when enqueued, which aborts the whole fault domain (issue below).
+  cuasync::detail::throw_invalid(api, "unknown reduce op " + std::to_string(static_cast<int>(op)), where);
 }
 
 void require_size(const char* api, const char* what, std::size_t got, std::size_t want, std::source_location where) {
@@ -73,20 +85,34 @@ void check_rank(const char* api, const char* what, int r, const communicator& c,
                                    where);
 }
 
+// Makes the NCCL call `call` that uses c's communicator. An abort (ncclCommAbort frees the communicators) waits for
+// it: the domain is held around it, or, inside a group, from now until the outermost group ends (NCCL keeps the
+// queued call on the communicator until then). Aborted since member_on looked: refused like there.
 // NCCL refused to enqueue: the other ranks' parts may already be issued and would wait for this one forever, so
-// the fault domain is aborted before the error is thrown.
+// the fault domain is aborted before the error is thrown (inside a group, once the group has ended: fail defers it).
 // `what` describes the call (built only when it failed).
-template <class What>
-void issue(const communicator& c, detail::traced_collective& traced, int r, const char* nccl_api, What&& what,
-           std::source_location where) {
+template <class Call, class What>
+void issue(const char* api, const communicator& c, detail::traced_collective& traced, const char* nccl_api,
+           Call&& call, What&& what, std::source_location where) {
+  detail::clique& domain = *c.clique();
+  const bool grouped = group::depth() > 0;
+  int r = 0;
+  {
+    std::shared_lock<std::shared_mutex> held;
+    if (grouped)
+      detail::note_grouped(c.clique());
+    else
+      held = domain.hold_comms();
+    if (domain.failed())
+      throw collective_error(domain.error(), api, "the communicator was aborted: " + domain.detail(), where);
+    r = call();
+  }
   if (r == 0) [[likely]] {
-    const bool grouped = group::depth() > 0;
-    if (grouped) detail::note_grouped(c.clique());
     traced.issued(grouped);
     return;
   }
   const std::string w = what();
-  c.clique()->fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + w);
+  domain.fail(make_nccl_error_code(r), std::string(nccl_api) + " failed on " + c.describe() + ": " + w);
   detail::throw_nccl(r, nccl_api, w, where);
 }
 
@@ -109,16 +135,20 @@ std::size_t element_size(data_type t) noexcept {
 void all_reduce(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, reduce_op op,
                 stream_ref s, std::source_location where) {
   constexpr const char* api = "cuasync::collectives::all_reduce";
+  check_op(api, op, where);
   const std::size_t n = count_of(api, "send", send, t, where);
   count_of(api, "recv", recv, t, where);
   require_size(api, "recv", recv.span.size, send.span.size, where);
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
   detail::traced_collective traced(c, s, "ncclAllReduce", send.span.size);
-  issue(c, traced,
-        detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
-                                  n, static_cast<int>(t), static_cast<int>(op), m.comm, s.get()),
-        "ncclAllReduce", [&] { return concerning(c, n, t); }, where);
+  issue(api, c, traced, "ncclAllReduce",
+        [&] {
+          return detail::nccl().all_reduce(reinterpret_cast<const void*>(send.span.ptr),
+                                           reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
+                                           static_cast<int>(op), m.comm, s.get());
+        },
+        [&] { return concerning(c, n, t); }, where);
 }
 
 void broadcast(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, int root,
@@ -136,15 +166,19 @@ void broadcast(const communicator& c, collective_buffer send, collective_buffer 
   else
     declare(recv, s, runtime::access::write, where);
   detail::traced_collective traced(c, s, "ncclBroadcast", recv.span.size);
-  issue(c, traced,
-        detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
-                                 n, static_cast<int>(t), root, m.comm, s.get()),
-        "ncclBroadcast", [&] { return concerning(c, n, t); }, where);
+  issue(api, c, traced, "ncclBroadcast",
+        [&] {
+          return detail::nccl().broadcast(reinterpret_cast<const void*>(send.span.ptr),
+                                          reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), root, m.comm,
+                                          s.get());
+        },
+        [&] { return concerning(c, n, t); }, where);
 }
 
 void reduce_scatter(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, reduce_op op,
                     stream_ref s, std::source_location where) {
   constexpr const char* api = "cuasync::collectives::reduce_scatter";
+  check_op(api, op, where);
   count_of(api, "send", send, t, where);
   const std::size_t n = count_of(api, "recv", recv, t, where);
   if (!c) cuasync::detail::throw_invalid(api, "empty communicator", where);
@@ -152,11 +186,13 @@ void reduce_scatter(const communicator& c, collective_buffer send, collective_bu
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
   detail::traced_collective traced(c, s, "ncclReduceScatter", send.span.size);
-  issue(c, traced,
-        detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
-                                      reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
-                                      static_cast<int>(op), m.comm, s.get()),
-        "ncclReduceScatter", [&] { return concerning(c, n, t); }, where);
+  issue(api, c, traced, "ncclReduceScatter",
+        [&] {
+          return detail::nccl().reduce_scatter(reinterpret_cast<const void*>(send.span.ptr),
+                                               reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t),
+                                               static_cast<int>(op), m.comm, s.get());
+        },
+        [&] { return concerning(c, n, t); }, where);
 }
 
 void all_gather(const communicator& c, collective_buffer send, collective_buffer recv, data_type t, stream_ref s,
@@ -169,10 +205,13 @@ void all_gather(const communicator& c, collective_buffer send, collective_buffer
   const auto& m = member_on(api, c, s, where);
   declare_pair(send, recv, s, where);
   detail::traced_collective traced(c, s, "ncclAllGather", recv.span.size);
-  issue(c, traced,
-        detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr), reinterpret_cast<void*>(recv.span.ptr),
-                                  n, static_cast<int>(t), m.comm, s.get()),
-        "ncclAllGather", [&] { return concerning(c, n, t); }, where);
+  issue(api, c, traced, "ncclAllGather",
+        [&] {
+          return detail::nccl().all_gather(reinterpret_cast<const void*>(send.span.ptr),
+                                           reinterpret_cast<void*>(recv.span.ptr), n, static_cast<int>(t), m.comm,
+                                           s.get());
+        },
+        [&] { return concerning(c, n, t); }, where);
 }
 
 void send(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
@@ -183,10 +222,12 @@ void send(const communicator& c, collective_buffer buffer, data_type t, int peer
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::read, where);
   detail::traced_collective traced(c, s, "ncclSend", buffer.span.size);
-  issue(c, traced,
-        detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer, m.comm,
-                            s.get()),
-        "ncclSend", [&] { return concerning(c, n, t) + " to rank " + std::to_string(peer); }, where);
+  issue(api, c, traced, "ncclSend",
+        [&] {
+          return detail::nccl().send(reinterpret_cast<const void*>(buffer.span.ptr), n, static_cast<int>(t), peer,
+                                     m.comm, s.get());
+        },
+        [&] { return concerning(c, n, t) + " to rank " + std::to_string(peer); }, where);
 }
 
 void recv(const communicator& c, collective_buffer buffer, data_type t, int peer, stream_ref s,
@@ -197,42 +238,61 @@ void recv(const communicator& c, collective_buffer buffer, data_type t, int peer
   const auto& m = member_on(api, c, s, where);
   declare(buffer, s, runtime::access::write, where);
   detail::traced_collective traced(c, s, "ncclRecv", buffer.span.size);
-  issue(c, traced,
-        detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer, m.comm, s.get()),
-        "ncclRecv", [&] { return concerning(c, n, t) + " from rank " + std::to_string(peer); }, where);
+  issue(api, c, traced, "ncclRecv",
+        [&] {
+          return detail::nccl().recv(reinterpret_cast<void*>(buffer.span.ptr), n, static_cast<int>(t), peer, m.comm,
+                                     s.get());
+        },
+        [&] { return concerning(c, n, t) + " from rank " + std::to_string(peer); }, where);
 }
 
-group::group(std::source_location where) {
+group::group(std::source_location where) : owner_(std::this_thread::get_id()) {
   detail::check_nccl(detail::nccl().group_start(), "ncclGroupStart", {}, where);
   open_ = true;
   ++open_groups;
 }
 
 namespace {
-// Ends one group level; the domains noted in it are forgotten when the outermost ends, or aborted when NCCL
-// failed to issue the group (its ranks' parts that did start would wait forever).
-int end_group_level() noexcept {
+
+constexpr const char* per_thread =
+    "NCCL groups are per thread: this group began on another thread, whose NCCL group stays open (begin and end a "
+    "group on one thread; do not co_await inside a group, a coroutine may resume on another thread)";
+
+// Ends one group level. When the outermost ends (or NCCL failed to issue the group), the domains noted in it are
+// let go, and the aborts deferred by a failure inside the group start now that NCCL has let go of their
+// communicators; ncclGroupEnd's failure aborts them all (the ranks' parts that did start would wait forever).
+// Returns NCCL's result, and a domain that failed while the group held it (the outermost end reports it).
+std::pair<int, std::shared_ptr<detail::clique>> end_group_level() noexcept {
   int r = 0;
   {
     // The outermost end launches the group's work (and may wait for it, or for a lazy communicator setup).
     trace::host_call watched(trace::watch_only(), trace::category::collective, "ncclGroupEnd");
     r = detail::nccl().group_end();
   }
-  if (r != 0) {
-    detail::end_grouped_traces(false);
-    for (const auto& c : detail::take_grouped())
+  if (r == 0 && open_groups != 0) return {r, nullptr};
+  detail::end_grouped_traces(r == 0);
+  std::shared_ptr<detail::clique> failed;
+  for (const auto& c : detail::take_grouped()) {
+    if (r != 0)
       c->fail(make_nccl_error_code(r), "ncclGroupEnd failed for a group holding " + c->describe(0) + "'s calls");
-  } else if (open_groups == 0) {
-    detail::end_grouped_traces(true);
-    detail::take_grouped();
+    c->start_deferred_abort();
+    if (r == 0 && !failed && c->failed()) failed = c;
   }
-  return r;
+  return {r, std::move(failed)};
 }
+
 }  // namespace
 
 group::~group() {
   if (!open_) return;
+  if (owner_ != std::this_thread::get_id()) {
+    // Ending it here would end no NCCL group (or this thread's own) and unbalance both threads' depths.
+    std::fprintf(stderr, "cuasync::collectives::group destroyed on another thread than it began on, left open: %s\n",
+                 per_thread);
+    return;
+  }
   --open_groups;
+  open_ = false;
   try {
     end_group_level();
   } catch (...) {
@@ -240,10 +300,18 @@ group::~group() {
 }
 
 void group::end(std::source_location where) {
-  if (!open_) cuasync::detail::throw_invalid("cuasync::collectives::group::end", "the group has ended already", where);
+  constexpr const char* api = "cuasync::collectives::group::end";
+  if (!open_) cuasync::detail::throw_invalid(api, "the group has ended already", where);
+  if (owner_ != std::this_thread::get_id()) cuasync::detail::throw_invalid(api, per_thread, where);
   open_ = false;
   --open_groups;
-  detail::check_nccl(end_group_level(), "ncclGroupEnd", {}, where);
+  auto [r, failed] = end_group_level();
+  detail::check_nccl(r, "ncclGroupEnd", {}, where);
+  // The group was issued, but a fault domain in it failed meanwhile (a call refused inside it, the application's
+  // abort, a timeout): its collectives will not complete.
+  if (failed)
+    throw collective_error(failed->error(), "ncclGroupEnd", "the communicator was aborted: " + failed->detail(),
+                           where);
 }
 
 int group::depth() noexcept { return open_groups; }

@@ -24,6 +24,13 @@ class current_context_kept {
   CUcontext saved_ = nullptr;
 };
 
+void check_options(const char* api, const communicator_options& o, std::source_location where) {
+  if (o.timeout.count() < 0)
+    cuasync::detail::throw_invalid(api, "negative timeout " + std::to_string(o.timeout.count()) +
+                                            " ms (0 means no limit)",
+                                   where);
+}
+
 detail::clique_member member_for(int device, int rank, std::source_location where) {
   detail::clique_member m;
   m.device = device;
@@ -48,13 +55,14 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
                                                  std::source_location where) {
   constexpr const char* api = "cuasync::collectives::communicator::init_all";
   if (devices.empty()) cuasync::detail::throw_invalid(api, "no devices", where);
+  check_options(api, options, where);
   std::vector<int> sorted(devices.begin(), devices.end());
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     cuasync::detail::throw_invalid(api, "a device is listed twice (one rank per device)", where);
   for (int d : devices) device::get(d, where);  // names a bad ordinal
   const detail::nccl_entry_points& n = detail::nccl();
-  auto c = std::make_shared<detail::clique>();
+  auto c = detail::make_clique();
   c->nranks = static_cast<int>(devices.size());
   c->options = options;
   for (std::size_t i = 0; i < devices.size(); ++i) c->members.push_back(member_for(devices[i], static_cast<int>(i), where));
@@ -79,9 +87,10 @@ communicator communicator::init_rank(const unique_id& id, int nranks, int rank, 
     cuasync::detail::throw_invalid(api, "rank " + std::to_string(rank) + " outside [0, " + std::to_string(nranks) + ")",
                                    where);
   if (id == unique_id{}) cuasync::detail::throw_invalid(api, "the unique id is all zeros (never generated)", where);
+  check_options(api, options, where);
   device::get(device_ordinal, where);
   const detail::nccl_entry_points& n = detail::nccl();
-  auto c = std::make_shared<detail::clique>();
+  auto c = detail::make_clique();
   c->nranks = nranks;
   c->options = options;
   c->members.push_back(member_for(device_ordinal, rank, where));

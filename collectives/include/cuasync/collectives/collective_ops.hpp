@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <source_location>
+#include <thread>
 
 namespace cuasync::collectives {
 
@@ -68,11 +69,22 @@ void recv(const communicator& c, collective_buffer buffer, data_type t, int peer
 
 //! An NCCL group (`ncclGroupStart` ... `ncclGroupEnd`): the calls made while it is open are issued together when it
 //! ends. Groups nest. `end()` reports errors; the destructor ends a group still open and swallows them (call `end`).
+//!
+//! NCCL's groups are per thread: begin and end a group on one thread, and do not `co_await` inside one (a coroutine
+//! may resume on another io thread). `end()` on another thread is refused (CUDA_ERROR_INVALID_VALUE) and changes
+//! nothing; the destructor there leaves the group open on its thread (with a message on stderr), since only that
+//! thread can end it.
+//!
+//! A fault domain with calls in an open group is held until the outermost group ends: an abort from another thread
+//! (a timeout, the application) waits for it. A call refused inside the group throws at once, and its domain is
+//! aborted once the group has ended (NCCL still holds the group's other calls on the communicators until then).
 class group {
  public:
   explicit group(std::source_location where = std::source_location::current());
   ~group();
-  //! Issues the grouped calls. @throws cuda_error (nccl_category)
+  //! Issues the grouped calls. @throws cuda_error (nccl_category) when ncclGroupEnd fails; collective_error at the
+  //! outermost end when a fault domain in the group failed while it was open (e.g. a call refused inside it);
+  //! CUDA_ERROR_INVALID_VALUE on another thread than the one that began it.
   void end(std::source_location where = std::source_location::current());
   group(const group&) = delete;
   group& operator=(const group&) = delete;
@@ -81,6 +93,7 @@ class group {
 
  private:
   bool open_ = false;
+  std::thread::id owner_;  // the thread that began it
 };
 
 }  // namespace cuasync::collectives

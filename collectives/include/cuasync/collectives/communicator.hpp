@@ -45,8 +45,8 @@ struct unique_id {
 
 struct communicator_options {
   //! A collective awaited for longer than this aborts the fault domain and fails its waiters with
-  //! `std::errc::timed_out` (0: no limit). With one process per GPU, a peer process that died can leave this rank's
-  //! kernels waiting for data that never comes, and NCCL may never report it.
+  //! `std::errc::timed_out` (0: no limit; a negative one is refused). With one process per GPU, a peer process that
+  //! died can leave this rank's kernels waiting for data that never comes, and NCCL may never report it.
   std::chrono::milliseconds timeout{0};
 };
 
