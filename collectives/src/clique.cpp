@@ -146,13 +146,13 @@ thread_local bool no_teardown_here = false;
 class disposer {
  public:
   ~disposer() {
+    disposer_gone.store(true);  // first: later drops tear down where they are
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
-    disposer_gone.store(true);
   }
 
   // False when it cannot take `c` (no thread to be had): the caller destroys it.

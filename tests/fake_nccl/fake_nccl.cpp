@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -129,10 +130,19 @@ nccl_result collective(nccl_comm c, const char* fn) {
 }
 
 nccl_comm make_comm(int rank, int nranks, int device) {
-  auto* c = new nccl::nccl_comm_opaque;  // never deleted: a freed one stays readable, poisoned
+  // Never deleted: a freed one stays readable, poisoned. Kept reachable from here, so LeakSanitizer (build-asan runs
+  // collectives_simulated) does not count them.
+  static std::mutex registry_mutex;
+  static auto* registry = new std::vector<std::unique_ptr<nccl::nccl_comm_opaque>>;
+  auto owned = std::make_unique<nccl::nccl_comm_opaque>();
+  nccl_comm c = owned.get();
   c->rank = rank;
   c->nranks = nranks;
   c->device = device;
+  {
+    std::lock_guard lock(registry_mutex);
+    registry->push_back(std::move(owned));
+  }
   ++live;
   return c;
 }
