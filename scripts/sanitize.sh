@@ -26,14 +26,16 @@ for kind in "${kinds[@]}"; do
       (cd build-asan && ctest --output-on-failure -j"$(nproc)")
       ;;
     tsan)
-      echo "sanitize: ThreadSanitizer over the engine, async_io, the C ABI, fault injection, the trace recorder and the"
-      echo "  traced scenario (the GPU span collector's thread)"
+      echo "sanitize: ThreadSanitizer over the engine, async_io, the C ABI, fault injection, the trace recorder, the"
+      echo "  traced scenario (the GPU span collector's thread) and the collectives' faults on a fake NCCL"
       configure build-tsan thread
       cmake --build build-tsan -j"$(nproc)" --target cuasync_engine_tests cuasync_async_io_tests cuasync_conformance \
-        cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda cuasync_trace_tests
+        cuasync_c_api cuasync_inject_each_call cuasync_fault_scenario cuasync_simulated_libcuda cuasync_trace_tests \
+        cuasync_collectives_tests cuasync_fake_nccl
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
       (cd build-tsan &&
-        ctest --output-on-failure -R '^(engine|async_io|c_abi_conformance|c_abi_conformance_simulated|fault_injection|trace|traced_scenario)$')
+        ctest --output-on-failure \
+          -R '^(engine|async_io|c_abi_conformance|c_abi_conformance_simulated|fault_injection|trace|traced_scenario|collectives_simulated)$')
       ;;
     *)
       echo "sanitize: unknown kind '$kind' (asan, tsan)" >&2

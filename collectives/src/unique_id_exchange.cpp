@@ -16,7 +16,10 @@ namespace cuasync::collectives {
 
 namespace {
 
-constexpr char tag[16] = {'c', 'u', 'a', 's', 'y', 'n', 'c', '-', 'n', 'c', 'c', 'l', 'i', 'd', '-', '1'};
+// Version 2: the fetcher acknowledges the id with one byte, and only an acknowledged rank is counted (a client that
+// left, before or after the send, is not).
+constexpr char tag[16] = {'c', 'u', 'a', 's', 'y', 'n', 'c', '-', 'n', 'c', 'c', 'l', 'i', 'd', '-', '2'};
+constexpr char ack = 'k';
 using clock = std::chrono::steady_clock;
 
 [[noreturn]] void fail(std::errc e, const char* api, const std::string& what, std::source_location where) {
@@ -103,8 +106,9 @@ void publish_unique_id(const unique_id& id, const std::string& path, int receive
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;  // that client left: the next one
       fail_errno("accept4", path, where);
     }
-    // A client that left before its id was sent (EPIPE, ECONNRESET) is its own problem, and is not counted: the
-    // others are served until all ranks are, or the timeout. MSG_NOSIGNAL: no SIGPIPE for it.
+    // A client that leaves (EPIPE, ECONNRESET, or end of file before its acknowledgment) is its own problem, and is
+    // not counted: the others are served until all ranks are, or the timeout. MSG_NOSIGNAL: no SIGPIPE for it. A
+    // send alone cannot tell: it succeeds into the socket's buffer when the client leaves just after connecting.
     std::size_t sent = 0;
     while (sent < sizeof message) {
       ssize_t n = ::send(c.get(), message + sent, sizeof message - sent, MSG_NOSIGNAL);
@@ -112,7 +116,17 @@ void publish_unique_id(const unique_id& id, const std::string& path, int receive
       if (n < 0) break;
       sent += static_cast<std::size_t>(n);
     }
-    if (sent == sizeof message) ++served;
+    if (sent != sizeof message) continue;
+    wait_ready(c.get(), POLLIN, deadline, api,
+               path + ": a rank took the id but did not acknowledge it (" + std::to_string(served) + " of " +
+                   std::to_string(receivers) + " ranks fetched it)",
+               where);
+    char reply = 0;
+    ssize_t n;
+    do {
+      n = ::recv(c.get(), &reply, 1, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n == 1 && reply == ack) ++served;
   }
 }
 
@@ -145,6 +159,8 @@ unique_id fetch_unique_id(const std::string& path, std::chrono::milliseconds tim
            path + ": the peer sent " + std::to_string(got) + " bytes, not a cuasync unique id", where);
     unique_id id;
     std::memcpy(id.bytes.data(), message + sizeof tag, id.bytes.size());
+    while (::send(s.get(), &ack, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }  // a publisher gone by now has nothing left to count
     return id;
   }
 }

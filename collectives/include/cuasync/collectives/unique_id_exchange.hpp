@@ -3,7 +3,8 @@
 //! GPU on one machine. Across nodes the application uses its own bootstrap (a launcher's key-value store, MPI, a TCP
 //! rendezvous): the id is 128 plain bytes.
 //!
-//! The wire format is a 16-byte tag ("cuasync-ncclid-1") then the 128 bytes, once per connection.
+//! The wire format is a 16-byte tag ("cuasync-ncclid-2") then the 128 bytes, once per connection; the fetcher answers
+//! with one byte ('k'), so that the publisher counts only the ranks that have the id.
 
 #include <cuasync/collectives/communicator.hpp>
 
@@ -15,7 +16,8 @@ namespace cuasync::collectives {
 
 //! Serves `id` on the Unix socket `path` (a socket file there, left by an earlier run, is replaced; any other file
 //! is refused) until `receivers` processes have fetched it, then removes the socket if it is still its own (another
-//! publisher may have replaced it). A client that leaves before its id is sent is not counted. Blocking.
+//! publisher may have replaced it). Only a client that acknowledges the id is counted: one that leaves (before or
+//! after the send) is not. Blocking.
 //! @throws cuda_error (`std::errc` codes: timed_out after `timeout`, file_exists for a path that is not a socket,
 //! or the failed system call's errno; CUDA_ERROR_INVALID_VALUE for a path too long for a socket address)
 void publish_unique_id(const unique_id& id, const std::string& path, int receivers,
