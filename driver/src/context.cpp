@@ -80,7 +80,7 @@ context_ref context_ref::adopt(CUcontext ctx, std::source_location where) {
 
 context_ref context_ref::current(std::source_location where) {
   CUcontext ctx = nullptr;
-  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent", where);
+  check(driver(where).cuCtxGetCurrent(&ctx), "cuCtxGetCurrent", where);
   if (!ctx) return {};
   return adopt(ctx, where);
 }
@@ -93,6 +93,7 @@ void context_ref::synchronize(std::source_location where) const {
   detail::throw_deferred(ctx_, "cuasync::context_ref::synchronize", where);
 }
 
+  (void)driver(where);  // a failed load names the caller's line
 std::pair<int, int> context_ref::stream_priority_range(std::source_location where) const {
   scoped_context guard(ctx_, where);
   int least = 0, greatest = 0;

@@ -22,6 +22,24 @@ void check_sizes(const char* api, std::size_t bytes, std::size_t room, stream_re
   if (bytes > room) throw_invalid(api, sizes(bytes, room) + " on " + s.describe(), w);
 }
 
+[[noreturn]] void throw_null(const char* api, bool dst_null, std::size_t bytes, std::size_t room, stream_ref s,
+                             std::source_location w) {
+  throw_invalid(api,
+                std::string(dst_null ? "null destination" : "null source") + " pointer: " + sizes(bytes, room) +
+                    " on " + s.describe(),
+                w);
+}
+
+[[noreturn]] void throw_overlap(const char* api, device_span dst, device_span src, stream_ref s,
+                                std::source_location w) {
+  throw_invalid(api,
+                "source and destination overlap (" + std::to_string(src.size) + " bytes from " +
+                    detail::handle_string(reinterpret_cast<void*>(src.ptr)) + " to " +
+                    detail::handle_string(reinterpret_cast<void*>(dst.ptr)) + " on " + s.describe() +
+                    "); copy through a temporary",
+                w);
+}
+
 void enqueue_unhooked(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, stream_ref s, const char* direction,
                       std::source_location w) {
   if (CUresult r = driver().cuMemcpyAsync(dst, src, bytes, s.get()); r != CUDA_SUCCESS)
@@ -51,7 +69,7 @@ CUdeviceptr host_address(const void* p) { return reinterpret_cast<CUdeviceptr>(p
 void copy_async(stream_ref s, device_span dst, std::span<const std::byte> src, std::source_location w) {
   constexpr const char* api = "cuasync::copy_async (host to device)";
   check_sizes(api, src.size(), dst.size, s, w);
-  if (!dst.ptr || !src.data()) throw_invalid(api, "null pointer", w);
+  if (!dst.ptr || !src.data()) throw_null(api, !dst.ptr, src.size(), dst.size, s, w);
   enqueue(dst.ptr, host_address(src.data()), src.size(), s, trace::lane_kind::copy_h2d, src.data(), "host to device",
           w);
 }
@@ -59,20 +77,15 @@ void copy_async(stream_ref s, device_span dst, std::span<const std::byte> src, s
 void copy_async(stream_ref s, std::span<std::byte> dst, device_span src, std::source_location w) {
   constexpr const char* api = "cuasync::copy_async (device to host)";
   check_sizes(api, src.size, dst.size(), s, w);
-  if (!src.ptr || !dst.data()) throw_invalid(api, "null pointer", w);
+  if (!src.ptr || !dst.data()) throw_null(api, !dst.data(), src.size, dst.size(), s, w);
   enqueue(host_address(dst.data()), src.ptr, src.size, s, trace::lane_kind::copy_d2h, dst.data(), "device to host", w);
 }
 
 void copy_async(stream_ref s, device_span dst, device_span src, std::source_location w) {
   constexpr const char* api = "cuasync::copy_async (device to device)";
   check_sizes(api, src.size, dst.size, s, w);
-  if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
-  if (dst.ptr < src.ptr + src.size && src.ptr < dst.ptr + src.size)
-    throw_invalid(api,
-                  "source and destination overlap (" + std::to_string(src.size) + " bytes from " +
-                      detail::handle_string(reinterpret_cast<void*>(src.ptr)) + " to " +
-                      detail::handle_string(reinterpret_cast<void*>(dst.ptr)) + "); copy through a temporary",
-                  w);
+  if (!dst.ptr || !src.ptr) throw_null(api, !dst.ptr, src.size, dst.size, s, w);
+  if (dst.ptr < src.ptr + src.size && src.ptr < dst.ptr + src.size) throw_overlap(api, dst, src, s, w);
   enqueue(dst.ptr, src.ptr, src.size, s, trace::lane_kind::copy_d2d, nullptr, "device to device", w);
 }
 
@@ -80,11 +93,9 @@ void copy_peer_async(stream_ref s, device_span dst, context_ref dst_ctx, device_
                      std::source_location w) {
   constexpr const char* api = "cuasync::copy_peer_async";
   check_sizes(api, src.size, dst.size, s, w);
-  if (!dst.ptr || !src.ptr) throw_invalid(api, "null pointer", w);
+  if (!dst.ptr || !src.ptr) throw_null(api, !dst.ptr, src.size, dst.size, s, w);
   if (dst.ptr < src.ptr + src.size && src.ptr < dst.ptr + src.size)  // unified addressing: unique across devices
-    throw_invalid(api,
-                  "source and destination overlap (" + std::to_string(src.size) + " bytes); copy through a temporary",
-                  w);
+    throw_overlap(api, dst, src, s, w);
   std::optional<detail::instrumented_op> op;
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     op.emplace(hooks, s, detail::gpu_op{.category = trace::category::copy, .lane = trace::lane_kind::copy_p2p,

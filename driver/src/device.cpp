@@ -89,7 +89,7 @@ device_properties read_properties(const device& dev, std::source_location where)
 
 int device::count(std::source_location where) {
   int n = 0;
-  check(driver().cuDeviceGetCount(&n), "cuDeviceGetCount", where);
+  check(driver(where).cuDeviceGetCount(&n), "cuDeviceGetCount", where);
   return n;
 }
 

@@ -18,6 +18,7 @@ const char* builtin_name(int r) {
     case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case CUDA_ERROR_FILE_NOT_FOUND: return "CUDA_ERROR_FILE_NOT_FOUND";  // module::load_file
     case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
     case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
     case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
@@ -67,10 +68,11 @@ const std::error_category& cu_category() noexcept {
 }
 
 cuda_error::cuda_error(std::error_code code, std::string api, std::string detail, std::source_location where)
-    : std::system_error(code, compose(code, api, detail, where)),
+    : std::system_error(code),
       api_(std::move(api)),
       detail_(std::move(detail)),
-      where_(where) {}
+      where_(where),
+      text_(compose(code, api_, detail_, where)) {}
 
 CUresult cuda_error::result() const noexcept {
   return code().category() == cu_category() ? static_cast<CUresult>(code().value()) : CUDA_ERROR_UNKNOWN;

@@ -23,7 +23,8 @@ using init_fn = CUresult(CUDAAPI*)(unsigned int);
 
 std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-// Its errors keep the loader's location, not a caller's: they arise at the process's first driver use, then rethrown.
+// Its errors name the loader's line; load_driver(where), which the calls a program makes first use, throws them again
+// with the caller's.
 driver_entry_points* open_driver() {
   const char* env = std::getenv("CUASYNC_LIBCUDA");
   const std::string path = (env && *env) ? env : "libcuda.so.1";
@@ -106,6 +107,22 @@ const driver_entry_points& load_driver() {
   });
   if (auto* d = loaded_driver.load(std::memory_order_acquire)) return *d;
   std::rethrow_exception(failure);
+}
+
+const driver_entry_points& load_driver(std::source_location where) {
+  try {
+    return load_driver();
+  } catch (const driver_not_found_error& e) {
+    throw driver_not_found_error(e.code(), e.api(), e.detail(), where);
+  } catch (const stub_library_error& e) {
+    throw stub_library_error(e.code(), e.api(), e.detail(), where);
+  } catch (const no_device_error& e) {
+    throw no_device_error(e.code(), e.api(), e.detail(), where);
+  } catch (const driver_too_old_error& e) {
+    throw driver_too_old_error(e.code(), e.api(), e.detail(), where);
+  } catch (const cuda_error& e) {
+    throw cuda_error(e.code(), e.api(), e.detail(), where);
+  }
 }
 
 }  // namespace cuasync::detail

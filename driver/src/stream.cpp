@@ -18,7 +18,7 @@ stream_ref stream_ref::adopt(CUstream s, std::source_location where) {
                           "(seed §5); create a non-blocking stream or pass CU_STREAM_PER_THREAD",
                           where);
   CUcontext ctx = nullptr;
-  if (CUresult r = driver().cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
+  if (CUresult r = driver(where).cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamGetCtx", "adopting stream " + detail::handle_string(s), where);
   return {s, context_ref::adopt(ctx, where)};
 }

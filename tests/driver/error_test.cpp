@@ -32,6 +32,23 @@ TEST_CASE("cuda_error names the API, the error, the object and the call site", "
   }
 }
 
+TEST_CASE("what() is the documented text: the status once, then the object and the call site", "[driver][error]") {
+  // std::system_error(code, text) would append ": " and the status again.
+  const cuasync::cuda_error e(cuasync::make_error_code(CUDA_ERROR_INVALID_VALUE), "cuasync::copy_async",
+                              "zero-size copy on stream 0x1");
+  const std::string what = e.what();
+  INFO(what);
+  CHECK(what.find("CUDA_ERROR_INVALID_VALUE") == what.rfind("CUDA_ERROR_INVALID_VALUE"));
+  CHECK_THAT(what, Catch::StartsWith("cuasync::copy_async: CUDA_ERROR_INVALID_VALUE"));
+  CHECK_THAT(what, Catch::EndsWith(std::string(" in ") + e.where().function_name()));
+  const cuasync::cuda_error copy = e;  // exceptions are copied: the text travels
+  CHECK(std::string(copy.what()) == what);
+  const std::string sticky = cuasync::cuda_error(cuasync::make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS), "cuEventQuery",
+                                                 "").what();
+  CHECK(sticky.find("CUDA_ERROR_ILLEGAL_ADDRESS") == sticky.rfind("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  CHECK_THAT(sticky, Catch::EndsWith("start anew"));
+}
+
 TEST_CASE("a CUresult travels as a std::error_code", "[driver][error]") {
   std::error_code ec = cuasync::make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK(ec.value() == CUDA_ERROR_ILLEGAL_ADDRESS);

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <source_location>
+#include <string>
 #include <typeinfo>
 
 namespace {
@@ -84,4 +86,32 @@ TEST_CASE("the real driver loads", "[driver][loader][gpu]") {
   auto r = probe({});
   INFO(r.output);
   CHECK_THAT(r.output, Catch::Contains("PROBE loaded"));
+}
+
+// Run by the test below in a child process: the first driver use is device::count(), twice (the load, then the
+// remembered failure); prints whether the error names this file's line.
+TEST_CASE("loader call site probe", "[.loader_call_site_probe]") {
+  for (int i = 0; i < 2; ++i) {
+    const std::source_location here = std::source_location::current();
+    try {
+      (void)cuasync::device::count();  // on the line after `here`
+      std::printf("PROBE loaded\n");
+    } catch (const cuasync::driver_not_found_error& e) {
+      const bool caller = std::string(e.where().file_name()) == here.file_name() && e.where().line() == here.line() + 2;
+      std::printf("PROBE driver_not_found_error where=%s: %s\n", caller ? "caller" : "elsewhere", e.what());
+    }
+  }
+  SUCCEED();
+}
+
+TEST_CASE("a loader error names the line of the call that first needed the driver", "[driver][loader]") {
+  auto r = cuasync::test::run_child({"loader call site probe"}, {"CUASYNC_LIBCUDA=/nonexistent/libcuda.so.1"},
+                                    std::chrono::seconds(60));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const std::string caller = "PROBE driver_not_found_error where=caller";
+  const std::size_t first = r.output.find(caller);
+  REQUIRE(first != std::string::npos);
+  CHECK(r.output.find(caller, first + 1) != std::string::npos);  // the remembered failure too
+  CHECK_THAT(r.output, Catch::Contains(" at loader_test.cpp:"));
 }

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <source_location>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -32,6 +33,8 @@ class cuda_error : public std::system_error {
   const std::string& detail() const noexcept { return detail_; }
   //! Where the failing call was made.
   const std::source_location& where() const noexcept { return where_; }
+  //! The text above (`std::system_error` would append ": " and the status a second time).
+  const char* what() const noexcept override { return text_.what(); }
   //! The `CUresult`, or `CUDA_ERROR_UNKNOWN` when the code is not in `cu_category()`.
   CUresult result() const noexcept;
   //! A sticky error (a kernel faulted: illegal address, trap, assert, ...): the context can run nothing more. Every
@@ -42,6 +45,7 @@ class cuda_error : public std::system_error {
   std::string api_;
   std::string detail_;
   std::source_location where_;
+  std::runtime_error text_;  // what(): copied without allocating, as an exception's text should be
 };
 
 //! Whether `r` is a sticky error (see `cuda_error::sticky`).

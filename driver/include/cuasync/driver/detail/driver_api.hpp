@@ -7,6 +7,7 @@
 #include <cudaTypedefs.h>
 
 #include <atomic>
+#include <source_location>
 
 namespace cuasync::detail {
 
@@ -59,6 +60,8 @@ struct driver_entry_points {
 
 //! Loads libcuda (thread-safe, once per process; a failure is remembered and thrown again).
 const driver_entry_points& load_driver();
+//! As `load_driver`, with a failure thrown (again) naming `where`, the caller's line, instead of the loader's.
+const driver_entry_points& load_driver(std::source_location where);
 extern std::atomic<const driver_entry_points*> loaded_driver;
 
 //! The entry points: loads libcuda on first use, calls `cuInit(0)` and resolves every entry point.
@@ -67,6 +70,12 @@ extern std::atomic<const driver_entry_points*> loaded_driver;
 inline const driver_entry_points& driver() {
   if (auto* d = loaded_driver.load(std::memory_order_acquire)) [[likely]] return *d;
   return load_driver();
+}
+//! The same for the calls a program makes first (`device::count`, `context_ref::adopt`, ...): a failed load names
+//! the caller's line.
+inline const driver_entry_points& driver(std::source_location where) {
+  if (auto* d = loaded_driver.load(std::memory_order_acquire)) [[likely]] return *d;
+  return load_driver(where);
 }
 
 //! The entry points if the driver is already loaded, else nullptr. Never loads; never throws.
