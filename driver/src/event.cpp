@@ -21,7 +21,9 @@ float event_ref::elapsed_ms(event_ref start, event_ref end, std::source_location
   if (CUresult r = driver().cuEventElapsedTime(&ms, start.get(), end.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuEventElapsedTime",
              "from " + start.describe() + " to " + end.describe() +
-                 (r == CUDA_ERROR_INVALID_HANDLE ? " (both must be timing events: event_options{.timing = true})" : ""),
+                 (r == CUDA_ERROR_INVALID_HANDLE
+                      ? " (both must be timing events, event_options{.timing = true}, and recorded before)"
+                      : ""),
              where);
   return ms;
 }

@@ -6,7 +6,10 @@ namespace cuasync {
 using detail::driver;
 using detail::throw_cu;
 
+const detail::kernel_info detail::empty_kernel_info{};
+
 int kernel_ref::attribute(CUfunction_attribute attr, std::source_location where) const {
+  if (!info_) detail::throw_empty_kernel("cuasync::kernel_ref::attribute", {}, where);
   int v = 0;
   if (CUresult r = driver().cuFuncGetAttribute(&v, attr, info_->function); r != CUDA_SUCCESS)
     throw_cu(r, "cuFuncGetAttribute", "attribute " + std::to_string(int(attr)) + " of kernel '" + info_->name + "'",
@@ -15,6 +18,7 @@ int kernel_ref::attribute(CUfunction_attribute attr, std::source_location where)
 }
 
 void kernel_ref::set_max_dynamic_shared_memory(int bytes, std::source_location where) const {
+  if (!info_) detail::throw_empty_kernel("cuasync::kernel_ref::set_max_dynamic_shared_memory", {}, where);
   const int limit = info_->device->max_shared_memory_per_block_optin - static_shared_memory_bytes(where);
   if (bytes < 0 || bytes > limit)
     detail::throw_invalid("cuasync::kernel_ref::set_max_dynamic_shared_memory",
@@ -29,6 +33,7 @@ void kernel_ref::set_max_dynamic_shared_memory(int bytes, std::source_location w
 
 int kernel_ref::max_active_blocks_per_multiprocessor(int block_size, std::size_t dynamic_shared_bytes,
                                                      std::source_location where) const {
+  if (!info_) detail::throw_empty_kernel("cuasync::kernel_ref::max_active_blocks_per_multiprocessor", {}, where);
   int n = 0;
   scoped_context guard(info_->ctx, where);
   if (CUresult r = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, info_->function, block_size,
@@ -48,6 +53,13 @@ std::string launch_text(const kernel_info& k, const launch_config& c, stream_ref
          std::to_string(c.shared_memory_bytes) + " B shared, on " + s.describe();
 }
 }  // namespace
+
+void throw_empty_kernel(const char* api, stream_ref s, std::source_location w) {
+  throw cuda_error(make_error_code(CUDA_ERROR_INVALID_HANDLE), api,
+                   "empty kernel_ref (default-constructed, or never set from module::kernel)" +
+                       (s ? " on " + s.describe() : std::string()),
+                   w);
+}
 
 void throw_argument_count(const kernel_info& k, std::size_t given, stream_ref s, std::source_location w) {
   throw_invalid("cuasync::launch",

@@ -124,7 +124,9 @@ void managed_buffer::prefetch_async(stream_ref s, memory_location location, std:
 }
 void managed_buffer::prefetch_async(stream_ref s, memory_location location, device_span range,
                                     std::source_location where) const {
-  if (range.ptr < ptr_ || range.ptr + range.size > ptr_ + size_ || range.size == 0)
+  if (!s) detail::throw_invalid("cuasync::managed_buffer::prefetch_async", "empty stream", where);
+  // Without overflow: a range whose end wraps around the address space must not pass for one inside.
+  if (range.size == 0 || range.ptr < ptr_ || range.ptr - ptr_ > size_ || range.size > size_ - (range.ptr - ptr_))
     detail::throw_invalid("cuasync::managed_buffer::prefetch_async",
                           "range of " + std::to_string(range.size) + " bytes is empty or outside the buffer of " +
                               std::to_string(size_) + " bytes",

@@ -125,7 +125,10 @@ const std::string& module_ref::label() const noexcept {
   return state_ ? state_->label : none;
 }
 
-void module_ref::add_name_alias(std::string expression, std::string lowered_name) const {
+void module_ref::add_name_alias(std::string expression, std::string lowered_name, std::source_location where) const {
+  if (!state_)
+    detail::throw_invalid("cuasync::module_ref::add_name_alias",
+                          "empty module (alias '" + expression + "' for '" + lowered_name + "')", where);
   std::lock_guard lock(state_->mutex);
   state_->aliases.insert_or_assign(std::move(expression), std::move(lowered_name));
 }
@@ -224,11 +227,22 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
 }
 
 module module::load_file(context_ref ctx, const std::filesystem::path& path, std::source_location where) {
+  constexpr const char* api = "cuasync::module::load_file";
+  // A directory opens as a stream on Linux and only its read fails (std::ios_base::failure from the stream buffer).
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), api,
+                     "'" + path.string() + "' is a directory, not a module image", where);
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), "cuasync::module::load_file",
-                     "cannot open '" + path.string() + "'", where);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), api, "cannot open '" + path.string() + "'", where);
+  std::vector<char> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    throw cuda_error(make_error_code(CUDA_ERROR_FILE_NOT_FOUND), api,
+                     "cannot read '" + path.string() + "': " + e.what(), where);
+  }
   return load(ctx, std::as_bytes(std::span(bytes)), path.filename().string(), where);
 }
 

@@ -24,11 +24,13 @@ stream_ref stream_ref::adopt(CUstream s, std::source_location where) {
 }
 
 void stream_ref::wait(event_ref e, std::source_location where) const {
+  if (!stream_) detail::throw_invalid("cuasync::stream_ref::wait", "empty stream", where);
   if (CUresult r = driver().cuStreamWaitEvent(stream_, e.get(), 0); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamWaitEvent", describe() + " waiting on event " + detail::handle_string(e.get()), where);
 }
 
 bool stream_ref::query(std::source_location where) const {
+  if (!stream_) detail::throw_invalid("cuasync::stream_ref::query", "empty stream", where);
   CUresult r = driver().cuStreamQuery(stream_);
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
@@ -36,6 +38,7 @@ bool stream_ref::query(std::source_location where) const {
 }
 
 void stream_ref::synchronize(std::source_location where) const {
+  if (!stream_) detail::throw_invalid("cuasync::stream_ref::synchronize", "empty stream", where);
   trace::host_call hooked(trace::category::sync, "cuStreamSynchronize", 0, trace::flag::host_wait, &where);
   if (CUresult r = driver().cuStreamSynchronize(stream_); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamSynchronize", describe(), where);
@@ -43,6 +46,7 @@ void stream_ref::synchronize(std::source_location where) const {
 }
 
 void stream_ref::launch_host_func(void (*fn)(void*), void* user_data, std::source_location where) const {
+  if (!stream_) detail::throw_invalid("cuasync::stream_ref::launch_host_func", "empty stream", where);
   if (!fn) detail::throw_invalid("cuasync::stream_ref::launch_host_func", "null function on " + describe(), where);
   if (CUresult r = driver().cuLaunchHostFunc(stream_, fn, user_data); r != CUDA_SUCCESS)
     throw_cu(r, "cuLaunchHostFunc", describe(), where);

@@ -35,6 +35,65 @@ namespace {
 const stream_ref fake_stream(reinterpret_cast<CUstream>(std::uintptr_t{0x5100}), context_ref{});
 }  // namespace
 
+TEST_CASE("an empty kernel_ref is refused by launches, naming the call and the caller's line",
+          "[driver][launch][misuse]") {
+  const kernel_ref k;  // e.g. a failed lookup left it empty
+  check_call_site(error_of([&] { launch(fake_stream, k, {.grid = 1, .block = 1}, 1, 2u); }));
+  check_call_site(error_of([&] { launch(fake_stream, k, {.grid = 1, .block = 1}); }));
+  check_call_site(error_of([&] { launch_raw(fake_stream, k, {.grid = 1, .block = 1}, nullptr); }));
+  const cuda_error e = error_of([&] { launch(fake_stream, k, {.grid = 1, .block = 1}, 1); });
+  CHECK(e.api() == "cuasync::launch");
+  CHECK(e.result() == CUDA_ERROR_INVALID_HANDLE);
+  CHECK_THAT(e.detail(), Contains("empty kernel_ref") && Contains(fake_stream.describe()));
+  CHECK(error_of([&] { launch_raw(fake_stream, k, {.grid = 1, .block = 1}, nullptr); }).api() ==
+        "cuasync::launch_raw");
+  // Its accessors answer empty values; those that ask the driver refuse.
+  CHECK(k.get() == nullptr);
+  CHECK(k.name().empty());
+  CHECK(k.params().empty());
+  CHECK_FALSE(k.context());
+  CHECK(k.max_threads_per_block() == 0);
+  check_call_site(error_of([&] { k.num_registers(); }));
+  check_call_site(error_of([&] { k.set_max_dynamic_shared_memory(1024); }));
+  check_call_site(error_of([&] { k.max_active_blocks_per_multiprocessor(128); }));
+}
+
+TEST_CASE("an empty or moved-from module refuses a name alias as it refuses a kernel lookup",
+          "[driver][module][misuse]") {
+  const module m;
+  check_call_site(error_of([&] { m.kernel("fill"); }));
+  check_call_site(error_of([&] { m.add_name_alias("fill<int>", "fill_i32"); }));
+  CHECK(error_of([&] { m.add_name_alias("fill<int>", "fill_i32"); }).api() == "cuasync::module_ref::add_name_alias");
+}
+
+TEST_CASE("module::load_file of a directory is a cuda_error naming the path", "[driver][module][misuse]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  check_call_site(error_of([&] { module::load_file(context_ref{}, dir); }));
+  const cuda_error e = error_of([&] { module::load_file(context_ref{}, dir); });
+  CHECK(e.api() == "cuasync::module::load_file");
+  CHECK_THAT(e.detail(), Contains(dir.string()) && Contains("directory"));
+}
+
+TEST_CASE("an empty stream_ref is refused, never taken for the legacy default stream", "[driver][stream][misuse]") {
+  const stream_ref s;
+  auto empty_stream = [](const cuda_error& e, std::source_location here = std::source_location::current()) {
+    INFO("line " << here.line() << ": " << e.what());
+    CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
+    CHECK_THAT(e.detail(), Contains("empty stream"));
+    check_call_site(e, here);
+  };
+  empty_stream(error_of([&] { s.wait(event_ref{}); }));
+  empty_stream(error_of([&] { s.query(); }));
+  empty_stream(error_of([&] { s.synchronize(); }));
+  empty_stream(error_of([&] { s.launch_host_func(+[](void*) {}, nullptr); }));
+  empty_stream(error_of([&] { event_ref{}.record(s); }));
+  empty_stream(error_of([&] { memory_pool_ref{}.allocate_async(s, 64); }));
+  empty_stream(error_of([&] { memory_pool_ref::free_async(s, 0x1000); }));
+  empty_stream(error_of([&] { managed_buffer{}.prefetch_async(s, memory_location::on_host()); }));
+  empty_stream(error_of([&] { pool_buffer::allocate_async(memory_pool_ref{}, s, 64); }));
+  CHECK(error_of([&] { s.query(); }).api() == "cuasync::stream_ref::query");
+}
+
 TEST_CASE("copies refused for a null pointer or an overlap name the sizes and the stream", "[driver][copy][misuse]") {
   const std::array<std::byte, 8> host{};
   const cuda_error null_dst = error_of([&] { copy_async(fake_stream, device_span{0, 16}, std::span(host)); });
@@ -44,4 +103,46 @@ TEST_CASE("copies refused for a null pointer or an overlap name the sizes and th
   const cuda_error overlap =
       error_of([&] { copy_async(fake_stream, device_span{0x2004, 8}, device_span{0x2000, 8}); });
   CHECK_THAT(overlap.detail(), Contains("overlap") && Contains("8 bytes") && Contains(fake_stream.describe()));
+}
+
+// ---- on the simulated driver
+
+namespace {
+constexpr char sim_ptx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry sim_fill_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
+)";
+}  // namespace
+
+TEST_CASE("a kernel of a loaded module still launches after the empty-kernel check", "[.simulated][driver][launch]") {
+  primary_context ctx = primary_context::retain(0);
+  stream s = stream::create(ctx);
+  module m = module::load(ctx, std::string_view(sim_ptx), "misuse.ptx");
+  m.add_name_alias("fill<unsigned>", "sim_fill_u32");
+  device_buffer b = device_buffer::allocate(ctx, 16);
+  launch(s, m.kernel("fill<unsigned>"), {.grid = 1, .block = 4}, b.get(), 4u, 7u);
+  std::array<std::uint32_t, 4> out{};
+  copy_async(s, std::span<std::uint32_t>(out), b.span());
+  s.synchronize();
+  CHECK(out == std::array<std::uint32_t, 4>{7, 7, 7, 7});
+}
+
+TEST_CASE("a prefetch range that wraps around the address space is refused", "[.simulated][driver][memory]") {
+  primary_context ctx = primary_context::retain(0);
+  stream s = stream::create(ctx);
+  managed_buffer m = managed_buffer::allocate(ctx, 64);
+  const device_span wraps{m.get() + 8, std::numeric_limits<std::size_t>::max() - 7};  // end wraps to m.get()
+  const cuda_error e = error_of([&] { m.prefetch_async(s, memory_location::on_device(0), wraps); });
+  CHECK(e.api() == "cuasync::managed_buffer::prefetch_async");  // ours, not the driver's
+  check_call_site(error_of([&] { m.prefetch_async(s, memory_location::on_device(0), wraps); }));
+  m.prefetch_async(s, memory_location::on_device(0), device_span{m.get() + 8, 56});  // the last byte: fine
+  s.synchronize();
+}
+
+TEST_CASE("elapsed_ms of an event never recorded says the events must be recorded", "[.simulated][driver][event]") {
+  primary_context ctx = primary_context::retain(0);
+  const event a = event::create(ctx, {.timing = true}), b = event::create(ctx, {.timing = true});
+  const cuda_error e = error_of([&] { event_ref::elapsed_ms(a, b); });
+  CHECK_THAT(e.detail(), Contains("timing events") && Contains("recorded"));
 }

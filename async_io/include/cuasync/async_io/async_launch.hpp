@@ -64,8 +64,8 @@ template <class Token, class... A>
 auto start_launch(const located_stream& s, kernel_ref kernel, const launch_config& config, Token&& token,
                   A&&... args) {
   using work = launch_work<std::decay_t<A>...>;
-  check_launch<std::decay_t<decltype(runtime::detail::kernel_argument(args))>...>(kernel.info(), config, s.stream,
-                                                                                   s.where);
+  check_launch<std::decay_t<decltype(runtime::detail::kernel_argument(args))>...>(
+      launched_kernel(kernel, "cuasync::async_launch", s.stream, s.where), config, s.stream, s.where);
   return initiate(boost::asio::any_io_executor(boost::asio::system_executor()),
                   operation_starter<work>{s.stream, work{kernel, config, {std::forward<A>(args)...}, s.where},
                                           nullptr, s.where},

@@ -26,8 +26,10 @@ class event_ref {
   context_ref context() const noexcept { return ctx_; }
   explicit operator bool() const noexcept { return event_ != nullptr; }
 
-  //! Enqueues the event on `s`: it completes when all work submitted to `s` before it has. @throws cuda_error
+  //! Enqueues the event on `s`: it completes when all work submitted to `s` before it has. @throws cuda_error (also
+  //! for an empty `s`, which the driver would take for the legacy default stream)
   void record(stream_ref s, std::source_location where = std::source_location::current()) const {
+    if (!s) [[unlikely]] detail::throw_invalid("cuasync::event_ref::record", "empty stream", where);
     if (CUresult r = detail::driver().cuEventRecord(event_, s.get()); r != CUDA_SUCCESS) [[unlikely]]
       detail::throw_cu(r, "cuEventRecord", "event " + detail::handle_string(event_) + " on " + s.describe(), where);
   }
@@ -43,7 +45,8 @@ class event_ref {
   }
   //! Host-blocking: waits for the recorded work. @throws cuda_error with a device error.
   void synchronize(std::source_location where = std::source_location::current()) const;
-  //! Milliseconds between two completed timing events. @throws cuda_error (e.g. when timing is disabled)
+  //! Milliseconds between two completed timing events. @throws cuda_error (e.g. when timing is disabled or an event
+  //! was never recorded)
   static float elapsed_ms(event_ref start, event_ref end, std::source_location where = std::source_location::current());
 
   std::string describe() const;

@@ -29,19 +29,23 @@ struct kernel_info {
 //! lets code that holds only the CUfunction (a captured graph's kernel node) check arguments without probing the
 //! driver past the last parameter (an error compute-sanitizer reports). Valid while the module stays loaded.
 const kernel_info* known_kernel(CUfunction f) noexcept;
+//! What an empty `kernel_ref` answers: no name, no parameters.
+extern const kernel_info empty_kernel_info;
 }  // namespace detail
 
-//! A kernel of a loaded module. Valid while the module is loaded.
+//! A kernel of a loaded module. Valid while the module is loaded. An empty one (default-constructed) answers empty
+//! values; launches and the calls that ask the driver refuse it with a `cuda_error`.
 class kernel_ref {
  public:
   kernel_ref() = default;
   explicit kernel_ref(const detail::kernel_info* info) noexcept : info_(info) {}
 
   CUfunction get() const noexcept { return info_ ? info_->function : nullptr; }
-  const std::string& name() const noexcept { return info_->name; }
-  context_ref context() const noexcept { return info_->ctx; }
+  const std::string& name() const noexcept { return or_empty().name; }
+  context_ref context() const noexcept { return or_empty().ctx; }
   //! Parameter count and sizes as the driver reports them.
-  const std::vector<detail::kernel_param>& params() const noexcept { return info_->params; }
+  const std::vector<detail::kernel_param>& params() const noexcept { return or_empty().params; }
+  //! What a launch checks. Only for a non-empty kernel_ref (launches check: `detail::launched_kernel`).
   const detail::kernel_info& info() const noexcept { return *info_; }
   explicit operator bool() const noexcept { return info_ != nullptr; }
 
@@ -50,7 +54,7 @@ class kernel_ref {
   int num_registers(std::source_location where = std::source_location::current()) const {
     return attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, where);
   }
-  int max_threads_per_block() const { return info_->max_threads_per_block; }
+  int max_threads_per_block() const { return or_empty().max_threads_per_block; }
   int static_shared_memory_bytes(std::source_location where = std::source_location::current()) const {
     return attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, where);
   }
@@ -68,6 +72,7 @@ class kernel_ref {
                                            std::source_location where = std::source_location::current()) const;
 
  private:
+  const detail::kernel_info& or_empty() const noexcept { return info_ ? *info_ : detail::empty_kernel_info; }
   const detail::kernel_info* info_ = nullptr;
 };
 

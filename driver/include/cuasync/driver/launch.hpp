@@ -33,6 +33,14 @@ struct launch_config {
 };
 
 namespace detail {
+//! Throws `cuda_error(CUDA_ERROR_INVALID_HANDLE)` for an empty `kernel_ref` given to `api` (on `s`, which may be
+//! empty).
+[[noreturn]] void throw_empty_kernel(const char* api, stream_ref s, std::source_location w);
+//! The kernel's layout, refusing an empty kernel_ref (one compare) before anything is enqueued. @throws cuda_error
+inline const kernel_info& launched_kernel(kernel_ref k, const char* api, stream_ref s, std::source_location w) {
+  if (!k) [[unlikely]] throw_empty_kernel(api, s, w);
+  return k.info();
+}
 [[noreturn]] void throw_argument_count(const kernel_info& k, std::size_t given, stream_ref s, std::source_location w);
 [[noreturn]] void throw_argument_size(const kernel_info& k, std::size_t index, std::size_t given, stream_ref s,
                                       std::source_location w);
@@ -123,13 +131,13 @@ concept kernel_argument = std::is_trivially_copyable_v<T> && !requires { typenam
 //! Enqueues `kernel<<<config>>>(args...)` on `s`. Each argument is passed by value, byte for byte: its type's size
 //! must equal the kernel parameter's (pass `int` for `int`, a pointer or `CUdeviceptr` for a pointer).
 //! @throws cuda_error before enqueuing when the count or a size does not match (naming the kernel, the parameter
-//! index and both sizes), when the configuration exceeds a limit, or when the stream and kernel belong to different
-//! contexts; and with the driver's error if the launch itself fails.
+//! index and both sizes), when the configuration exceeds a limit, when the stream and kernel belong to different
+//! contexts or either is empty; and with the driver's error if the launch itself fails.
 template <kernel_argument... Args>
 void launch(located_stream ls, kernel_ref kernel, const launch_config& config, const Args&... args) {
   const stream_ref s = ls.stream;
   const std::source_location where = ls.where;
-  const detail::kernel_info& k = kernel.info();
+  const detail::kernel_info& k = detail::launched_kernel(kernel, "cuasync::launch", s, where);
   detail::check_arguments<Args...>(k, s, where);
   if constexpr (sizeof...(Args) > 0) {
     void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
@@ -140,10 +148,10 @@ void launch(located_stream ls, kernel_ref kernel, const launch_config& config, c
 }
 
 //! Enqueues a launch with pre-built parameter pointers (`params[i]` points at argument i; the caller vouches for
-//! their sizes). For generated code and the C ABI. @throws cuda_error
+//! their sizes). For generated code and the C ABI. @throws cuda_error (as `launch`)
 inline void launch_raw(stream_ref s, kernel_ref kernel, const launch_config& config, void** params,
                        std::source_location where = std::source_location::current()) {
-  detail::launch_prepared(s, kernel.info(), config, params, where);
+  detail::launch_prepared(s, detail::launched_kernel(kernel, "cuasync::launch_raw", s, where), config, params, where);
 }
 
 }  // namespace cuasync

@@ -28,6 +28,7 @@ class memory_pool_ref {
   CUdeviceptr allocate_async(stream_ref s, std::size_t bytes,
                              std::source_location where = std::source_location::current()) const {
     CUdeviceptr p = 0;
+    if (!s) [[unlikely]] detail::throw_invalid("cuasync::memory_pool_ref::allocate_async", "empty stream", where);
     if (bytes == 0) [[unlikely]]
       detail::throw_invalid("cuasync::memory_pool_ref::allocate_async", "zero-byte allocation on " + s.describe(),
                             where);
@@ -41,6 +42,7 @@ class memory_pool_ref {
   //! Enqueues the return of `p` to its pool after the work submitted to `s` so far. Work on other streams that
   //! still uses `p` must be made to complete first (record an event there and `s.wait()` it). @throws cuda_error
   static void free_async(stream_ref s, CUdeviceptr p, std::source_location where = std::source_location::current()) {
+    if (!s) [[unlikely]] detail::throw_invalid("cuasync::memory_pool_ref::free_async", "empty stream", where);
     trace::host_call hooked(trace::category::alloc, "cuMemFreeAsync", 0, trace::flag::stream_ordered, &where);
     if (CUresult r = detail::driver().cuMemFreeAsync(p, s.get()); r != CUDA_SUCCESS) [[unlikely]]
       detail::throw_cu(r, "cuMemFreeAsync", "pointer " + detail::handle_string(reinterpret_cast<void*>(p)) + " on " +
@@ -120,9 +122,10 @@ class pool_buffer {
   stream_ref free_stream() const noexcept { return stream_; }
   //! The stream whose order the free follows; it must be ordered after every use of the memory.
   void set_free_stream(stream_ref s) noexcept { stream_ = s; }
-  //! Enqueues the free now. @throws cuda_error
+  //! Enqueues the free now. @throws cuda_error (the buffer still owns the memory then: its destructor frees it)
   void free_async(std::source_location where = std::source_location::current()) {
-    if (ptr_) memory_pool_ref::free_async(stream_, std::exchange(ptr_, 0), where);
+    if (ptr_) memory_pool_ref::free_async(stream_, ptr_, where);
+    ptr_ = 0;
     size_ = 0;
   }
   CUdeviceptr release() noexcept { size_ = 0; return std::exchange(ptr_, 0); }

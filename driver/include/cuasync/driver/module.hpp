@@ -35,7 +35,9 @@ class module_ref {
   //! @throws cuda_error(CUDA_ERROR_NOT_FOUND) naming the kernel and the module.
   kernel_ref kernel(std::string_view name, std::source_location where = std::source_location::current()) const;
   //! Makes `kernel(expression)` find the kernel whose symbol is `lowered_name` (NVRTC name expressions).
-  void add_name_alias(std::string expression, std::string lowered_name) const;
+  //! @throws cuda_error for an empty (or moved-from) module
+  void add_name_alias(std::string expression, std::string lowered_name,
+                      std::source_location where = std::source_location::current()) const;
   //! The module's label (file name, or the name it was loaded with), for messages.
   const std::string& label() const noexcept;
 

@@ -37,7 +37,7 @@ class stream_ref {
   explicit operator bool() const noexcept { return stream_ != nullptr; }
 
   //! Enqueues a wait: work submitted to this stream later starts after `e`'s recorded work completes. The host does
-  //! not wait. @throws cuda_error
+  //! not wait. @throws cuda_error (also for an empty stream_ref, here and below: never the legacy default stream)
   void wait(event_ref e, std::source_location where = std::source_location::current()) const;
   //! True when all work submitted so far has completed; false while some is pending. Never blocks.
   //! @throws cuda_error with the device error (e.g. CUDA_ERROR_ILLEGAL_ADDRESS) if the work failed.
