@@ -3,6 +3,7 @@
 #include "gpu_span_collector.hpp"
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace cuasync {
@@ -13,13 +14,35 @@ using detail::driver;
 namespace {
 struct deferred_failure {
   CUresult result;
-  const char* api;     // the release call that failed (a literal)
-  const void* handle;  // what it released
+  const char* api;          // the release call that failed (a literal)
+  const void* handle;       // what it released
+  unsigned long long life;  // the context's id (cuCtxGetId) when it failed; 0: unreadable (the context was gone)
 };
 std::mutex deferred_mutex;
 std::unordered_map<CUcontext, deferred_failure>& deferred() {
   static std::unordered_map<CUcontext, deferred_failure> m;
   return m;
+}
+
+// The id of the context that `ctx` is now, 0 when it cannot be read (gone). A primary context keeps its handle when
+// it is released and retained again, and a later context can reuse a handle: the id tells the lives apart. Asked
+// only where a failure is kept or found, so a context without one never pays for it.
+unsigned long long life_of(CUcontext ctx) noexcept {
+  unsigned long long id = 0;
+  const auto* d = detail::driver_if_loaded();
+  if (!d || d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) return 0;
+  return id;
+}
+
+// The failure kept for `ctx` if it happened in the context's present life; one of an earlier life is dropped.
+// Under deferred_mutex.
+std::optional<deferred_failure> take_locked(CUcontext ctx) {
+  auto it = deferred().find(ctx);
+  if (it == deferred().end()) return std::nullopt;
+  const deferred_failure f = it->second;
+  deferred().erase(it);
+  if (f.life != life_of(ctx)) return std::nullopt;
+  return f;
 }
 }  // namespace
 
@@ -27,22 +50,23 @@ namespace detail {
 void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept {
   if (r == CUDA_SUCCESS) return;
   try {
+    const unsigned long long life = life_of(ctx);
     std::lock_guard lock(deferred_mutex);
-    deferred().try_emplace(ctx, deferred_failure{r, api, handle});
+    auto [it, inserted] = deferred().try_emplace(ctx, deferred_failure{r, api, handle, life});
+    if (!inserted && it->second.life != life) it->second = {r, api, handle, life};  // the first of this life wins
   } catch (...) {
   }
 }
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where) {
-  deferred_failure f{};
+  std::optional<deferred_failure> f;
   {
     std::lock_guard lock(deferred_mutex);
-    auto it = deferred().find(ctx);
-    if (it == deferred().end()) return;
-    f = it->second;
-    deferred().erase(it);
+    if (deferred().empty()) return;
+    f = take_locked(ctx);
   }
-  throw_cu(f.result, api,
-           std::string(f.api) + "(" + handle_string(f.handle) + ") failed in an earlier destructor in context " +
+  if (!f) return;
+  throw_cu(f->result, api,
+           std::string(f->api) + "(" + handle_string(f->handle) + ") failed in an earlier destructor in context " +
                handle_string(ctx) + " (reported once, here)",
            where);
 }
@@ -62,15 +86,14 @@ unsigned long long context_ref::id(std::source_location where) const {
 
 std::error_code context_ref::take_deferred_error() const noexcept {
   std::lock_guard lock(deferred_mutex);
-  auto it = deferred().find(ctx_);
-  if (it == deferred().end()) return {};
-  auto code = make_error_code(it->second.result);
-  deferred().erase(it);
-  return code;
+  if (deferred().empty()) return {};
+  const std::optional<deferred_failure> f = take_locked(ctx_);
+  return f ? make_error_code(f->result) : std::error_code{};
 }
 
 context_ref context_ref::adopt(CUcontext ctx, std::source_location where) {
   if (!ctx) detail::throw_invalid("cuasync::context_ref::adopt", "null context", where);
+  (void)driver(where);  // a failed load names the caller's line
   scoped_context guard(ctx, where);
   CUdevice dev = 0;
   check(driver().cuCtxGetDevice(&dev), "cuCtxGetDevice", where);
@@ -93,7 +116,6 @@ void context_ref::synchronize(std::source_location where) const {
   detail::throw_deferred(ctx_, "cuasync::context_ref::synchronize", where);
 }
 
-  (void)driver(where);  // a failed load names the caller's line
 std::pair<int, int> context_ref::stream_priority_range(std::source_location where) const {
   scoped_context guard(ctx_, where);
   int least = 0, greatest = 0;

@@ -146,3 +146,39 @@ TEST_CASE("elapsed_ms of an event never recorded says the events must be recorde
   const cuda_error e = error_of([&] { event_ref::elapsed_ms(a, b); });
   CHECK_THAT(e.detail(), Contains("timing events") && Contains("recorded"));
 }
+
+TEST_CASE("a destructor's deferred failure is reported only to the context it happened in",
+          "[.simulated][driver][context]") {
+  std::optional<device_buffer> leftover;
+  {
+    primary_context ctx = primary_context::retain(0);
+    leftover = device_buffer::allocate(ctx, 64);
+  }                  // the last user releases the primary context
+  leftover.reset();  // its buffer's free fails now, and is deferred
+  primary_context ctx = primary_context::retain(0);  // a new life of the primary context, with the same handle
+  stream s = stream::create(ctx);
+  device_buffer b = device_buffer::allocate(ctx, 64);
+  memset_async(s, b.span(), 1);
+  CHECK_NOTHROW(s.synchronize());  // healthy: the old life's failure is not this context's
+  CHECK_NOTHROW(ctx.synchronize());
+  CHECK_FALSE(ctx.take_deferred_error());
+
+  // A failure of this life is still reported, once, even where an older life's failure was kept.
+  {
+    std::optional<device_buffer> stale;
+    {
+      primary_context old = std::move(ctx);
+      stale = device_buffer::allocate(old, 64);
+      s = stream{};
+      b = device_buffer{};
+    }
+    stale.reset();  // deferred for the old life
+  }
+  ctx = primary_context::retain(0);
+  detail::defer_error(ctx.get(), CUDA_ERROR_NOT_PERMITTED, "cuTestRelease", &ctx);
+  CHECK(ctx.take_deferred_error() == make_error_code(CUDA_ERROR_NOT_PERMITTED));
+  CHECK_FALSE(ctx.take_deferred_error());
+  detail::defer_error(ctx.get(), CUDA_ERROR_NOT_PERMITTED, "cuTestRelease", &ctx);
+  const cuda_error e = error_of([&] { ctx.synchronize(); });
+  CHECK_THAT(e.detail(), Contains("cuTestRelease"));
+}
