@@ -55,7 +55,8 @@ event& event::operator=(event&& o) noexcept {
 
 void event::destroy_nothrow() noexcept {
   if (!event_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuEventDestroy(event_), "cuEventDestroy", event_);
+  detail::release_nothrow_without_context(ctx_.get(), "cuEventDestroy", event_,
+                                          [&](const auto& d) { return d.cuEventDestroy(event_); });
   event_ = nullptr;
 }
 

@@ -87,7 +87,8 @@ memory_pool& memory_pool::operator=(memory_pool&& o) noexcept {
 
 memory_pool::~memory_pool() {
   if (!pool_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuMemPoolDestroy(pool_), "cuMemPoolDestroy", pool_);
+  detail::release_nothrow_without_context(ctx_.get(), "cuMemPoolDestroy", pool_,
+                                          [&](const auto& d) { return d.cuMemPoolDestroy(pool_); });
   pool_ = nullptr;
 }
 

@@ -113,7 +113,8 @@ stream& stream::operator=(stream&& o) noexcept {
 
 void stream::destroy_nothrow() noexcept {
   if (!stream_) return;
-  if (auto* d = detail::driver_if_loaded()) detail::defer_error(ctx_.get(), d->cuStreamDestroy(stream_), "cuStreamDestroy", stream_);
+  detail::release_nothrow_without_context(ctx_.get(), "cuStreamDestroy", stream_,
+                                          [&](const auto& d) { return d.cuStreamDestroy(stream_); });
   stream_ = nullptr;
 }
 

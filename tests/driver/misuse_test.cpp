@@ -113,6 +113,22 @@ constexpr char sim_ptx[] = R"(.version 8.0
 .address_size 64
 .visible .entry sim_fill_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
 )";
+
+// The simulated driver's controls (tests/fake_driver/control.h).
+void* simulated_library() { return ::dlopen(std::getenv("CUASYNC_LIBCUDA"), RTLD_NOLOAD | RTLD_NOW); }
+void set_phase(int phase) {
+  void* lib = simulated_library();
+  REQUIRE(lib);
+  reinterpret_cast<void (*)(int)>(::dlsym(lib, "fake_cuda_set_phase"))(phase);
+}
+std::string report() {
+  void* lib = simulated_library();
+  REQUIRE(lib);
+  auto rep = reinterpret_cast<int (*)(char*, int)>(::dlsym(lib, "fake_cuda_report"));
+  std::string out(static_cast<std::size_t>(rep(nullptr, 0)), '\0');
+  rep(out.data(), static_cast<int>(out.size()));
+  return out.c_str();
+}
 }  // namespace
 
 TEST_CASE("a kernel of a loaded module still launches after the empty-kernel check", "[.simulated][driver][launch]") {
@@ -181,4 +197,34 @@ TEST_CASE("a destructor's deferred failure is reported only to the context it ha
   detail::defer_error(ctx.get(), CUDA_ERROR_NOT_PERMITTED, "cuTestRelease", &ctx);
   const cuda_error e = error_of([&] { ctx.synchronize(); });
   CHECK_THAT(e.detail(), Contains("cuTestRelease"));
+}
+
+// Run by the test below in a child process, with FAKE_CUDA_FAIL set: the first destroy of one kind fails.
+TEST_CASE("release retry child", "[.release_retry_child]") {
+  primary_context ctx = primary_context::retain(0);
+  set_phase(1);
+  {
+    stream s = stream::create(ctx);
+    event e = event::create(ctx);
+    memory_pool p = memory_pool::create(ctx);
+  }
+  set_phase(2);
+  std::printf("CHILD deferred=%d\n", ctx.take_deferred_error().value());
+  std::printf("CHILD %s", report().c_str());
+}
+
+TEST_CASE("the destructors of streams events and pools try a failed release once more",
+          "[.simulated][driver][lifetime]") {
+  for (const char* entry : {"cuStreamDestroy", "cuEventDestroy", "cuMemPoolDestroy"}) {
+    const test::child_result r =
+        test::run_child({"release retry child"}, {std::string("FAKE_CUDA_FAIL=") + entry + ":1"});
+    INFO(entry << ":\n" << r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("fired=1"));           // the first destroy failed ...
+    CHECK_THAT(r.output, Contains("CHILD deferred=0"));  // ... and the second succeeded: nothing to report
+    const std::size_t live = r.output.find("\nlive ");  // the live objects' line of the report
+    REQUIRE(live != std::string::npos);
+    const std::string counts = r.output.substr(live + 1, r.output.find('\n', live + 1) - live - 1);
+    CHECK_THAT(counts, Contains(" streams=0 events=0") && Contains(" pools=0"));
+  }
 }

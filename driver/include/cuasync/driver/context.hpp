@@ -134,6 +134,13 @@ void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle)
 //! (the release, or making `ctx` current) is deferred (`defer_error`); at process exit, when the driver is shutting
 //! down, nothing is left to release.
 template <class Release>
+CUresult release_retried(const driver_entry_points& d, Release& release) noexcept {
+  CUresult r = release(d);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED && !is_sticky(r) && release(d) == CUDA_SUCCESS)
+    r = CUDA_SUCCESS;
+  return r;
+}
+template <class Release>
 void release_nothrow(CUcontext ctx, const char* api, const void* handle, Release&& release) noexcept {
   const auto* d = driver_if_loaded();
   if (!d) return;
@@ -142,10 +149,14 @@ void release_nothrow(CUcontext ctx, const char* api, const void* handle, Release
     if (guard.error() != CUDA_ERROR_DEINITIALIZED) defer_error(ctx, guard.error(), "cuCtxPushCurrent", handle);
     return;
   }
-  CUresult r = release(*d);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED && !is_sticky(r) && release(*d) == CUDA_SUCCESS)
-    r = CUDA_SUCCESS;
-  defer_error(ctx, r, api, handle);
+  defer_error(ctx, release_retried(*d, release), api, handle);
+}
+//! As `release_nothrow` for a release that needs no current context (`cuStreamDestroy`, `cuEventDestroy`,
+//! `cuMemPoolDestroy` name their object): the same retry, without making `ctx` current, so such a destructor costs no
+//! context check and, after its context ended, still reports its own call's failure.
+template <class Release>
+void release_nothrow_without_context(CUcontext ctx, const char* api, const void* handle, Release&& release) noexcept {
+  if (const auto* d = driver_if_loaded()) defer_error(ctx, release_retried(*d, release), api, handle);
 }
 //! Throws a deferred failure of `ctx`, if any.
 void throw_deferred(CUcontext ctx, const char* api, std::source_location where);
