@@ -19,7 +19,7 @@ thread_local std::vector<std::shared_ptr<event_pool>>* deferred_admissions = nul
 }  // namespace
 
 admission_site cuda_completion_source::site_of(stream_ref s, std::source_location where) {
-  return {event_pool::for_context(s.context(), where), stream_key(s, where)};
+  return {event_pool::for_context(s.context(), where), stream_key(s, where), s.get()};
 }
 
 admission_ticket cuda_completion_source::try_admit(stream_ref s, bool hold, std::source_location where) {
@@ -39,7 +39,7 @@ admission_ticket cuda_completion_source::try_admit(const admission_site& site, b
   if (!take_context_place(pool->in_flight_, pool->limit_context_.load(std::memory_order_relaxed))) return {};
   ++stream.admitted;
   stream.held = hold;
-  return admission_ticket(pool, key, hold);
+  return admission_ticket(pool, key, site.stream, hold);
 }
 
 void cuda_completion_source::wait_admission(stream_ref s, admission_waiter* w, bool hold,
@@ -60,6 +60,7 @@ void cuda_completion_source::wait_admission(stream_ref s, admission_waiter* w, b
     }
     w->pool_ = pool;
     w->stream_key_ = key;
+    w->stream_ = s.get();
     w->hold_ = hold;
     pool->waiting_.fetch_add(1, std::memory_order_acq_rel);
     record_shard& shard = st().shard(key);
@@ -117,7 +118,7 @@ void cuda_completion_source::admit_waiters(const std::shared_ptr<event_pool>& po
             stream.held = w->hold_;
             pool->waiting_.fetch_sub(1, std::memory_order_acq_rel);
             w->pool_.reset();
-            admitted.emplace_back(w, admission_ticket(pool, key, w->hold_));
+            admitted.emplace_back(w, admission_ticket(pool, key, w->stream_, w->hold_));
             progress = true;
           }
         }

@@ -25,6 +25,14 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
 
 pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticket, std::source_location where) {
   if (!s) detail::throw_invalid("cuasync::cuda_completion_source::record", "empty stream", where);
+  // The key comes from the ticket: one of another stream would join that stream's FIFO and complete with its work.
+  // The handle tells (a compare; the id would cost a driver call per record). A misuse, refused like an empty stream:
+  // without settling s, which may hold work that waits for the caller (a gate) or runs for long.
+  if (ticket && ticket.stream_ != s.get()) [[unlikely]]
+    detail::throw_invalid("cuasync::cuda_completion_source::record",
+                          "the admission ticket was admitted on another stream (" +
+                              detail::handle_string(ticket.stream_) + ") than the one recorded on, " + s.describe(),
+                          where);
   state& st = this->st();
   std::shared_ptr<event_pool> pool;
   detail::event_slot* slot = nullptr;

@@ -75,7 +75,10 @@ void pooled_event::make_wait(stream_ref s, std::source_location where) const {
     detail::throw_cu(r, "cuStreamWaitEvent", s.describe() + " waiting for " + event().describe(), where);
 }
 
-wait_target pooled_event::into_target(std::shared_ptr<void> keep_alive) && {
+wait_target pooled_event::into_target(std::shared_ptr<void> keep_alive, std::source_location where) && {
+  if (!slot_)
+    throw cuda_error(make_error_code(CUDA_ERROR_INVALID_HANDLE), "cuasync::pooled_event::into_target",
+                     "empty pooled_event (default-constructed or moved from)", where);
   const auto ctx = reinterpret_cast<std::uintptr_t>(stream_.context().get());
   const std::uintptr_t queue = queue_key_ ? queue_key_ : reinterpret_cast<std::uintptr_t>(slot_);
   const std::uint64_t order = order_;

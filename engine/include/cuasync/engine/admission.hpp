@@ -18,6 +18,8 @@
 //! An operation may hold its stream (an awaited pageable copy, which enqueues its chunks over time): later awaited
 //! operations on that stream wait until it lets go, so stream order is the order of the calls.
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -39,6 +41,7 @@ struct admission_limits {
 struct admission_site {
   std::shared_ptr<event_pool> pool;
   std::uint64_t stream_key = 0;
+  CUstream stream = nullptr;  //!< the stream's handle: `record(s, ticket)` checks that `s` is it
 };
 
 //! A place for one operation on a stream. Move-only; gives the place back when destroyed, unless a recorded wait took
@@ -47,12 +50,16 @@ class admission_ticket {
  public:
   admission_ticket() = default;
   admission_ticket(admission_ticket&& o) noexcept
-      : pool_(std::move(o.pool_)), stream_key_(o.stream_key_), hold_(std::exchange(o.hold_, false)) {}
+      : pool_(std::move(o.pool_)),
+        stream_key_(o.stream_key_),
+        stream_(o.stream_),
+        hold_(std::exchange(o.hold_, false)) {}
   admission_ticket& operator=(admission_ticket&& o) noexcept {
     if (this != &o) {
       reset();
       pool_ = std::move(o.pool_);
       stream_key_ = o.stream_key_;
+      stream_ = o.stream_;
       hold_ = std::exchange(o.hold_, false);
     }
     return *this;
@@ -71,10 +78,11 @@ class admission_ticket {
 
  private:
   friend class cuda_completion_source;
-  admission_ticket(std::shared_ptr<event_pool> pool, std::uint64_t stream_key, bool hold) noexcept
-      : pool_(std::move(pool)), stream_key_(stream_key), hold_(hold) {}
+  admission_ticket(std::shared_ptr<event_pool> pool, std::uint64_t stream_key, CUstream stream, bool hold) noexcept
+      : pool_(std::move(pool)), stream_key_(stream_key), stream_(stream), hold_(hold) {}
   std::shared_ptr<event_pool> pool_;  // the context's admission state lives in its event pool
   std::uint64_t stream_key_ = 0;
+  CUstream stream_ = nullptr;  // the handle of the stream admitted on: a free check that record() is given that one
   bool hold_ = false;
 };
 
@@ -93,6 +101,7 @@ class admission_waiter {
   friend class cuda_completion_source;
   std::shared_ptr<event_pool> pool_;  // set while queued
   std::uint64_t stream_key_ = 0;
+  CUstream stream_ = nullptr;
   bool hold_ = false;
 };
 

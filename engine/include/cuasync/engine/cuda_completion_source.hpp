@@ -37,7 +37,9 @@ class cuda_completion_source final : public completion_source {
   //! when no enqueued work uses its memory any more).
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
   //! The same for an admitted operation: the wait takes over `ticket`'s place, given back when its event completes.
-  //! `ticket` was admitted on `s` (its context's pool and the stream's key are taken from it, not looked up again).
+  //! `ticket` must have been admitted on `s` (its context's pool and the stream's key are taken from it, not looked up
+  //! again): one on another stream is refused (compared by handle, no driver call) like an empty stream, before
+  //! anything is recorded and without waiting for `s`; its place is given back.
   pooled_event record(stream_ref s, admission_ticket ticket,
                       std::source_location where = std::source_location::current());
 
@@ -69,9 +71,10 @@ class cuda_completion_source final : public completion_source {
 
   //! The wait target for a caller's event (queue: the event itself; no order; the event is not pooled).
   static wait_target target(event_ref e, std::shared_ptr<void> keep_alive);
-  //! The wait target for a pooled event (`std::move(e).into_target(keep_alive)`).
-  static wait_target target(pooled_event e, std::shared_ptr<void> keep_alive) {
-    return std::move(e).into_target(std::move(keep_alive));
+  //! The wait target for a pooled event (`std::move(e).into_target(keep_alive)`). @throws cuda_error for an empty one
+  static wait_target target(pooled_event e, std::shared_ptr<void> keep_alive,
+                            std::source_location where = std::source_location::current()) {
+    return std::move(e).into_target(std::move(keep_alive), where);
   }
 
   poll_result query(std::uintptr_t token) noexcept override;

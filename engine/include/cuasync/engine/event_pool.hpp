@@ -80,8 +80,10 @@ class pooled_event {
   void make_wait(stream_ref s, std::source_location where = std::source_location::current()) const;
 
   //! Hands the slot over to a wait of the CUDA completion source (queue: the stream; group: the context; order: the
-  //! recording order). The event goes back to its pool once the wait is done.
-  wait_target into_target(std::shared_ptr<void> keep_alive = nullptr) &&;
+  //! recording order). The event goes back to its pool once the wait is done. @throws cuda_error for an empty (moved-
+  //! from) event, before any wait exists: its token would be null, which the poller would read as a slot.
+  wait_target into_target(std::shared_ptr<void> keep_alive = nullptr,
+                          std::source_location where = std::source_location::current()) &&;
   //! Gives up the slot (the caller releases it through `cuda_completion_source::release`).
   detail::event_slot* release() noexcept { return std::exchange(slot_, nullptr); }
 
