@@ -15,10 +15,11 @@
 //! Cost: nothing until one is constructed (trace's watch bit is off: a `host_call` is one load and a branch). While
 //! one lives, every `host_call` publishes its call (a backtrace, ~2 µs), each watched executor runs a tiny handler
 //! every threshold / 4, and the watchdog's thread wakes as often and reads the io thread's schedstat (one small
-//! /proc file). A stall without a driver call interrupts the stalled thread once, for its stack (`CUASYNC_WATCHDOG_
-//! SIGNAL` picks the signal, 0 turns sampling off; see trace/thread_probe.hpp for its caveat). It never blocks an io thread: the heartbeat makes
-//! three atomic stores. Caveat: the heartbeat is a queued handler, so `run_one()` and `poll()` can run it instead
-//! of one of yours, and a `run()` with nothing else to do returns up to one heartbeat later.
+//! /proc file). A stall without a driver call interrupts the stalled thread once, for its stack
+//! (`CUASYNC_WATCHDOG_SIGNAL` picks the signal, 0 turns sampling off; see trace/thread_probe.hpp for its caveat). It
+//! never blocks an io thread: the heartbeat makes three atomic stores. Caveat: the heartbeat is a queued handler, so
+//! `run_one()` and `poll()` can run it instead of one of yours, and a `run()` with nothing else to do returns up to
+//! one heartbeat later.
 //!
 //! Thread-safe. The destructor stops and joins the watchdog's thread (it does not wait for a stall to end). A context
 //! must have run one heartbeat before its thread can be named: `watch()` queues the first at once. A watched
