@@ -38,6 +38,11 @@ trace::category current_copy_category() noexcept { return copy_category; }
 std::uint32_t stream_flags_for_trace(stream_ref s) noexcept {
   if (s.get() == nullptr || s.get() == CU_STREAM_LEGACY) return trace::flag::legacy_stream;
   if (s.get() == CU_STREAM_PER_THREAD) return 0;
+  // Not asked while the stream is being captured: cuStreamGetFlags on a capturing stream fails and invalidates the
+  // capture (a traced or NVTX-watched program capturing a graph; compute-sanitizer's NVTX hook showed it).
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver().cuStreamIsCapturing(s.get(), &capturing) != CUDA_SUCCESS || capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+    return 0;
   unsigned flags = 0;
   if (driver().cuStreamGetFlags(s.get(), &flags) != CUDA_SUCCESS) return 0;
   return (flags & CU_STREAM_NON_BLOCKING) ? 0 : trace::flag::blocking_stream;

@@ -4,6 +4,7 @@
 
 #include "call_site.hpp"
 #include "gpu.hpp"
+#include "trace_recording.hpp"
 
 using namespace cuasync;
 using namespace cuasync::runtime;
@@ -59,4 +60,26 @@ TEST_CASE("a capture whose function throws is discarded", "[runtime][graph][gpu]
   device_buffer d = device_buffer::allocate(test::ctx(), 16);
   memset_async(s, d.span(), 1);
   s.synchronize();
+}
+
+TEST_CASE("a graph captured while tracing is on is whole (the hooks ask nothing the capture forbids)",
+          "[runtime][graph][gpu]") {
+  test::trace_recording recording;  // the hooks are on: each launch and memset is described for the timeline
+  context_ref ctx = test::ctx();
+  stream s = stream::create(ctx);
+  const int n = 1 << 10;
+  device_buffer a = device_buffer::allocate(ctx, n * 4);
+  auto fill = test::kernels().kernel("fill_iota");
+  graph g = graph::capture(s, [&](stream_ref st) {
+    memset_async(st, a.span(), 0);
+    launch(st, fill, {.grid = n / 256, .block = 256}, a.data<int>(), n, 3);
+  });
+  CHECK(g.node_count() == 2);
+  graph_exec e = g.instantiate();
+  e.launch(s);
+  std::vector<int> out(n);
+  copy_async(s, std::as_writable_bytes(std::span(out)), a.span());
+  s.synchronize();
+  CHECK(out[0] == 3);
+  CHECK(out[n - 1] == n - 1 + 3);
 }
