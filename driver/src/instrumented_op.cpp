@@ -35,14 +35,19 @@ copy_category_scope::copy_category_scope(trace::category c) noexcept : previous_
 copy_category_scope::~copy_category_scope() { copy_category = previous_; }
 trace::category current_copy_category() noexcept { return copy_category; }
 
+namespace {
+// A stream being captured into a graph is asked nothing else and given no timing events: cuStreamGetFlags on it
+// fails, and an event recorded for timing invalidates the capture (every graph captured while tracing or an NVTX tool
+// was on broke; compute-sanitizer's NVTX hook showed it). Its ops run later, as the graph: no GPU span now.
+bool capturing(stream_ref s) noexcept {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver().cuStreamIsCapturing(s.get(), &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+}  // namespace
+
 std::uint32_t stream_flags_for_trace(stream_ref s) noexcept {
   if (s.get() == nullptr || s.get() == CU_STREAM_LEGACY) return trace::flag::legacy_stream;
   if (s.get() == CU_STREAM_PER_THREAD) return 0;
-  // Not asked while the stream is being captured: cuStreamGetFlags on a capturing stream fails and invalidates the
-  // capture (a traced or NVTX-watched program capturing a graph; compute-sanitizer's NVTX hook showed it).
-  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (driver().cuStreamIsCapturing(s.get(), &capturing) != CUDA_SUCCESS || capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-    return 0;
   unsigned flags = 0;
   if (driver().cuStreamGetFlags(s.get(), &flags) != CUDA_SUCCESS) return 0;
   return (flags & CU_STREAM_NON_BLOCKING) ? 0 : trace::flag::blocking_stream;
@@ -53,7 +58,8 @@ instrumented_op::instrumented_op(std::uint32_t hooks, stream_ref s, gpu_op op) n
     auto st = std::make_unique<instrumented_op_state>();
     st->hooks = hooks;
     st->stream = s;
-    op.flags |= stream_flags_for_trace(s);
+    const bool captured = capturing(s);
+    if (!captured) op.flags |= stream_flags_for_trace(s);
     if (op.host_side && !is_pinned(op.host_side)) {
       op.flags |= trace::flag::pageable_host;
       op.call = "cuMemcpyAsync (pageable host memory: the host waits)";
@@ -67,7 +73,7 @@ instrumented_op::instrumented_op(std::uint32_t hooks, stream_ref s, gpu_op op) n
     if (hooks & trace::hook::record) {
       const int device = s.context().device_ordinal();
       unsigned long long id = 0;
-      if (driver().cuStreamGetId(s.get(), &id) != CUDA_SUCCESS) id = 0;
+      if (captured || driver().cuStreamGetId(s.get(), &id) != CUDA_SUCCESS) id = 0;
       trace::span& g = st->gpu;
       g.lane = op.lane == trace::lane_kind::stream ? trace::lane::stream(device, id) : trace::lane::copy(device, op.lane);
       g.category = op.category;
@@ -83,7 +89,7 @@ instrumented_op::instrumented_op(std::uint32_t hooks, stream_ref s, gpu_op op) n
       st->host.lane = trace::this_thread_lane();
       st->host.clock = trace::clock_source::host;
       st->host.stream_id = id;
-      if (acquire_timing_events(s.context(), st->events)) {
+      if (!captured && acquire_timing_events(s.context(), st->events)) {
         if (driver().cuEventRecord(st->events.begin, s.get()) == CUDA_SUCCESS)
           st->timed = true;
         else
