@@ -65,8 +65,7 @@ def issue(stream, what, call, keep=None, result=None, tracked=True):
         return for_loop(loop).submit(loop, stream, call, keep, what, result)
     collect()
     p = Pending(stream, what, tracked and keep is not None)
-    delay = 0.0
-    deadline = None
+    backoff = BusyBackoff()
     while True:
         token = p._token(keep) if p._state is not None else 0
         try:
@@ -79,13 +78,27 @@ def issue(stream, what, call, keep=None, result=None, tracked=True):
             return p
         if token:
             reaper().forget(token)
-        now = time.perf_counter()
-        deadline = deadline or now + 60.0
-        if now > deadline:
-            raise errors.BusyError(f"{_text(what)}: the stream stayed full for 60 s")
-        time.sleep(delay)
-        delay = min(max(delay * 2, 20e-6), 1e-3)
+        backoff.wait(lambda: f"{_text(what)}: the stream stayed full for 60 s")
         collect()
+
+
+class BusyBackoff:
+    """Retrying a call its stream refused as BUSY, like a driver whose queue is full: short sleeps growing from 20 us
+    to 1 ms, BusyError after 60 s."""
+
+    __slots__ = ("delay", "deadline")
+
+    def __init__(self):
+        self.delay, self.deadline = 0.0, None
+
+    def wait(self, message):
+        """Sleeps before the next try; `message()` is the BusyError's text once 60 s have passed."""
+        now = time.perf_counter()
+        self.deadline = self.deadline or now + 60.0
+        if now > self.deadline:
+            raise errors.BusyError(message())
+        time.sleep(self.delay)
+        self.delay = min(max(self.delay * 2, 20e-6), 1e-3)
 
 
 def host_token():

@@ -1,6 +1,5 @@
 """Devices, runtimes, streams and events."""
 import threading
-import time
 
 from . import _capi, _completion, errors
 
@@ -157,16 +156,11 @@ class Event:
 
     def __init__(self, stream, wait_for_staging=True):
         args = _capi.EventRecordArgs(stream=stream.handle)
-        delay, deadline = 0.0, None
+        backoff = _completion.BusyBackoff()
         while _capi.call_code("event_record", args) == errors.BUSY:  # a staged copy holds the stream
             if not wait_for_staging:
                 raise errors.BusyError(f"event record on {stream!r}: a staged copy is still enqueueing its chunks")
-            now = time.perf_counter()
-            deadline = deadline or now + 60.0
-            if now > deadline:
-                raise errors.BusyError(f"event record on {stream!r}: a staged copy held the stream for 60 s")
-            time.sleep(delay)
-            delay = min(max(delay * 2, 20e-6), 1e-3)
+            backoff.wait(lambda: f"event record on {stream!r}: a staged copy held the stream for 60 s")
         self.handle = args.event
         self.stream = stream
 
