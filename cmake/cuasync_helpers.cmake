@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Helpers shared by every component's CMakeLists.txt.
 
 # The CUDA toolkit's headers (cuda.h, nvrtc.h, nvtx3). Only headers: libcuda and libnvrtc are loaded at run time.
@@ -14,7 +15,9 @@ function(cuasync_find_cuda_headers)
     add_library(cuasync_cuda_headers INTERFACE)
     add_library(cuasync::cuda_headers ALIAS cuasync_cuda_headers)
     set_target_properties(cuasync_cuda_headers PROPERTIES EXPORT_NAME cuda_headers)
-    target_include_directories(cuasync_cuda_headers SYSTEM INTERFACE ${CUASYNC_CUDA_INCLUDE_DIR})
+    # The build's own path only: an installed package must not carry it (another machine keeps the toolkit
+    # elsewhere). cuasyncConfig.cmake finds the headers where the consumer is (FindCUDAToolkit) and adds them.
+    target_include_directories(cuasync_cuda_headers SYSTEM INTERFACE $<BUILD_INTERFACE:${CUASYNC_CUDA_INCLUDE_DIR}>)
     install(TARGETS cuasync_cuda_headers EXPORT cuasyncTargets)
   endif()
 endfunction()
@@ -35,6 +38,7 @@ function(cuasync_add_component name)
   install(TARGETS cuasync_${name} EXPORT cuasyncTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  set_property(GLOBAL APPEND PROPERTY CUASYNC_COMPONENTS ${name})  # for cuasyncConfig.cmake's COMPONENTS
 endfunction()
 
 # cuasync_embed_binary(<target> <symbol> <file>): links <file>'s bytes into <target> as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: the C ABI's argument decoding, as a buggy or hostile host would call it. The input picks a call and
 // fills its arguments struct byte for byte (struct_size included: smaller, larger, with or without an unknown tail),
 // except for pointer fields, which point at valid memory (a caller's wild pointer is its own fault). Handles are
@@ -50,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<unsigned char> s;
   static cuasync_completion_record records[8];
   static char text[] = "package fuzz\n";
-  switch (which % 10) {
+  switch (which % 15) {
     case 0: {
       auto* a = fill<cuasync_queue_create_args>(s, data, size);
       check(api, api->queue_create(a));
@@ -87,6 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       a->directory = "/nonexistent-cuasync-fuzz";
       check(api, api->package_load(a));
       (void)text;
+      break;
+    }
+    // ABI 1.2: handles and values as the bytes say (compile_image is left out: every input would run NVRTC).
+    case 9: check(api, api->library_version(fill<cuasync_library_version_args>(s, data, size))); break;
+    case 10: check(api, api->runtime_admission_get(fill<cuasync_admission_limits_args>(s, data, size))); break;
+    case 11: check(api, api->runtime_admission_set(fill<cuasync_admission_limits_args>(s, data, size))); break;
+    case 12: check(api, api->image_destroy(fill<cuasync_image_destroy_args>(s, data, size))); break;
+    case 13: {
+      auto* a = fill<cuasync_log_sink_set_args>(s, data, size);
+      a->sink = nullptr;  // a made-up function pointer is the caller's own fault
+      check(api, api->log_sink_set(a));
+      cuasync_log_sink_set_args off{CUASYNC_LOG_SINK_SET_ARGS_SIZE, nullptr, nullptr, CUASYNC_LOG_OFF};
+      check(api, api->log_sink_set(&off));  // quiet again for the next input
       break;
     }
     default: {

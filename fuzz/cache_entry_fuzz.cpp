@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: the disk cache's entry decoder. The first byte picks the mode: whole entry files as found on disk (header,
 // key, checksum, payload), or a payload behind a valid header and checksum (so the fuzzer reaches the payload's
 // decoding past the checksum). Malformed bytes are a rejection, never a crash or an oversized allocation.

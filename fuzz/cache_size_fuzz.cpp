@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: NVRTC-side option handling that reads text from the environment: the disk cache's size
 // (CUASYNC_CACHE_SIZE, "512M", "2G") and the PTX ISA read from a compiled program's text.
 #include <cuasync/jit/disk_cache.hpp>

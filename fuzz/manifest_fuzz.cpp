@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: the kernel package manifest parser. Any text is an error (cuda_error) or a package, never a crash.
 #include <cuasync/jit/kernel_package.hpp>
 

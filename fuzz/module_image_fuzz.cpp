@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: what cuasync reads of a module image before and beside the driver: the checks that run before the driver
 // sees an image (a truncated CUBIN crashed driver 580), and the kernel parameter counts read from CUBIN, PTX and
 // fatbin images (driver/src/kernel_param_counts.cpp). With no context, an image that passes the checks stops at

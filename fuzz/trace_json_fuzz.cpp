@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer: the trace reader (`cuasync trace` reads files users hand over). Any text is an error or a timeline;
 // a timeline renders (HTML, summary, diagnostics), and one whose times are small enough to be exact in a double reads back
 // from its own JSON unchanged.

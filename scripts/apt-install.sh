@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs the Debian packages named, only those missing (apt-get update first, as root or through sudo).
 # Usage: scripts/apt-install.sh WHO PACKAGE...   (WHO names the caller in the one line it prints)
 set -euo pipefail

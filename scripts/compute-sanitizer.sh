@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # compute-sanitizer's four tools (memcheck with leak checking, racecheck, synccheck, initcheck) over the [gpu] test
 # cases and the C conformance suite, on the GPU machine; prints a table (tool, suite, reports, of which API errors by
 # call, leaks, tests, seconds) into OUT_DIR/compute-sanitizer.md, with every log beside it.

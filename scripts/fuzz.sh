@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # libFuzzer over the code that reads untrusted input: the kernel package manifest, module images (checked before the
 # driver sees them), disk cache entries, size and PTX-version text, the C ABI's argument structs, and traces read back
 # by `cuasync trace`.
@@ -13,7 +14,12 @@ scripts/apt-install.sh fuzz clang-16 libclang-rt-16-dev
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUASYNC_FUZZ=ON \
   -DCUASYNC_SANITIZE=fuzzer-no-link,address,undefined -DCUASYNC_BUILD_TESTS=OFF -DCUASYNC_BUILD_BENCH=OFF \
   -DCUASYNC_BUILD_EXAMPLES=OFF -DCUASYNC_BUILD_TOOLS=OFF -DCUASYNC_SKIP_COMPONENTS=async_io >/dev/null
-targets=(manifest module_image cache_entry cache_size c_abi trace_json)
+targets=(manifest module_image cache_entry cache_size farm_frame c_abi trace_json)
+# Every target starts from its seeds in fuzz/corpus/TARGET (libFuzzer exits when a corpus folder is missing, after
+# the whole build): say which first.
+for t in "${targets[@]}"; do
+  if ! compgen -G "fuzz/corpus/$t/*" > /dev/null; then echo "fuzz: no seed inputs in fuzz/corpus/$t" >&2; exit 1; fi
+done
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/cuasync_fuzz_}"
 
 mkdir -p build-fuzz/findings

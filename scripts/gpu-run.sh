@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The GPU machine's run: every test executable (all [gpu] tests included), the examples, then every benchmark, then
 # a short table. Usage (on the GPU machine, with the build folder carried): scripts/gpu-run.sh OUT_DIR [BUILD_DIR]
 #   CUASYNC_GPU_TESTS="driver jit" / CUASYNC_GPU_BENCHES="driver" / CUASYNC_GPU_PROBES="completion_probe" narrow what
@@ -18,7 +19,18 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 # form, and `cuasync doctor`. CUASYNC_GPU_DEMO=0 skips them.
 if [ -x "$build/tools/cuasync" ] && [ "${CUASYNC_GPU_DEMO:-1}" != 0 ]; then
   timeout 120 "$build/tools/cuasync" demo --out "$work/demo" > "$work/demo.txt" 2> "$work/demo.err"
-  summary+=("cuasync demo: rc=$? $(grep -m1 'pipelined / serial' "$work/demo.txt")")
+  summary+=("cuasync demo: rc=$? $(grep -m1 '^what this run shows' "$work/demo.txt")")
+  if grep -q "^diagnostics: no findings" "$work/demo.txt"; then
+    summary+=("cuasync demo diagnostics: silent on the default run")
+  else
+    found=$(grep -oE '^\[[a-z_]+\]' "$work/demo.txt" | tr '\n' ' ')
+    summary+=("cuasync demo diagnostics: the default run has findings: $found")
+  fi
+  # A deliberately host-bound run (one slot): the host-bound diagnostic must fire.
+  timeout 120 "$build/tools/cuasync" demo --slots 1 --requests 300 --rounds 1 --out "$work/demo-slots1" \
+    > "$work/demo-slots1.txt" 2> "$work/demo-slots1.err"
+  summary+=("cuasync demo --slots 1: rc=$? findings: $(grep -oE '^\[[a-z_]+\]' "$work/demo-slots1.txt" | tr '\n' ' ')")
+  rm -rf "$work/demo-slots1"
   timeout 120 "$build/tools/cuasync" demo --json --out "$work/demo-json" > "$work/demo.json" 2> "$work/demo-json.err"
   summary+=("cuasync demo --json: rc=$?")
   timeout 60 "$build/tools/cuasync" doctor > "$work/doctor.txt" 2> "$work/doctor.err"
@@ -56,11 +68,42 @@ for ex in "$build"/examples/*/example_*; do
   [ "${CUASYNC_EXAMPLES:-1}" = 0 ] && break
   [ -x "$ex" ] || continue
   name=$(basename "$ex")
-  timeout 120 "$ex" > "$work/$name.log" 2>&1
+  # example_c_service dlopens the library it is given (as a framework would): this build's.
+  CUASYNC_LIBRARY=${CUASYNC_LIBRARY:-$build/plugins/libcuasync.so} timeout 120 "$ex" > "$work/$name.log" 2>&1
   summary+=("$name: rc=$? $(tail -1 "$work/$name.log")")
 done
+# Each example beside its raw version, from the logs above (requests/s, or time per batch: larger or smaller is
+# better), and the async_io example beside the raw service run with its sizes.
+if [ "${CUASYNC_EXAMPLES:-1}" != 0 ]; then
+  raw="$build/examples/runtime/example_inference_service_raw"
+  [ -x "$raw" ] && timeout 120 "$raw" 65536 400 > "$work/example_inference_service_raw_65536.log" 2>&1
+  figure() { grep -oE "\(([0-9.]+) $2\)" "$work/$1.log" 2>/dev/null | tail -1 | grep -oE '[0-9.]+' | head -1; }
+  side_by_side() {  # NAME LOG RAW_LOG UNIT higher|lower
+    local a b
+    a=$(figure "$2" "$4") b=$(figure "$3" "$4")
+    if [ -n "$a" ] && [ -n "$b" ]; then
+      summary+=("$(awk -v n="$1" -v a="$a" -v b="$b" -v u="$4" -v h="$5" 'BEGIN {
+        r = (h == "higher") ? a / b : b / a
+        printf "example vs raw: %s %s vs raw %s %s: %.2fx the raw version%s", n, a, b, u, r,
+               (r >= 1 ? "" : " (SLOWER)") }')")
+    else
+      summary+=("example vs raw: $1: no figures (${a:-none} vs ${b:-none})")
+    fi
+  }
+  side_by_side inference_service example_inference_service example_inference_service_raw "req/s" higher
+  side_by_side double_buffer example_double_buffer example_double_buffer_raw "us per batch" lower
+  side_by_side async_inference_pipeline example_async_inference_pipeline example_inference_service_raw_65536 \
+    "req/s" higher
+fi
+# The tutorial's Python service (docs/tutorial.md): asyncio on PyTorch tensors (needs torch in this python3).
+if [ "${CUASYNC_EXAMPLES:-1}" != 0 ] && [ -f "$build/plugins/libcuasync.so" ]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  PYTHONPATH=$root/plugins/python CUASYNC_LIBRARY=${CUASYNC_LIBRARY:-$build/plugins/libcuasync.so} \
+    timeout 300 "${CUASYNC_PYTHON:-python3}" "$root/examples/python/service.py" > "$work/example_python_service.log" 2>&1
+  summary+=("example_python_service: rc=$? $(tail -1 "$work/example_python_service.log")")
+fi
 
-for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi}; do
+for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi wait_accuracy}; do
   bin=$(find "$build/bench" -name "cuasync_${bnch}_bench" -type f | head -1)
   [ -x "$bin" ] || continue
   start=$(date +%s)
@@ -68,9 +111,17 @@ for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi}; do
   rc=$?
   summary+=("bench $bnch: rc=$rc $(( $(date +%s) - start ))s")
 done
+# The compile farm against one thread and threads of one process (256 kernels; jit_farm.md in the tables).
+jit_bench="$build/bench/jit/cuasync_jit_bench"
+if [ -x "$jit_bench" ] && [[ " ${CUASYNC_GPU_BENCHES-jit} " == *" jit "* ]]; then
+  start=$(date +%s)
+  timeout 300 "$jit_bench" "$work" farm 256 > "$work/bench-jit_farm.log" 2>&1
+  summary+=("bench jit farm: rc=$? $(( $(date +%s) - start ))s")
+fi
 
-# Probes: raw-driver figures behind design choices (not cuasync benchmarks). CUASYNC_GPU_PROBES="" skips them.
-for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe}; do
+# Probes: raw-driver figures behind design choices (not cuasync benchmarks), and whether cold paths stall a thread
+# that awaits (cold_paths_probe, c_abi_copy_probe: fresh processes). CUASYNC_GPU_PROBES="" skips them.
+for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_probe c_abi_copy_probe}; do
   bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
   [ -n "$bin" ] && [ -x "$bin" ] || continue
   start=$(date +%s)

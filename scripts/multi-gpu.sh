@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Issue 14 on the two-GPU machine (nvidia-h200-x2): the [multi_gpu] tests (one process for both GPUs, one process
 # per GPU, faults), the IPC examples (legacy handles, fd) across two processes, and bench/multi_gpu; a short table last.
 # Usage (on the GPU machine, the build carried): scripts/multi-gpu.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR: build-gpu

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs the Python package's pytest suite (plugins/python/tests) against a libcuasync.so: everywhere its no-GPU part
 # (import, errors without a driver, the asyncio plumbing on host completions, argument checks); where a CUDA device
 # is, also tests/gpu/ (cuasync alone, PyTorch, CuPy, JAX: each skipped with its reason when not installed).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Host sanitizers over the CPU suites (no GPU needed): AddressSanitizer + UndefinedBehaviorSanitizer (leaks included)
 # over every test, ThreadSanitizer over the scheduling and completion tests (engine, async_io, the C ABI's fd stress)
 # and the trace recorder's threads.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Fails when any built executable or shared library records libcuda or libnvrtc as NEEDED: both must be loaded at
 # run time only (DESIGN.md, decision 1). Run by CTest after the build: cmake -DBUILD_DIR=... -P this file.
 file(GLOB_RECURSE candidates LIST_DIRECTORIES false "${BUILD_DIR}/*")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync bench`: runs the benchmark executables (bench/<suite>/cuasync_<suite>_bench), reads the JSON each writes,
 // and prints one table: every measure's ratio against the raw driver (or its baseline), its target and a verdict.
 #include "commands.hpp"
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -167,28 +169,17 @@ std::string default_build() {
   return !ec && fs::is_directory(build / "bench", ec) ? build.string() : "build";
 }
 
-int run(invocation& inv) {
+struct bench_args {
   std::string build = default_build(), out;
   std::vector<std::string> suites;
-  long timeout_s = 300;
-  argument_walker args(inv.args());
-  while (!args.done()) {
-    const std::string a = args.next();
-    std::string v;
-    if (a == "--build") {
-      if (!args.value(build)) return inv.usage_error("--build needs a directory");
-    } else if (a == "--out" || a == "-o") {
-      if (!args.value(out)) return inv.usage_error(a + " needs a directory");
-    } else if (a == "--suite") {
-      if (!args.value(v) || std::find(all_suites.begin(), all_suites.end(), v) == all_suites.end())
-        return inv.usage_error("--suite needs one of driver, jit, runtime, async_io, c_abi");
-      suites.push_back(v);
-    } else if (a == "--timeout") {
-      if (!args.value(v) || (timeout_s = std::atol(v.c_str())) <= 0) return inv.usage_error("--timeout needs seconds");
-    } else {
-      return inv.usage_error("unknown option '" + a + "'");
-    }
-  }
+  std::size_t timeout_s = 300;
+};
+
+int run(invocation& inv, bench_args a) {
+  const std::string& build = a.build;
+  std::string& out = a.out;
+  std::vector<std::string>& suites = a.suites;
+  const auto timeout_s = static_cast<long>(a.timeout_s);
   if (suites.empty()) suites = all_suites;
   try {
     if (const std::string why = why_no_gpu(); !why.empty())
@@ -239,19 +230,28 @@ int run(invocation& inv) {
   return broken ? exit_failure : exit_ok;
 }
 
+runner declare(option_set& o) {
+  auto a = std::make_shared<bench_args>();
+  o.choices("--suite", a->suites, all_suites, "NAME",
+            "driver, jit, runtime, async_io or c_abi; repeatable (default: all that are built)");
+  o.text("--build", a->build, "DIR", "the build directory (default: the one this command is in, else ./build)");
+  o.text("-o,--out", a->out, "DIR", "where the suites' JSON, markdown and logs go (default: a new folder under /tmp)");
+  o.number("--timeout", a->timeout_s, 1, 86'400, "S", "per suite, in seconds (default 300)", "a number of seconds");
+  return [a](invocation& inv) { return run(inv, *a); };
+}
+
 }  // namespace
 
 const command bench_command{
-    "bench", "run the benchmark suites and print their ratios against the raw driver, with targets and verdicts",
-    "usage: cuasync bench [--suite NAME]... [--build DIR] [--out DIR] [--timeout S]\n"
-    "Runs each benchmark executable (cuasync_<suite>_bench, beside this command or under DIR/bench), which measures\n"
-    "cuasync against the raw driver (or a bound) in the same process, reads the JSON it writes, and prints one table:\n"
-    "measure, ratio, target and verdict (ok, MISSED, or - where the row has no target). Needs a GPU.\n"
-    "  --suite NAME   driver, jit, runtime, async_io or c_abi; repeatable (default: all that are built)\n"
-    "  --build DIR    the build directory (default: the one this command is in, else ./build)\n"
-    "  -o, --out DIR  where the suites' JSON, markdown and logs go (default: a new folder under /tmp)\n"
-    "  --timeout S    per suite (default 300)\n"
-    "Status 1 when a suite failed, timed out or wrote no results; missed targets are reported, not a failure.\n",
-    run};
+    .name = "bench",
+    .summary = "run the benchmark suites and print their ratios against the raw driver, with targets and verdicts",
+    .description =
+        "Runs each benchmark executable (cuasync_<suite>_bench, beside this command or under DIR/bench), which "
+        "measures cuasync against the raw driver (or a bound) in the same process, reads the JSON it writes, and "
+        "prints one table: measure, ratio, target and verdict (ok, MISSED, or - where the row has no target). Needs a "
+        "GPU. Status 1 when a suite failed, timed out or wrote no results; missed targets are reported, not a failure.",
+    .declare = declare,
+    .notes = "A progress line goes to standard error (CUASYNC_PROGRESS=0: none).",
+};
 
 }  // namespace cuasync::tools

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// The subcommands of the `cuasync` command, each defined with its help text in its own file.
+// The subcommands of the `cuasync` command, each defined with its options and help text in its own file.
 #include "cli.hpp"
+#include "options.hpp"
 
 namespace cuasync::tools {
 extern const command info_command;

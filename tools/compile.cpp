@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync compile`: compiles a .cu file with NVRTC for a given or detected architecture, through the JIT caches,
 // and prints the target, the cache outcome, the lowered names of the name expressions and NVRTC's log. Works on a
 // machine without a GPU.
@@ -16,7 +17,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
+#include <memory>
 #include <string>
 
 namespace cuasync::tools {
@@ -103,71 +104,63 @@ void print_json(const compile_report& r) {
   std::printf("%s\n", w.str().c_str());
 }
 
-int run(invocation& inv) {
-  std::string file, output, arch;
-  jit::output_request request = jit::output_request::automatic;
+// The command line, as option_set parsed it.
+struct compile_args {
+  std::string file, output, arch, standard;
+  bool ptx = false, ltoir = false, fast_math = false, line_info = false, debug = false, rdc = false, pch = false,
+       no_cache = false;
+  int max_registers = 0;
+  std::vector<std::string> defines, includes, expressions, extra;
+};
+
+// The names of NVRTC's architectures: "sm_75, sm_80, ..., sm_121".
+std::string arch_list(const std::vector<int>& archs) {
+  std::string list;
+  for (int a : archs) list += (list.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  return list;
+}
+
+int run(invocation& inv, const compile_args& a) {
+  const std::string& file = a.file;
+  const std::string& output = a.output;
+  const std::string& arch = a.arch;
+  if (a.ptx && a.ltoir) return inv.usage_error("--ptx and --ltoir ask for different outputs: give one");
+  const jit::output_request request =
+      a.ptx ? jit::output_request::ptx : a.ltoir ? jit::output_request::ltoir : jit::output_request::automatic;
   jit::compile_options options;
-  std::vector<std::string> expressions;
-  bool use_cache = true;
-  argument_walker args(inv.args());
-  while (!args.done()) {
-    const std::string a = args.next();
-    std::string v;
-    auto value = [&](const char* what) {
-      if (!args.value(v)) throw std::invalid_argument(a + " needs " + what);
-      return v;
-    };
-    try {
-      if (a == "--arch" || a == "-arch") {
-        arch = value("an architecture");
-      } else if (a == "--ptx") {
-        request = jit::output_request::ptx;
-      } else if (a == "--ltoir") {
-        request = jit::output_request::ltoir;
-      } else if (a == "-D" || (a.starts_with("-D") && a.size() > 2)) {
-        const std::string d = a == "-D" ? value("NAME[=VALUE]") : a.substr(2);
-        const auto eq = d.find('=');
-        options.define(d.substr(0, eq), eq == std::string::npos ? std::string() : d.substr(eq + 1));
-      } else if (a == "-I" || (a.starts_with("-I") && a.size() > 2)) {
-        options.include(a == "-I" ? value("a directory") : a.substr(2));
-      } else if (a == "--name-expression" || a == "-e") {
-        expressions.push_back(value("an expression"));
-      } else if (a == "--std") {
-        options.standard = value("a standard");
-      } else if (a == "--fast-math") {
-        options.fast_math = true;
-      } else if (a == "--line-info") {
-        options.line_info = true;
-      } else if (a == "--debug" || a == "-G") {
-        options.debug = true;
-      } else if (a == "--rdc") {
-        options.relocatable_device_code = true;
-      } else if (a == "--max-registers") {
-        int n = 0;
-        if (!parse_int(value("a count"), n) || n <= 0) return inv.usage_error("--max-registers needs a positive number");
-        options.max_registers = n;
-      } else if (a == "--pch") {
-        options.precompiled_headers = true;
-      } else if (a == "-X") {
-        const std::string refused = jit::refused_extra_option(value("an NVRTC option"));
-        if (!refused.empty()) return inv.usage_error("-X " + refused + " (here: --arch, --ptx, --ltoir or --rdc)");
-        options.extra.push_back(v);
-      } else if (a == "--output" || a == "-o") {
-        output = value("a file");
-      } else if (a == "--no-cache") {
-        use_cache = false;
-      } else if (!a.starts_with("-") && file.empty()) {
-        file = a;
-      } else {
-        return inv.usage_error("unknown option '" + a + "'");
-      }
-    } catch (const std::invalid_argument& e) {
-      return inv.usage_error(e.what());
-    }
+  for (const std::string& d : a.defines) {
+    const auto eq = d.find('=');
+    options.define(d.substr(0, eq), eq == std::string::npos ? std::string() : d.substr(eq + 1));
+  }
+  for (const std::string& dir : a.includes) options.include(dir);
+  if (!a.standard.empty()) options.standard = a.standard;
+  options.fast_math = a.fast_math;
+  options.line_info = a.line_info;
+  options.debug = a.debug;
+  options.relocatable_device_code = a.rdc;
+  if (a.max_registers) options.max_registers = a.max_registers;
+  options.precompiled_headers = a.pch;
+  for (const std::string& x : a.extra) {
+    const std::string refused = jit::refused_extra_option(x);
+    if (!refused.empty()) return inv.usage_error("-X " + refused + " (here: --arch, --ptx, --ltoir or --rdc)");
+    options.extra.push_back(x);
+  }
+  const std::vector<std::string>& expressions = a.expressions;
+  const bool use_cache = !a.no_cache;
+  // --arch: compute_NN (PTX), sm_NN or NN; whether NVRTC supports it is known once NVRTC is loaded.
+  int arch_cc = 0;
+  const bool arch_ptx = arch.starts_with("compute_");
+  if (!arch.empty()) {
+    const std::string_view digits = arch_ptx                  ? std::string_view(arch).substr(8)
+                                    : arch.starts_with("sm_") ? std::string_view(arch).substr(3)
+                                                              : std::string_view(arch);
+    if (!parse_int(digits, arch_cc) || arch_cc <= 0)
+      return inv.usage_error("cannot read --arch " + arch + ": use sm_90, 90 or compute_90");
   }
   if (file.empty()) return inv.usage_error("no FILE.cu given");
   std::error_code dir_ec;
-  if (std::filesystem::is_directory(file, dir_ec)) return inv.usage_error("'" + file + "' is a directory, not a source");
+  if (std::filesystem::is_directory(file, dir_ec))
+    return inv.usage_error("'" + file + "' is a directory, not a source");
   std::ifstream in(file, std::ios::binary);
   if (!in)
     return inv.fail(exit_failure, "io_error", "cannot open '" + file + "': " + std::generic_category().message(errno));
@@ -181,19 +174,19 @@ int run(invocation& inv) {
     jit::program p(path.filename().string(), source.str());
     for (auto& e : expressions) p.add_name_expression(e);
 
-    // The target: --arch, else the device, else the most portable PTX.
+    // The target: --arch (one NVRTC supports), else the device, else the most portable PTX.
     jit::target t;
     std::string why;
-    if (arch.starts_with("compute_")) {
-      int cc = 0;
-      if (!parse_int(std::string_view(arch).substr(8), cc)) return inv.usage_error("cannot read --arch " + arch);
-      t = {request == jit::output_request::ltoir ? jit::output_kind::ltoir : jit::output_kind::ptx, cc};
-      why = "--arch " + arch;
-    } else if (!arch.empty()) {
-      int cc = 0;
-      if (!parse_int(arch.starts_with("sm_") ? std::string_view(arch).substr(3) : std::string_view(arch), cc))
-        return inv.usage_error("cannot read --arch " + arch + " (use sm_90, 90 or compute_90)");
-      t = jit::select_target(cc, request);
+    if (!arch.empty()) {
+      if (!nvrtc.supports(arch_cc))
+        return inv.usage_error("--arch " + arch + ": NVRTC " + nvrtc.version_string() +
+                               " cannot compile for it. It supports " + arch_list(nvrtc.supported_archs) +
+                               "; for a GPU newer than these, --arch compute_" +
+                               std::to_string(nvrtc.supported_archs.back()) + " gives PTX that it runs");
+      if (arch_ptx)
+        t = {request == jit::output_request::ltoir ? jit::output_kind::ltoir : jit::output_kind::ptx, arch_cc};
+      else
+        t = jit::select_target(arch_cc, request);
       why = "--arch " + arch;
     } else {
       std::string device_name, why_not;
@@ -246,7 +239,7 @@ int run(invocation& inv) {
       print_text(report);
     return exit_ok;
   } catch (const jit::compile_error& e) {
-    const int status = inv.fail(exit_failure, "compile_error", e.what(), {{"log", e.log()}});
+    const int status = inv.fail(exit_failure, "compile_error", error_text(e), {{"log", e.log()}});
     if (!inv.json()) std::fprintf(stderr, "\nNVRTC log:\n%s\n", e.log().c_str());
     return status;
   } catch (const cuda_error& e) {
@@ -254,27 +247,46 @@ int run(invocation& inv) {
   }
 }
 
+runner declare(option_set& o) {
+  auto a = std::make_shared<compile_args>();
+  o.positional("FILE.cu", a->file, "the CUDA C++ source to compile");
+  o.text("--arch", a->arch, "ARCH",
+         "sm_90 or 90 (a CUBIN when NVRTC supports it, else PTX), compute_90 (PTX); one NVRTC supports (another is "
+         "a usage error listing them); default: device 0's architecture, or without a GPU, PTX for the oldest "
+         "architecture NVRTC supports");
+  o.flag("--ptx", a->ptx, "PTX instead of a CUBIN");
+  o.flag("--ltoir", a->ltoir, "LTO-IR instead of a CUBIN");
+  o.texts("-D", a->defines, "NAME[=VALUE]", "define a macro (also -DNAME=VALUE); repeatable");
+  o.texts("-I", a->includes, "DIR", "add an include directory (also -IDIR); FILE's directory is always added");
+  o.texts("-e,--name-expression", a->expressions, "EXPR",
+          "a template instantiation or kernel to get the lowered name of (e.g. 'saxpy<float>'); repeatable");
+  o.text("--std", a->standard, "STD", "the language standard (e.g. c++17)");
+  o.flag("--fast-math", a->fast_math, "NVRTC's --use_fast_math");
+  o.flag("--line-info", a->line_info, "line information for profilers");
+  o.flag("-G,--debug", a->debug, "device debug information");
+  o.flag("--rdc", a->rdc, "relocatable device code");
+  o.number("--max-registers", a->max_registers, 1, 1 << 16, "N", "registers per thread at most",
+           "a positive number of registers");
+  o.flag("--pch", a->pch, "NVRTC's automatic precompiled headers");
+  o.texts("-X", a->extra, "OPTION",
+          "pass a raw NVRTC option (not one that sets the target: -arch, -rdc, -dlto); repeatable");
+  o.text("-o,--output", a->output, "FILE", "write the CUBIN / PTX / LTO-IR to FILE");
+  o.flag("--no-cache", a->no_cache, "compile without the disk cache");
+  return [a](invocation& inv) { return run(inv, *a); };
+}
+
 }  // namespace
 
 const command compile_command{
-    "compile", "compile a .cu file with NVRTC, through the JIT caches (no GPU needed)",
-    "usage: cuasync compile FILE.cu [options]\n"
-    "Compiles FILE.cu with NVRTC (loaded at run time) through cuasync's memory and disk caches, and prints the\n"
-    "target, the cache outcome (miss, disk hit), the lowered names of the name expressions and NVRTC's log.\n"
-    "  --arch A                 sm_90 or 90 (CUBIN when NVRTC supports it, else PTX), compute_90 (PTX);\n"
-    "                           default: device 0's architecture, or without a GPU, PTX for the oldest\n"
-    "                           architecture NVRTC supports\n"
-    "  --ptx | --ltoir          PTX or LTO-IR instead of a CUBIN\n"
-    "  -D NAME[=VALUE]          define a macro (also -DNAME=VALUE)\n"
-    "  -I DIR                   add an include directory (also -IDIR); FILE's directory is always added\n"
-    "  --name-expression EXPR   a template instantiation or kernel to get the lowered name of\n"
-    "                           (e.g. 'saxpy<float>'); repeatable\n"
-    "  --std c++17              language standard\n"
-    "  --fast-math, --line-info, --debug, --rdc, --max-registers N, --pch\n"
-    "  -X OPTION                pass a raw NVRTC option (not one that sets the target: -arch, -rdc, -dlto)\n"
-    "  -o, --output FILE        write the CUBIN / PTX / LTO-IR to FILE\n"
-    "  --no-cache               compile without the disk cache\n"
-    "Environment: CUASYNC_LIBNVRTC, CUASYNC_CACHE_DIR, CUASYNC_CACHE_SIZE, CUASYNC_CACHE=0 (see the README).\n",
-    run};
+    .name = "compile",
+    .summary = "compile a .cu file with NVRTC, through the JIT caches (no GPU needed)",
+    .description =
+        "Compiles FILE.cu with NVRTC (loaded at run time) through cuasync's memory and disk caches, and prints the "
+        "target, the cache outcome (miss, disk hit), the lowered names of the name expressions and NVRTC's log. No "
+        "GPU is needed.",
+    .declare = declare,
+    .notes = "Environment: CUASYNC_LIBNVRTC, CUASYNC_CACHE_DIR, CUASYNC_CACHE_SIZE, CUASYNC_CACHE=0 (see the "
+             "README).",
+};
 
 }  // namespace cuasync::tools

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The demo's JIT part (demo_jit.hpp): cold compile, memory hit, disk cache, timed.
 #include "demo_jit.hpp"
 
+#include "cli.hpp"
 #include "demo_kernels.hpp"
 
 #include <cuasync/jit.hpp>
@@ -26,14 +28,17 @@ jit_report measure_jit(std::optional<int> compute_capability) {
   try {
     r.nvrtc_load_ms = time_ms([&] { nvrtc = &jit::nvrtc_library(); });
   } catch (const cuda_error& e) {
-    r.nvrtc_error = e.what();
+    r.nvrtc_error = error_text(e);
     return r;
   }
   if (loaded_before) r.nvrtc_load_ms = 0;
   r.nvrtc_version = nvrtc->version_string();
   r.nvrtc_library = nvrtc->library;
-  const int cc = compute_capability.value_or(90);
-  r.target_reason = compute_capability ? "the GPU's architecture" : "no GPU: the H200's architecture";
+  // Without a GPU there is no architecture to match: a CUBIN (what a GPU run loads, so the times include NVRTC's
+  // machine-code step) for the oldest architecture this NVRTC supports, a choice that assumes no particular GPU.
+  const int cc = compute_capability.value_or(nvrtc->supported_archs.front());
+  r.target_reason = compute_capability ? "the GPU's architecture"
+                                       : "no GPU to match: the oldest architecture this NVRTC supports";
   const jit::target t = jit::select_target(cc, jit::output_request::automatic);
   r.target = t.to_string();
   const jit::program program(kernel_program_name, kernel_source);
@@ -64,7 +69,7 @@ jit_report measure_jit(std::optional<int> compute_capability) {
       r.cache_note = std::string("the second fresh compiler got a ") + jit::to_string(compiled.outcome) +
                      " (the entry could not be stored?)";
   } catch (const jit::cache_error& e) {
-    r.cache_note = std::string("refused: ") + e.what();
+    r.cache_note = "refused: " + error_text(e);
   }
   return r;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The demo's JIT part, which needs no GPU: the demo's kernels compiled with NVRTC with no cache (cold), the same
 // compiler again (a memory hit), then through the disk cache in fresh compilers (a miss or a hit left by an earlier
@@ -22,7 +23,8 @@ struct jit_report {
   double disk_hit_ms = 0;          //!< a fresh compiler, the entry now on disk
 };
 
-//! Compiles the demo's program for `compute_capability` (the GPU's; nothing: sm_90, the H200's, with the reason).
+//! Compiles the demo's program for `compute_capability` (the GPU's; nothing: no GPU, a CUBIN for the oldest
+//! architecture the loaded NVRTC supports), `target_reason` saying which.
 //! Never throws for NVRTC or cache trouble: it is reported. @throws jit::compile_error (a bug in the demo's source)
 jit_report measure_jit(std::optional<int> compute_capability);
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The demo's kernels (JIT-compiled with NVRTC at run time) and the host side of their contract: how a request's input
 // is filled, and what its output must be, so that every response is checked.
@@ -38,18 +39,19 @@ struct infer_params {
 };
 
 //! The CPU preprocess: the request's features (a pattern shifted by the request, so each request differs):
-//! in[i] = (i + request) mod 1024. Copied from a table in blocks of 1,024: memory speed, 3x a per-element loop here,
-//! so that the CPU stages stay shorter than the GPU's and the GPU stages can overlap.
-inline void fill_input(std::span<float> in, std::size_t request) {
+//! in[i] = (i + request) mod 1024. Copied from a table in blocks of 1,024: memory speed, 3x a per-element loop here.
+//! `fill_part` fills the part of the input that starts at index `offset` (a request's preprocess split into parts).
+inline void fill_part(std::span<float> in, std::size_t offset, std::size_t request) {
   static const std::array<float, 2048> table = [] {
     std::array<float, 2048> t{};
     for (std::size_t j = 0; j < t.size(); ++j) t[j] = static_cast<float>(j & 1023);
     return t;
   }();
-  const float* from = table.data() + (request & 1023);
+  const float* from = table.data() + ((offset + request) & 1023);  // the period is 1,024: every block starts here
   for (std::size_t i = 0; i < in.size(); i += 1024)
     std::memcpy(in.data() + i, from, sizeof(float) * std::min<std::size_t>(1024, in.size() - i));
 }
+inline void fill_input(std::span<float> in, std::size_t request) { fill_part(in, 0, request); }
 
 //! What the kernel computes at index `i` of request `request`: the closed form of its recurrence.
 inline double expected_output(std::size_t i, std::size_t request, int iters) {
@@ -59,20 +61,24 @@ inline double expected_output(std::size_t i, std::size_t request, int iters) {
 }
 
 //! The CPU postprocess: checks a sample of the response (every 61st value and the last) against the closed form of
-//! the kernel's recurrence. Returns the index of the first wrong value, or -1.
-inline long check_output(std::span<const float> out, std::size_t request, int iters) {
+//! the kernel's recurrence. Returns the index of the first wrong value, or -1. `check_part` checks the part of the
+//! response that starts at index `offset` and returns an index into the whole response.
+inline long check_part(std::span<const float> out, std::size_t offset, std::size_t request, int iters) {
   const infer_params p = infer_params::for_request(request, iters);
   const double limit = p.b / (1.0 - p.a), decay = std::pow(static_cast<double>(p.a), iters);
   // Float rounding in each step, damped by a: at most ~3e-4 * iters for values up to ~5,000.
   const double tolerance = 4e-4 * iters + 1e-3 * limit;
   auto wrong = [&](std::size_t i) {
-    const double x = static_cast<double>((i + request) & 1023) + p.bias;
+    const double x = static_cast<double>((offset + i + request) & 1023) + p.bias;
     return std::abs(out[i] - (decay * (x - limit) + limit)) > tolerance;
   };
   for (std::size_t i = 0; i < out.size(); i += 61)
-    if (wrong(i)) return static_cast<long>(i);
-  if (!out.empty() && wrong(out.size() - 1)) return static_cast<long>(out.size() - 1);
+    if (wrong(i)) return static_cast<long>(offset + i);
+  if (!out.empty() && wrong(out.size() - 1)) return static_cast<long>(offset + out.size() - 1);
   return -1;
+}
+inline long check_output(std::span<const float> out, std::size_t request, int iters) {
+  return check_part(out, 0, request, iters);
 }
 
 }  // namespace cuasync::tools::demo

@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync demo`'s output (demo_report.hpp): the JIT part, then the service's figures, the overlap and diagnostics.
 #include "demo_report.hpp"
 
 #include <cuasync/trace/json.hpp>
 
 #include <cstdio>
+#include <utility>
 
 namespace cuasync::tools::demo {
 namespace {
@@ -46,6 +48,8 @@ void variant_json(trace::json::writer& w, const char* key, const run_result& r) 
   w.member("requests", static_cast<std::uint64_t>(r.requests)).member("seconds", r.seconds);
   w.member("requests_per_second", r.requests_per_second());
   w.member("latency_p50_us", r.percentile_us(0.5)).member("latency_p99_us", r.percentile_us(0.99));
+  w.member("preprocess_us_per_request", r.requests ? r.preprocess_us / r.requests : 0.0);
+  w.member("check_us_per_request", r.requests ? r.check_us / r.requests : 0.0);
   w.member("wrong", static_cast<std::uint64_t>(r.wrong)).end_object();
 }
 
@@ -55,6 +59,8 @@ void variant::add(run_result r) {
   slots = r.slots;
   requests += r.requests;
   seconds += r.seconds;
+  preprocess_us += r.preprocess_us;
+  check_us += r.check_us;
   if (r.wrong && !wrong) first_wrong = r.first_wrong;
   wrong += r.wrong;
   latency_us.insert(latency_us.end(), r.latency_us.begin(), r.latency_us.end());
@@ -66,6 +72,8 @@ run_result variant::merged() const {
   r.requests = requests;
   r.seconds = seconds;
   r.latency_us = latency_us;
+  r.preprocess_us = preprocess_us;
+  r.check_us = check_us;
   r.wrong = wrong;
   r.first_wrong = first_wrong;
   return r;
@@ -81,6 +89,35 @@ double results::window_over_critical() const {
   return critical > 0 ? static_cast<double>(overlap.window_ns()) / critical : 0;
 }
 
+double results::over_bound() const {
+  const double b = stages.bound_us();
+  return b > 0 ? pipelined.merged().us_per_request() / b : 0;
+}
+
+double results::over_loaded_bound() const {
+  const double b = stages.loaded_bound_us();
+  return b > 0 ? pipelined.merged().us_per_request() / b : 0;
+}
+
+std::string results::headline() const {
+  const run_result p = pipelined.merged();
+  const double serial_rps = serial.merged().requests_per_second();
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "pipelined %.0f requests/s = %.2fx serial; %.1f us per request = %.2fx the bound under load "
+                "(%.1f us), %.2fx the bound alone (%.1f us); overlap factor %s",
+                p.requests_per_second(), serial_rps > 0 ? p.requests_per_second() / serial_rps : 0,
+                p.us_per_request(), over_loaded_bound(), stages.loaded_bound_us(), over_bound(), stages.bound_us(),
+                traced && overlap.critical != trace::stage::none
+                    ? (std::to_string(overlap.overlap_factor()).substr(0, 4) + " (traced run)").c_str()
+                    : "n/a (no traced run)");
+  std::string out = buf;
+  const double r = over_loaded_bound();
+  if (r > 0 && r <= 1.3) out += ": at the GPU's bound";
+  else if (r > 0) out += ": short of the GPU's bound, see the diagnostics";
+  return out;
+}
+
 double results::window_over_wall() const {
   return traced && traced->seconds > 0 && overlap.critical != trace::stage::none
              ? overlap.window_ns() / (traced->seconds * 1e9)
@@ -88,25 +125,36 @@ double results::window_over_wall() const {
 }
 
 void print_text(const results& r) {
-  std::printf("cuasync demo: the seed's §16 inference service as coroutines on the runtime\n\n");
+  std::printf("cuasync demo: an inference service as coroutines on the runtime\n"
+              "  (per request: CPU preprocess -> H2D copy -> kernel -> D2H copy -> CPU check)\n\n");
   print_jit_text(r.jit);
-  if (!r.no_gpu.empty()) {
-    std::printf("\nno GPU: %s\n", r.no_gpu.c_str());
-    return;
-  }
+  if (!r.no_gpu.empty()) return;  // the command says why, once, on standard error
   std::printf("\nGPU %d: %s (compute capability %s, %d copy engines)\n", r.device, r.device_name.c_str(),
               r.compute_capability.c_str(), r.copy_engines);
   std::printf("  kernels from the runtime's kernel cache in %.3f ms (compile or cache hit, and the module load)\n",
               r.kernel_load_ms);
   std::printf("  each request: preprocess (CPU) -> H2D %zu MiB -> kernel (%d steps) -> D2H %zu MiB -> check (CPU)\n",
               r.request_bytes >> 20, r.kernel_iterations, r.request_bytes >> 20);
+  const gpu_stage_times& a = r.stages.alone;
+  const gpu_stage_times& l = r.stages.loaded;
   std::printf("  each stage alone: H2D %.1f us, kernel %.1f us, D2H %.1f us (H2D and D2H at once: %.1f us);\n"
-              "  on the CPU: preprocess %.1f us, check %.1f us; bound per request %.1f us\n\n",
-              r.stages.h2d_us, r.stages.kernel_us, r.stages.d2h_us, r.stages.copies_together_us,
-              r.stages.preprocess_us, r.stages.check_us, r.stages.bound_us());
-  std::printf("service (%zu rounds, pipelined and serial alternating)\n", r.rounds);
+              "  on the CPU, one thread, data in cache: preprocess %.1f us, check %.1f us\n"
+              "  bound per request (the GPU stages overlapped perfectly): %.1f us alone, %.1f us under the runs' host "
+              "load\n  (%zu thread%s preprocessing and checking: H2D %.1f us, kernel %.1f us, D2H %.1f us, at once "
+              "%.1f us)\n\n",
+              a.h2d_us, a.kernel_us, a.d2h_us, a.copies_together_us, r.stages.preprocess_us, r.stages.check_us,
+              a.bound_us(), l.bound_us(), r.stages.load_threads, r.stages.load_threads == 1 ? "" : "s", l.h2d_us,
+              l.kernel_us, l.d2h_us, l.copies_together_us);
+  std::printf("service (%zu rounds, pipelined and serial alternating; CPU stages on %zu threads, %zu part%s each)\n",
+              r.rounds, r.threads, r.parts, r.parts == 1 ? "" : "s");
   print_variant_text("pipelined", r.pipelined);
   print_variant_text("serial", r.serial);
+  for (const auto& [name, v] : {std::pair{"pipelined", &r.pipelined}, std::pair{"serial", &r.serial}}) {
+    const run_result m = v->merged();
+    if (m.requests)
+      std::printf("  %-10s CPU stages as they ran: preprocess %.1f us, check %.1f us per request\n", name,
+                  m.preprocess_us / m.requests, m.check_us / m.requests);
+  }
   const double serial_rps = r.serial.merged().requests_per_second();
   std::printf("  pipelined / serial: %.2fx the requests per second\n",
               serial_rps > 0 ? r.pipelined.merged().requests_per_second() / serial_rps : 0);
@@ -115,7 +163,10 @@ void print_text(const results& r) {
     std::printf("  first wrong: %s\n",
                 (r.pipelined.wrong ? r.pipelined.first_wrong
                  : r.serial.wrong  ? r.serial.first_wrong
-                                   : r.traced->first_wrong).c_str());
+                 : r.traced && r.traced->wrong
+                     ? r.traced->first_wrong
+                     : "the calibration's response (request 0) at output[" +
+                           std::to_string(r.stages.calibration_wrong) + "]").c_str());
   }
   if (r.watchdog_threshold.count()) {
     std::printf("\nio-thread watchdog (threshold %lld ms): ", static_cast<long long>(r.watchdog_threshold.count()));
@@ -138,6 +189,8 @@ void print_text(const results& r) {
   std::printf("\ndiagnostics\n%s", r.diagnostics.text.c_str());
   std::printf("\nwritten: %s, %s\n", r.trace_file.c_str(), r.timeline_file.c_str());
 }
+
+void print_headline(const results& r) { std::printf("\nwhat this run shows: %s\n", r.headline().c_str()); }
 
 void print_json(const results& r, int error_status, const std::string& error_kind, const std::string& error_message) {
   trace::json::writer w;
@@ -170,10 +223,19 @@ void print_json(const results& r, int error_status, const std::string& error_kin
     w.member("compute_capability", r.compute_capability).member("copy_engines", r.copy_engines);
     w.member("kernel_load_ms", r.kernel_load_ms).member("request_bytes", static_cast<std::uint64_t>(r.request_bytes));
     w.member("kernel_iterations", r.kernel_iterations).member("rounds", static_cast<std::uint64_t>(r.rounds));
-    w.key("stages_alone_us").begin_object().member("h2d", r.stages.h2d_us).member("kernel", r.stages.kernel_us);
-    w.member("d2h", r.stages.d2h_us).member("copies_together", r.stages.copies_together_us);
-    w.member("bound", r.stages.bound_us());
+    w.member("threads", static_cast<std::uint64_t>(r.threads)).member("parts", static_cast<std::uint64_t>(r.parts));
+    const gpu_stage_times& a = r.stages.alone;
+    w.key("stages_alone_us").begin_object().member("h2d", a.h2d_us).member("kernel", a.kernel_us);
+    w.member("d2h", a.d2h_us).member("copies_together", a.copies_together_us);
+    w.member("bound", a.bound_us());
     w.member("preprocess", r.stages.preprocess_us).member("check", r.stages.check_us).end_object();
+    const gpu_stage_times& l = r.stages.loaded;
+    w.key("stages_loaded_us").begin_object().member("h2d", l.h2d_us).member("kernel", l.kernel_us);
+    w.member("d2h", l.d2h_us).member("copies_together", l.copies_together_us).member("bound", l.bound_us());
+    w.member("load_threads", static_cast<std::uint64_t>(r.stages.load_threads)).end_object();
+    w.member("us_per_request", r.pipelined.merged().us_per_request());
+    w.member("over_bound", r.over_bound()).member("over_loaded_bound", r.over_loaded_bound());
+    w.member("headline", r.headline());
     variant_json(w, "pipelined", r.pipelined.merged());
     variant_json(w, "serial", r.serial.merged());
     const double serial_rps = r.serial.merged().requests_per_second();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // diagnose_timeline (diagnostics_report.hpp): trace::diagnose's findings as text and JSON for the tools.
 #include "diagnostics_report.hpp"
 

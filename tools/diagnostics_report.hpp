@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The diagnostics of a recorded timeline (trace::diagnose) as the tools print them: text and JSON.
 #include <cuasync/trace/timeline.hpp>

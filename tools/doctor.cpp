@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync doctor`: a short self-test on a device (~ seconds): copy engines, pinned against pageable H2D bandwidth,
 // the round trip of an awaited empty kernel, a short traced pipeline's overlap and diagnostics, then a verdict.
 #include "commands.hpp"
@@ -8,9 +9,9 @@
 #include <cuasync/driver.hpp>
 #include <cuasync/trace/json.hpp>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 namespace cuasync::tools {
 namespace {
@@ -94,23 +95,14 @@ int print_json(const invocation& inv, int device, const findings& f) {
   return exit_ok;
 }
 
-int run(invocation& inv) {
+struct doctor_args {
   int device = 0;
   bool ptx = false;
-  argument_walker args(inv.args());
-  while (!args.done()) {
-    const std::string a = args.next();
-    std::string v;
-    if (a == "--device") {
-      if (!args.value(v) || std::from_chars(v.data(), v.data() + v.size(), device).ptr != v.data() + v.size() ||
-          device < 0)
-        return inv.usage_error("--device needs a device ordinal (0, 1, ...)");
-    } else if (a == "--ptx") {
-      ptx = true;
-    } else {
-      return inv.usage_error("unknown option '" + a + "'");
-    }
-  }
+};
+
+int run(invocation& inv, const doctor_args& a) {
+  const int device = a.device;
+  const bool ptx = a.ptx;
   progress prog("cuasync doctor");
   findings f;
   try {
@@ -135,7 +127,7 @@ int run(invocation& inv) {
     return inv.fail(e);
   } catch (const std::exception& e) {
     prog.done();
-    return inv.fail(exit_failure, "error", e.what());
+    return inv.fail(exit_failure, "error", e.what());  // not a cuda_error: no call site in it
   }
   prog.done();
   judge(f);
@@ -144,17 +136,25 @@ int run(invocation& inv) {
   return f.failures.empty() ? exit_ok : exit_failure;
 }
 
+runner declare(option_set& o) {
+  auto a = std::make_shared<doctor_args>();
+  o.number("--device", a->device, 0, 1024, "N", "the GPU (default 0)", "a device ordinal (0, 1, ...)");
+  o.flag("--ptx", a->ptx, "load the test kernels as PTX, compiled by the driver (default: a CUBIN for the GPU)");
+  return [a](invocation& inv) { return run(inv, *a); };
+}
+
 }  // namespace
 
 const command doctor_command{
-    "doctor", "a short self-test of a GPU: copy engines, pinned vs pageable bandwidth, await latency, diagnostics",
-    "usage: cuasync doctor [--device N] [--ptx]\n"
-    "A self-test of a few seconds on GPU N (default 0): the copy engines, H2D bandwidth of 64 MiB from pinned and\n"
-    "from pageable memory, the round trip of co_await on an empty kernel (p50, p99), and a short traced run of the\n"
-    "demo's pipeline (overlap summary and diagnostics, responses checked). Ends with a verdict: OK, WARN with the\n"
-    "reasons, or FAIL (wrong results: status 1). Without a GPU it says why and exits 3.\n"
-    "  --device N   the GPU (default 0)\n"
-    "  --ptx        load the test kernels as PTX, compiled by the driver (default: a CUBIN for the GPU)\n",
-    run};
+    .name = "doctor",
+    .summary = "a short self-test of a GPU: copy engines, pinned vs pageable bandwidth, await latency, diagnostics",
+    .description =
+        "A self-test of a few seconds on GPU N (default 0): the copy engines, H2D bandwidth of 64 MiB from pinned and "
+        "from pageable memory, the round trip of co_await on an empty kernel (p50, p99), and a short traced run of "
+        "the demo's pipeline (overlap summary and diagnostics, responses checked). Ends with a verdict: OK, WARN with "
+        "the reasons, or FAIL (wrong results: status 1). Without a GPU it says why and exits 3.",
+    .declare = declare,
+    .notes = "A progress line goes to standard error (CUASYNC_PROGRESS=0: none).",
+};
 
 }  // namespace cuasync::tools

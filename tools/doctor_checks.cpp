@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The doctor's measurements (doctor_checks.hpp).
 #include "doctor_checks.hpp"
 
@@ -91,12 +92,13 @@ await_latency measure_await(runtime::device_runtime& rt, kernel_ref empty, std::
 }
 
 pipeline_check traced_pipeline(runtime::device_runtime& rt, kernel_ref infer, std::chrono::seconds timeout) {
-  demo::service svc(rt, infer, std::size_t{1} << 20, 3);
+  // The demo's service with its defaults, so that the pipeline keeps the GPU busy (the diagnostics stay silent).
+  demo::service svc(rt, infer, std::size_t{4} << 20, demo::default_slots, demo::default_threads, demo::default_parts);
   svc.calibrate(timeout);
-  svc.run(3, 6, 0, timeout);  // warm
+  svc.run(demo::default_slots, 2 * demo::default_slots, 0, timeout);  // warm
   trace::enable({.output = {}, .max_records = 100'000});
   trace::clear();
-  const demo::run_result run = svc.run(3, 60, 6, timeout);
+  const demo::run_result run = svc.run(demo::default_slots, 120, 2 * demo::default_slots, timeout);
   trace::disable();
   const trace::timeline t = trace::snapshot();
   pipeline_check c;

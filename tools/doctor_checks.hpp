@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The measurements `cuasync doctor` makes on a device, each short: pinned against pageable H2D bandwidth, the round
 // trip of an awaited empty kernel, and a short traced run of the demo's service for the overlap and the diagnostics.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync info`: the driver version, then each device with the attributes that shape how work should be issued.
 #include "commands.hpp"
 #ifdef CUASYNC_TOOL_COMPILE
@@ -149,15 +150,14 @@ void print_json(const detail::driver_entry_points& d, int count) {
 }
 
 int run(invocation& inv) {
-  if (!inv.args().empty()) return inv.usage_error("unexpected argument '" + inv.args().front() + "'");
   try {
-    // Without a GPU the JIT facts still hold: shown, then the reason and status 3.
+    // Without a GPU the JIT facts still hold: shown, then the reason (once, on standard error) and status 3.
     if (const std::string why = why_no_gpu(); !why.empty()) {
       trace::json::writer w;
       w.begin_object();
       add_jit_json(w);
       if (!inv.json()) {
-        std::printf("cuasync info\n  no usable GPU: %s\n", why.c_str());
+        std::printf("cuasync info\n  %-36s none usable (the reason follows)\n", "devices");
         print_jit_text();
       }
       return inv.fail_within(w, exit_no_gpu, "no_gpu", "no usable GPU: " + why);
@@ -177,13 +177,14 @@ int run(invocation& inv) {
 }  // namespace
 
 const command info_command{
-    "info", "the driver, each device and its attributes (copy engines, ...), peer access, NVRTC, the JIT cache",
-                           "usage: cuasync info [--json]\n"
-                           "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the\n"
-                           "ones that decide how work should be issued (copy engines, concurrent kernels, memory\n"
-                           "pools, stream priorities, limits), the peer-access matrix, then NVRTC (version,\n"
-                           "architectures) and the JIT disk cache (directory, entries, size). Without a GPU it shows\n"
-                           "NVRTC and the cache, says why, and exits 3.\n",
-                           run};
+    .name = "info",
+    .summary = "the driver, each device and its attributes (copy engines, ...), peer access, NVRTC, the JIT cache",
+    .description = "Prints the NVIDIA driver's CUDA version and library, then each device's attributes: the ones that "
+                   "decide how work should be issued (copy engines, concurrent kernels, memory pools, stream "
+                   "priorities, limits), the peer-access matrix, then NVRTC (version, architectures) and the JIT "
+                   "disk cache (directory, entries, size). Without a GPU it shows NVRTC and the cache, says why, and "
+                   "exits 3.",
+    .declare = [](option_set&) -> runner { return run; },
+};
 
 }  // namespace cuasync::tools

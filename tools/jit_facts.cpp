@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // jit_facts.hpp: NVRTC and the JIT disk cache, for `cuasync info`.
 #include "jit_facts.hpp"
 
@@ -38,6 +39,7 @@ jit_facts read_jit_facts() {
           ++f.cache_entries;
           f.cache_bytes += e.file_size(ec);
         }
+    if (s.enabled && f.cache_note.empty()) f.counts = jit::read_cache_counts(s.directory);
   } catch (const cuda_error& e) {
     f.cache_note = e.detail().empty() ? e.what() : e.detail();
   }
@@ -57,6 +59,13 @@ void print_text(const jit_facts& f) {
   else
     std::printf("  %-36s %zu entries, %.1f KiB (cap %.0f MiB)\n", "", f.cache_entries, f.cache_bytes / 1024.0,
                 f.cache_max_bytes / 1048576.0);
+  if (f.cache_note.empty() && f.cache_enabled) {
+    if (f.counts.processes == 0)
+      std::printf("  %-36s none recorded yet\n", "hit rates");
+    else
+      std::printf("  %-36s %s (%llu process%s)\n", "hit rates", f.counts.describe().c_str(),
+                  static_cast<unsigned long long>(f.counts.processes), f.counts.processes == 1 ? "" : "es");
+  }
 }
 
 void add_json(trace::json::writer& w, const jit_facts& f) {
@@ -71,7 +80,13 @@ void add_json(trace::json::writer& w, const jit_facts& f) {
   w.end_object();
   w.key("jit_cache").begin_object().member("enabled", f.cache_enabled).member("directory", f.cache_directory);
   w.member("entries", static_cast<std::uint64_t>(f.cache_entries)).member("bytes", f.cache_bytes);
-  w.member("max_bytes", f.cache_max_bytes).member("note", f.cache_note).end_object();
+  w.member("max_bytes", f.cache_max_bytes).member("note", f.cache_note);
+  const jit::cache_counts& c = f.counts;
+  w.key("counts").begin_object().member("processes", c.processes).member("memory_hits", c.memory_hits);
+  w.member("memory_misses", c.memory_misses).member("disk_hits", c.disk_hits).member("disk_misses", c.disk_misses);
+  w.member("compiles", c.compiles).member("links", c.links);
+  w.member("memory_hit_rate", c.memory_hit_rate()).member("disk_hit_rate", c.disk_hit_rate()).end_object();
+  w.end_object();
 }
 
 }  // namespace cuasync::tools

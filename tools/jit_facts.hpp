@@ -1,6 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// What `cuasync info` says about the JIT side: the NVRTC this process loads and the disk cache's directory, entries
-// and size. Read without a GPU, and without creating the cache directory.
+// What `cuasync info` says about the JIT side: the NVRTC this process loads and the disk cache's directory, entries,
+// size and hit rates (the counts every process that used it added). Read without a GPU, and without creating the
+// cache directory.
+#include <cuasync/jit/cache_counts.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -19,6 +23,7 @@ struct jit_facts {
   std::string cache_directory, cache_note;  //!< the note: off, not created yet, unreadable size setting
   std::size_t cache_entries = 0;
   std::uint64_t cache_bytes = 0, cache_max_bytes = 0;
+  jit::cache_counts counts;  //!< summed over the processes that used the cache (`cache_counts.hpp`)
 };
 
 jit_facts read_jit_facts();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The progress line (progress.hpp): rewritten in place on a terminal, one line per phase elsewhere.
 #include "progress.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The progress line every long phase shows on standard error: on a terminal one line rewritten in place with the
 // phase and its elapsed time; elsewhere (logs, CI) one plain line when a phase starts. Standard output is left alone,

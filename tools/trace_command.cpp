@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // `cuasync trace TRACE.json`: renders a recorded trace as the self-contained HTML page and prints its overlap
 // summary and the diagnostics' findings. Needs no GPU.
 #include "commands.hpp"
@@ -11,10 +12,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -47,30 +48,17 @@ void print(std::string_view s) {
   std::fwrite(p.data(), 1, p.size(), stdout);
 }
 
-int run(invocation& inv) {
+struct trace_args {
   std::string input, output;
-  bool html = true;
-  std::optional<int> device;
-  argument_walker args(inv.args());
-  while (!args.done()) {
-    const std::string a = args.next();
-    if (a == "-o" || a == "--output") {
-      if (!args.value(output)) return inv.usage_error(a + " needs a file");
-    } else if (a == "--no-html") {
-      html = false;
-    } else if (a == "--device") {
-      std::string v;
-      int n = -1;
-      if (!args.value(v) || std::from_chars(v.data(), v.data() + v.size(), n).ptr != v.data() + v.size() || n < 0)
-        return inv.usage_error("--device needs a device ordinal (0, 1, ...)");
-      device = n;
-    } else if (!a.starts_with("-") && input.empty()) {
-      input = a;
-    } else {
-      return inv.usage_error("unknown option '" + a + "'");
-    }
-  }
-  if (input.empty()) return inv.usage_error("no TRACE.json given");
+  bool no_html = false;
+  int device = -1;  // -1: every device
+};
+
+int run(invocation& inv, trace_args a) {
+  const std::string& input = a.input;
+  std::string& output = a.output;
+  const bool html = !a.no_html;
+  const std::optional<int> device = a.device >= 0 ? std::optional<int>(a.device) : std::nullopt;
   std::error_code ec;
   if (std::filesystem::is_directory(input, ec)) return inv.usage_error("'" + input + "' is a directory, not a trace");
   if (html && output.empty()) output = std::filesystem::path(input).replace_extension(".html").string();
@@ -146,21 +134,32 @@ int run(invocation& inv) {
   return exit_ok;
 }
 
+runner declare(option_set& o) {
+  auto a = std::make_shared<trace_args>();
+  o.positional("TRACE.json", a->input, "a trace cuasync recorded, or any Chrome trace event JSON");
+  o.text("-o,--output", a->output, "PAGE.html",
+         "where to write the page (default: TRACE with .html for its extension)");
+  o.flag("--no-html", a->no_html, "only the summary and the diagnostics");
+  o.number("--device", a->device, 0, 1024, "N",
+           "the summary of GPU N's lanes only (the page and the diagnostics cover every lane)",
+           "a device ordinal (0, 1, ...)");
+  return [a](invocation& inv) { return run(inv, *a); };
+}
+
 }  // namespace
 
 const command trace_command{
-    "trace",
-    "render a recorded trace.json as an HTML timeline and print its overlap summary and diagnostics (no GPU needed)",
-    "usage: cuasync trace TRACE.json [-o PAGE.html] [--no-html] [--device N]\n"
-    "Reads a trace cuasync recorded (CUASYNC_TRACE=trace.json, or cuasync::trace::flush()), or any Chrome trace\n"
-    "event JSON with complete (X) events, writes it as one self-contained HTML page (inline SVG: a lane per stream,\n"
-    "copy direction and host thread) and prints the overlap summary: busy time of H2D, compute and D2H, how much\n"
-    "of each overlapped the others, and the critical stage; then the diagnostics: what serialized the GPU or\n"
-    "stalled the host (pageable copies, the legacy stream, device-wide syncs, ...), each with the fix\n"
-    "(docs/tracing.md). --json gives them as \"diagnostics\", an array of {id, occurrences, summary, ...}.\n"
-    "  -o, --output PAGE.html   where to write the page (default: TRACE with .html for its extension)\n"
-    "  --no-html                only the summary and the diagnostics\n"
-    "  --device N               the summary of GPU N's lanes only (the page and the diagnostics cover every lane)\n",
-    run};
+    .name = "trace",
+    .summary = "a recorded trace.json as an HTML timeline, with its overlap summary and diagnostics (no GPU needed)",
+    .description =
+        "Reads a trace cuasync recorded (CUASYNC_TRACE=trace.json, or cuasync::trace::flush()), or any Chrome trace "
+        "event JSON with complete (X) events, writes it as one self-contained HTML page (inline SVG: a lane per "
+        "stream, copy direction and host thread) and prints the overlap summary: busy time of H2D, compute and D2H, "
+        "how much of each overlapped the others, and the critical stage; then the diagnostics: what serialized the "
+        "GPU or stalled the host (pageable copies, the legacy stream, device-wide syncs, ...), each with the fix "
+        "(docs/tracing.md). --json gives them as \"diagnostics\", an array of {id, occurrences, summary, ...}. No GPU "
+        "is needed.",
+    .declare = declare,
+};
 
 }  // namespace cuasync::tools

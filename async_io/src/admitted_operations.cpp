@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The service's operations that enqueue GPU work (async_launch, async_copy) and tasks (staged copies): admission,
 // the enqueue or start once admitted, and how a task reports back. The waits themselves are service_queues.cpp's.
 #include "service_queues.hpp"
@@ -186,12 +187,15 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
   const asio::any_io_executor io_ex = op->io_work;
   wait_target t;
   try {
+    const long long issued = op->work_key ? completion_queues::now_ns() : 0;  // the work's start, at the latest
     if (stored)
       op->enqueue(op->stream);
     else
       ref->call(ref->work, op->stream);
     t = cuda_completion_source::instance().record(op->stream, std::move(ticket), op->where)
             .into_target(std::move(op->keep_alive));
+    t.work_key = op->work_key;
+    t.issue_ns = issued;
   } catch (const std::system_error& e) {
     op->enqueue = nullptr;
     op->failure = std::current_exception();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/async_io/async_pipeline.hpp>
 #include <cuasync/async_io/async_wait.hpp>
 

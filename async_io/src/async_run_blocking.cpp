@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/async_io/async_run_blocking.hpp>
 
 #include <algorithm>

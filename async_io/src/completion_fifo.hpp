@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: completions on their way to their I/O executors. One FIFO per executor keeps their order across passes
 // (a pass's completions never overtake an earlier pass's), and a drain handler runs them back to back for at most
@@ -9,15 +10,27 @@
 #include "wait_op.hpp"
 
 #include <cuasync/engine/admission.hpp>
+#include <cuasync/engine/detail/ring_queue.hpp>
 
-#include <deque>
+#include <atomic>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace cuasync::detail {
 
+// The memory of a lane's posted drain handler: one drain is posted per lane at a time (`drain_posted`), and Asio
+// frees a handler's memory before calling it, so one slot serves every post of a closed loop; a bigger or
+// overlapping request goes to the heap.
+struct drain_memory {
+  alignas(std::max_align_t) unsigned char bytes[256];
+  std::atomic<bool> in_use{false};
+};
+
 class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
+  struct lane;
+
  public:
   //! How long completions run back to back (inline in a pass, or in one drain handler) before others get a turn.
   static constexpr long long run_budget_ns = 1'000'000;
@@ -26,7 +39,26 @@ class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
   bool idle(const boost::asio::any_io_executor& ex) const;
   //! Queues `done[first..]` behind what each one's executor already has; posts a drain handler where none is
   //! pending. Returns the posts made. Never throws (out of memory: a completion is posted on its own).
-  std::size_t push(std::vector<completed_wait>& done, std::size_t first) noexcept;
+  std::size_t push(std::vector<completed_wait>& done, std::size_t first) noexcept {
+    return push(done, first, nullptr, nullptr);
+  }
+  //! A lane whose drain the caller runs itself (push with a claim), on the lane's executor, right after the push.
+  class claim {
+   public:
+    explicit operator bool() const noexcept { return l_ != nullptr; }
+
+   private:
+    friend class completion_fifo;
+    lane* l_ = nullptr;
+  };
+  //! As push; and when `on` (an executor this thread runs handlers of now) had nothing queued nor a drain posted,
+  //! its drain is not posted but left to the caller (`claimed`, run with `drain_claimed`): the io thread's own pass
+  //! then runs its completions at once, still behind any that an earlier pass queued.
+  std::size_t push(std::vector<completed_wait>& done, std::size_t first, const boost::asio::any_io_executor* on,
+                   claim* claimed) noexcept;
+  //! Runs a claimed lane's drain here (for at most run_budget_ns; the rest in a posted drain), storing the time into
+  //! `alive` after each completion it runs.
+  void drain_claimed(claim c, std::atomic<long long>& alive) { drain(c.l_, &alive); }
   //! Queues an admitted operation (its `ticket`, its place) to be enqueued, behind what its executor has. False when
   //! it could not be queued (out of memory; `ticket` is left to the caller).
   bool push_admitted(wait_op* op, admission_ticket& ticket) noexcept;
@@ -43,10 +75,12 @@ class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
   };
   struct lane {
     boost::asio::any_io_executor ex;
-    std::deque<item> items;
+    ring_queue<item> items;  // no allocation once grown (a deque allocates a block every few dozen items)
     bool drain_posted = false;
+    drain_memory memory;  // the posted drain's
   };
-  void drain(lane* l);
+  struct drain_handler;
+  void drain(lane* l, std::atomic<long long>* alive = nullptr);
   void post_drain(lane* l) noexcept;
   static void run(item& it);
   lane& lane_for_locked(const boost::asio::any_io_executor& ex);

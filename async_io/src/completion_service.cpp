@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The completion service: the Asio execution-context service that owns one service_queues.
 #include <cuasync/async_io/completion_service.hpp>
 

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/async_io/detail/copy_work.hpp>
 
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/pointer_info.hpp>
+#include <cuasync/runtime/pageable_copy.hpp>
 
 namespace cuasync::detail {
 
@@ -58,12 +60,18 @@ copy_work make_copy_work(runtime::device_runtime* rt, stream_ref s, const copy_e
                       "); copy through a temporary",
                   where);  // here, not when admitted: bad input throws from the call
   copy_work w{dst, src, src.size, nullptr, nullptr, where};
-  // Pageable host memory would make the driver's copy wait on the host for the work ahead of it on the stream:
-  // it goes through the staged copier instead, whatever its size.
+  // Pageable host memory would make the driver's copy wait on the host for the work ahead of it on the stream: an
+  // awaited copy goes through the staged copier's ring instead, whatever its size (runtime/pageable_copy.hpp).
   if (host && !dst.block && !src.block && classify_pointer(host) == memory_kind::pageable_host) {
     runtime::device_runtime* r = runtime_for(rt, s, w.rt, where);
-    w.staging = &r->staging(where);
-    r->count_pageable_copy(true);
+    const auto route = runtime::choose_pageable_route(r->options().pageable, runtime::pageable_caller::awaiting,
+                                                      src.size, dst.device != 0);
+    if (route == runtime::pageable_route::ring) {
+      w.staging = &r->staging(where);
+      r->count_pageable_copy(true);
+    } else {
+      r->count_pageable_copy(false);
+    }
   }
   return w;
 }

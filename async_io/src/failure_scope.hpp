@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: while a completion handler is being called with an error, what `failure_detail()` describes (one per
 // thread; nested calls restore the outer one).

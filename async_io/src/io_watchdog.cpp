@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The io-thread watchdog: its thread, which posts the heartbeats and decides which threads are stalled, and where
 // the reports go.
 #include <cuasync/async_io/io_watchdog.hpp>
@@ -6,6 +7,7 @@
 
 #include <cuasync/trace/blocking_calls.hpp>
 #include <cuasync/trace/clock.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/thread_probe.hpp>
 
@@ -158,6 +160,9 @@ void io_watchdog::state::run() {
         if (!r.ended) probe(r, std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::nanoseconds(threshold_ns)));
       deliver(out);
+      // What the GPU and the streams were doing when the io thread stalled (trace/flight_recorder.hpp).
+      for (const stall_report& r : out)
+        if (!r.ended && trace::flight::enabled()) (void)trace::flight::dump("io thread stall: " + r.text());
       lock.lock();
     }
     wake.wait_for(lock, period, [&] { return stopping; });

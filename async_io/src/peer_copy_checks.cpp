@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The call-time checks of async_copy_peer (async_copy_peer.hpp).
 #include <cuasync/async_io/async_copy_peer.hpp>
 

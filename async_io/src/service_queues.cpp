@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include "service_queues.hpp"
 
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/detail/pass_scratch.hpp>
 
@@ -73,10 +75,8 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
   {
     std::lock_guard lock(mutex_);
     // The service's own executor holds no outstanding work (each operation holds its own): run() returns once the
-    // operations are done. An operation's io_work is tracked: compare untracked forms.
-    const asio::any_io_executor key = asio::prefer(io_ex, asio::execution::outstanding_work.untracked);
-    if (!poll_executor_) poll_executor_ = key;
-    op->on_poll_executor = key == *poll_executor_;
+    // operations are done.
+    if (!poll_executor_) poll_executor_ = asio::prefer(io_ex, asio::execution::outstanding_work.untracked);
     if (policy_.mode == poll_mode::in_executor || executor_window_locked()) {
       if (!task_scheduled_) {
         try {
@@ -85,6 +85,17 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
         }
         // The thread learns that it may have to take over if the executor does not poll (executor window).
         wake_thread = policy_.mode == poll_mode::poller_thread;
+      } else if (timer_armed_) {
+        // The executor sleeps until a predicted end or a fault check: the new wait is looked at now instead.
+        timer_armed_ = false;
+        ++timer_generation_;
+        try {
+          timer_->cancel();
+          schedule_executor_poll_locked(io_ex);
+        } catch (...) {
+          task_scheduled_ = false;
+          wake_thread = true;
+        }
       }
     } else {
       wake_thread = true;
@@ -126,37 +137,36 @@ void service_queues::cancel(wait_op* op) {
   post_to_io(op_ptr(op), aborted_code());
 }
 
+namespace {
+// A pass's hand-over to the FIFO, made before the next pass can start (completion_queues::deliver_fn): two passes on
+// two threads queue their completions in the order they took them, so a later completion never runs first (the
+// io thread's pass had run its own at once while the poller thread's earlier ones were still on their way).
+struct pass_delivery {
+  completion_fifo* fifo;
+  const asio::any_io_executor* own;  // the io thread's executor, whose completions it runs itself; null elsewhere
+  completion_fifo::claim claimed;
+  std::size_t posts = 0;
+  static void deliver(void* self, std::vector<completed_wait>& done, std::size_t first) noexcept {
+    auto& d = *static_cast<pass_delivery*>(self);
+    d.posts = d.fifo->push(done, first, d.own, &d.claimed);
+  }
+};
+}  // namespace
+
 std::size_t service_queues::pass(bool full, bool from_io_thread) {
   detail::pass_scratch scratch;
   std::vector<completed_wait>& done = scratch.get();
-  queues_.pass(full, done);
+  // The io thread's pass runs in executor_poll, posted to poll_executor_, which is set once before that post and
+  // never changed: read without the lock.
+  pass_delivery d{fifo_.get(), from_io_thread && poll_executor_ ? &*poll_executor_ : nullptr, {}};
+  queues_.pass(full, done, &pass_delivery::deliver, &d);
   if (from_io_thread) queues_.count_executor_pass();
-  const std::size_t n = done.size();
-  if (from_io_thread) {
-    // Each handler run shows the executor alive: the poller thread takes over only when one handler outlasts the
-    // executor window (a busy io thread launching the next batch is not a stopped one; polling from another thread
-    // then contends with its launches inside the driver).
-    // Inline only while nothing of this executor waits in the FIFO (a completion never overtakes an earlier one),
-    // and for a bounded run; the rest queue behind the executor's other handlers.
-    std::size_t i = 0;
-    std::optional<asio::any_io_executor> poll_ex;
-    if (n) {
-      std::lock_guard lock(mutex_);
-      poll_ex = poll_executor_;
-    }
-    if (poll_ex && fifo_->idle(*poll_ex)) {
-      const long long end = completion_queues::now_ns() + completion_fifo::run_budget_ns;
-      for (long long now = 0; i < n && now < end; ++i) {
-        complete_on_poll_executor(op_ptr(static_cast<wait_op*>(done[i].wait)), done[i].error);
-        now = completion_queues::now_ns();
-        last_executor_pass_ns_.store(now, std::memory_order_relaxed);
-      }
-    }
-    if (i < n) queues_.count_batches(fifo_->push(done, i));
-  } else if (n) {
-    queues_.count_batches(fifo_->push(done, 0));
-  }
-  return n;
+  if (d.posts) queues_.count_batches(d.posts);
+  // Nothing of this executor was queued before: its completions run now, in order, for a bounded run (the rest
+  // behind its other handlers). Each handler run shows the executor alive: the poller thread takes over only when
+  // one handler outlasts the executor window.
+  if (d.claimed) fifo_->drain_claimed(d.claimed, last_executor_pass_ns_);
+  return done.size();
 }
 
 std::optional<std::chrono::nanoseconds> service_queues::poller_pass() {
@@ -173,7 +183,13 @@ std::optional<std::chrono::nanoseconds> service_queues::poller_pass() {
   }
   pass(queues_.watchdog_due(), false);
   if (queues_.empty()) return std::nullopt;
-  return queues_.next_delay();
+  // With an executor window the executor reads predicted ends closely; without one this thread does.
+  bool window;
+  {
+    std::lock_guard lock(mutex_);
+    window = executor_window_locked();
+  }
+  return queues_.next_delay(!window);
 }
 
 bool service_queues::polled_by_thread() const {
@@ -194,17 +210,32 @@ void service_queues::schedule_executor_poll_locked(const asio::any_io_executor& 
 }
 
 void service_queues::executor_poll() {
+  must_not_block_scope io_thread;  // what the pass releases (a completed copy's keep-alive) frees on the reaper
   last_executor_pass_ns_.store(completion_queues::now_ns(), std::memory_order_relaxed);
   pass(queues_.watchdog_due(), true);
   std::unique_lock lock(mutex_);
   const bool in_executor = policy_.mode == poll_mode::in_executor;
   const bool pending = !queues_.empty();
-  if (shut_down_ || !pending || !in_executor) {
-    // Within the executor window the executor keeps polling back to back, as in in_executor mode.
-    if (!shut_down_ && pending && executor_window_locked() && queues_.since_activity() < policy_.executor_window) {
-      asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
-      return;
-    }
+  std::chrono::nanoseconds delay{0};
+  if (!shut_down_ && pending && in_executor) {
+    delay = queues_.next_delay(true);
+  } else if (!shut_down_ && pending && executor_window_locked()) {
+    // Back to back for the window after activity while some wait is unpredicted (short work ends within it). While
+    // a wait's predicted end is live the executor keeps the waits itself: on a timer until just before that end
+    // (the fault check and the backoff of the others on the way), then back to back (a hand-over from the poller
+    // thread would cost its wake-up after the completion; a timer's comes before it, absorbed by the margin).
+    // Short unpredicted waits are backed off here too (executor_backoff): no second wake-up after the completion.
+    const std::chrono::nanoseconds since = queues_.since_activity();
+    if (queues_.has_unpredicted() && since < policy_.executor_window)
+      delay = std::chrono::nanoseconds(0);
+    else if (since < policy_.executor_backoff || queues_.until_close_read())
+      delay = queues_.next_delay(true);
+    else
+      delay = std::chrono::nanoseconds(-1);  // nothing predicted, a long wait: the poller thread's backoff
+  } else {
+    delay = std::chrono::nanoseconds(-1);
+  }
+  if (delay.count() < 0) {
     task_scheduled_ = false;
     const bool hand_over = !shut_down_ && pending;  // window over, or switched to the poller thread
     lock.unlock();
@@ -214,21 +245,27 @@ void service_queues::executor_poll() {
     }
     return;
   }
-  const std::chrono::nanoseconds delay = queues_.next_delay();
   if (delay.count() == 0) {
     // Re-post: other handlers of the executor run between passes, so the io thread is never blocked.
     asio::post(*poll_executor_, [self = shared_from_this()] { self->executor_poll(); });
     return;
   }
+  // The poller thread counts the executor alive until its timer's pass is due (and a window after).
+  last_executor_pass_ns_.store(completion_queues::now_ns() + delay.count(), std::memory_order_relaxed);
   if (!timer_) timer_.emplace(*poll_executor_);
   timer_->expires_after(delay);
-  timer_->async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (!ec) {
-      self->executor_poll();
-    } else {
+  timer_armed_ = true;
+  timer_->async_wait([self = shared_from_this(), generation = timer_generation_](const boost::system::error_code& ec) {
+    {
       std::lock_guard lock(self->mutex_);
-      self->task_scheduled_ = false;
+      if (generation != self->timer_generation_) return;  // cancelled by a new wait, which posted a pass instead
+      self->timer_armed_ = false;
+      if (ec) {
+        self->task_scheduled_ = false;
+        return;
+      }
     }
+    self->executor_poll();
   });
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: the state behind one completion_service. It attaches Asio operations to the engine's FIFOs
 // (completion_queues), decides who polls (the io executor during its window, or the poller thread), and hands
@@ -106,6 +107,8 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   std::atomic<long long> last_executor_pass_ns_{0};  // a task that runs no pass for a window is starving
   std::optional<boost::asio::any_io_executor> poll_executor_;
   std::optional<boost::asio::steady_timer> timer_;
+  bool timer_armed_ = false;           // the executor's next pass waits on timer_
+  std::uint64_t timer_generation_ = 0;  // a cancelled timer's handler (a new wait came) does nothing
   std::atomic<bool> registered_{false};
   std::unordered_set<wait_op*> admitting_;  // operations waiting for admission (destroyed at shutdown)
   std::unordered_set<task_link*> running_tasks_;  // links of started tasks until they finish (detached at shutdown)

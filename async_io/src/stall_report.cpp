@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A stall report's one line.
 #include <cuasync/async_io/io_watchdog.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What a failed operation throws (use_awaitable, use_future) and failure_detail() describes, and the stream wait's
 // start.
 #include "failure_scope.hpp"

@@ -1,4 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include "wait_op.hpp"
+
+#include <cuasync/driver/blocking_free.hpp>
 
 #include <cuasync/trace/clock.hpp>
 #include <cuasync/trace/recorder.hpp>
@@ -68,6 +71,9 @@ void record_await(const wait_op& op, std::error_code ec) noexcept {
 
 // Runs on the handler's associated executor: free the state, then call the handler.
 void invoke(op_ptr o, std::error_code ec) {
+  // A thread that awaits must not block: a device_buffer or pinned_buffer the handler (a coroutine it resumes)
+  // destroys is freed on the reaper thread (driver/blocking_free.hpp), not here in cuMemFree.
+  must_not_block_scope awaiting;
   wait_op* op = o.release();
   if (op->slot.is_connected()) op->slot.clear();
   if (op->traced_since) [[unlikely]] record_await(*op, ec);
@@ -95,6 +101,7 @@ wait_op* make_op(const asio::any_io_executor& io_ex, wait_handler h, wait_hints 
     asio::any_io_executor io_work = asio::prefer(io_ex, asio::execution::outstanding_work.tracked);
     auto* op = new (p) wait_op(std::move(h), std::move(io_work), std::move(handler_work), hints.default_allocator);
     op->where = hints.where;
+    op->work_key = hints.work_key;
     if (trace::enabled()) [[unlikely]] {
       op->traced_since = trace::now_ns();
       op->traced_thread = trace::this_thread_lane().id;
@@ -125,14 +132,6 @@ void dispatch_to_handler(op_ptr o, std::error_code ec) {
 void post_to_io(op_ptr o, std::error_code ec) {
   asio::any_io_executor io = o.get()->io_work;
   asio::post(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
-}
-
-void complete_on_poll_executor(op_ptr o, std::error_code ec) {
-  wait_op* op = o.get();
-  if (op->on_poll_executor) return dispatch_to_handler(std::move(o), ec);
-  // Another executor of the same context (e.g. a strand): let it decide whether this thread may run the handler.
-  asio::any_io_executor io = op->io_work;
-  asio::dispatch(io, [o = std::move(o), ec]() mutable { dispatch_to_handler(std::move(o), ec); });
 }
 
 }  // namespace cuasync::detail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: one asynchronous operation of the Asio front-end, from initiation to the handler's call, and how its
 // completion is handed to the handler's executor. Only async_io's sources include this.
@@ -27,7 +28,6 @@ struct wait_op final : queued_wait, admission_waiter {
   boost::asio::cancellation_slot slot;
   service_queues* owner = nullptr;
   bool cached = false;            // memory from the per-thread cache
-  bool on_poll_executor = false;  // io executor == the service's poll executor: an executor pass may call it inline
   // Operations that enqueue work (async_launch, async_copy): what to enqueue, stored while the operation waits for
   // admission; tasks (staged copies): what to start, and the link through which the task reports.
   stream_ref stream;
@@ -36,6 +36,7 @@ struct wait_op final : queued_wait, admission_waiter {
   std::shared_ptr<task_done> link;
   std::shared_ptr<void> keep_alive;
   std::source_location where;
+  std::uint64_t work_key = 0;  // wait_hints::work_key: what the work is, for the engine's prediction
   std::exception_ptr failure;  // a failed start's full description (the cuda_error naming the call), for the handler
   // Tracing (trace/): when the operation began and on which thread's lane; 0 when recording was off at initiation.
   std::int64_t traced_since = 0;
@@ -71,8 +72,6 @@ void dispatch_to_handler(op_ptr o, std::error_code ec);
 // From a thread that is not the I/O executor's (the poller, a cancelling thread, an initiating function): post to
 // the I/O executor, which dispatches to the handler's executor. Never inline.
 void post_to_io(op_ptr o, std::error_code ec);
-// From a pass run by the service's poll executor.
-void complete_on_poll_executor(op_ptr o, std::error_code ec);
 
 
 }  // namespace cuasync::detail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The watchdog's targets and the service through which their execution context tells them it is going.
 #include "watch_target.hpp"
 

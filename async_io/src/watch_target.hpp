@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal to io_watchdog: what it watches of one executor — the executor its heartbeats go through, and the
 // heartbeat's times. A service of the executor's execution context empties the target when the context shuts down, so

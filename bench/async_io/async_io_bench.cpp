@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/async_io: everything in one run, against raw driver baselines measured in the same process.
 //   1. round trip of a 20 µs kernel (launch → resumed coroutine), per policy, against busy cuEventQuery,
 //      cuStreamSynchronize, cuLaunchHostFunc + condition variable, and a blocking-sync event;
@@ -288,7 +289,8 @@ int main(int argc, char** argv) {
   rep.note("device", test::ctx().device().name());
   rep.note("kernel", "sleep_ns(20 us) for round trips, empty_kernel for throughput, sleep_ns(1 s) for CPU");
   rep.note("policies", "latency: in-executor, spin 2 ms, 10-200 us sleeps; balanced: in-executor for 150 us after "
-                       "activity, then the poller thread with 15 us-1 ms sleeps; efficient: poller thread, no spin, "
+                       "activity, its own timer until 5 ms (divisor 30), then the poller thread with sleeps up to 2 ms, "
+                       "predicted ends read closely by the io executor; efficient: poller thread, no spin, "
                        "50 us-5 ms sleeps");
 
   stream s = stream::create(test::ctx());

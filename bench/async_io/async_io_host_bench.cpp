@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/async_io host side: the completion service's CPU cost per awaited operation, without a GPU. A source whose
 // tokens are always done stands in for finished GPU work, so what is measured is the service: start_wait, the pass,
 // the hand-over to the executor and the coroutine's resumption.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A probe, not a benchmark of cuasync: what the driver charges for each way of learning that stream work finished,
 // so the completion source is chosen on figures.
 //   1. host cost per call: event record, stream write-value to mapped pinned memory, stream id, event and stream

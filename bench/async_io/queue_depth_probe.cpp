@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A probe, not a benchmark of cuasync: how much work the driver accepts on streams whose work cannot run (behind a
 // gate kernel) before an enqueue call blocks the calling thread until the GPU drains. These figures set the default
 // bounds of async_io's admission (docs/architecture.md, "Admission").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Hand-written raw-driver closed loops, the ceiling for "awaited operations per second": `slots` operations in
 // flight over `streams`, one thread, each slot relaunched (empty kernel) as soon as its completion is seen.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // A small harness for bench/ programs: timed samples → median / p99, results side by side with the raw driver API
 // (or a peer) as ratios, written as JSON and a markdown table. Header-only; no timing in unit tests.

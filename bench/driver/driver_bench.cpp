@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/driver: cuasync's driver layer against raw driver calls in the same process, side by side.
-//   launch()          vs cuLaunchKernel (host time per launch; empty kernel and a 4-argument kernel)
+//   launch()          vs cuLaunchKernel (host time per launch; empty kernel and a 4-argument kernel), and a C++
+//                     kernel (types checked) vs the extern "C" one (sizes only)
 //   launch() with tracing off vs the same launch without the hook check (what "off costs one branch" costs), and
 //                     with tracing on (the recorder, then NVTX only) vs off: the cost of the hooks, measured
 //   event.record()    vs cuEventRecord
@@ -7,6 +9,7 @@
 //   copy_async        vs cuMemcpyHtoDAsync / cuMemcpyDtoHAsync (pinned and pageable bandwidth)
 // Samples of the two sides alternate, so drift in the machine affects both alike.
 #include <cuasync/driver.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/recorder.hpp>
 
@@ -14,6 +17,7 @@
 #include "gpu.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 using namespace cuasync;
 namespace b = cuasync::bench;
@@ -86,6 +90,24 @@ int main(int argc, char** argv) {
     rep.add({.name = "launch, saxpy 4 args checked (host time)", .unit = "us", .ours = ours, .baseline = theirs,
              .baseline_name = "cuLaunchKernel", .target = "<= 1.05"});
   }
+  {
+    // The same kernel as C++ (a mangled name): each argument's type is checked too, against the extern "C" one's
+    // launch, which checks sizes only.
+    kernel_ref typed = test::kernels().kernel("_Z11typed_saxpyIfEvT_PKS0_PS0_i");
+    kernel_ref plain = test::kernels().kernel("saxpy");
+    if (typed.param_types().size() != 4) throw std::runtime_error("typed_saxpy's parameter types were not decoded");
+    device_buffer x = device_buffer::allocate(ctx, 4096), y = device_buffer::allocate(ctx, 4096);
+    float a = 2.f;
+    const float* xp = x.data<const float>();
+    float* yp = y.data<float>();
+    int n = 1024;
+    launch_config cfg{.grid = 4, .block = 256};
+    auto [ours, theirs] = alternate(
+        200, 500, [&] { launch(s, typed, cfg, a, xp, yp, n); }, [&] { launch(s, plain, cfg, a, xp, yp, n); }, sync);
+    rep.add({.name = "launch, C++ saxpy, 4 argument types checked (host time)", .unit = "us", .ours = ours,
+             .baseline = theirs, .baseline_name = "launch() of the extern \"C\" saxpy (sizes only)",
+             .target = "<= 1.02"});
+  }
   // ---- what tracing costs a launch: off (the one branch) and on
   {
     kernel_ref k = test::kernels().kernel("empty_kernel");
@@ -101,7 +123,7 @@ int main(int argc, char** argv) {
     auto [off, bare] = alternate(400, 500, [&] { launch(s, k, cfg); }, unhooked, sync);
     rep.add({.name = "launch, empty kernel, tracing off: launch() / launch without the hook check", .unit = "us",
              .ours = off, .baseline = bare, .baseline_name = "launch_unhooked", .target = "<= 1.01"});
-    // On: a GPU span (two pooled timing events), the host issue span, the watchdog slot bit off. The collector's
+    // On: a GPU span (one pooled timing event after the launch), the host issue span, the watchdog slot bit off. The collector's
     // thread converts spans meanwhile; the recorder is cleared between samples so its buffers stay small.
     // Samples alternate: the "between" after each sample flips the state (on for ours, off for the baseline).
     bool on_now = true;
@@ -123,7 +145,7 @@ int main(int argc, char** argv) {
                                 [&] { flip(set_recording); });
     set_recording(false);
     rep.add({.name = "launch, empty kernel, tracing on (recorder): launch() on / off", .unit = "us", .ours = on,
-             .baseline = off2, .baseline_name = "launch() with tracing off", .target = ""});
+             .baseline = off2, .baseline_name = "launch() with tracing off", .target = "<= 1.3"});
     on_now = true;
     trace::set_nvtx(true);
     auto [nvtx, off3] = alternate(200, 500, [&] { launch(s, k, cfg); }, [&] { launch(s, k, cfg); },
@@ -131,6 +153,39 @@ int main(int argc, char** argv) {
     trace::set_nvtx(false);
     rep.add({.name = "launch, empty kernel, NVTX ranges only: launch() on / off", .unit = "us", .ours = nvtx,
              .baseline = off3, .baseline_name = "launch() with NVTX off", .target = ""});
+    // The flight recorder (trace/flight_recorder.hpp): a ring slot per launch. Its watch thread runs (no stall
+    // check); only its hook bit is flipped between samples, which alternate and swap order every other sample. The
+    // budget is 50 ns per launch: the second row is the paired difference per launch, in ns.
+    {
+      trace::flight::options fo;
+      fo.stall = std::chrono::milliseconds(0);
+      fo.signal = 0;
+      fo.to_stderr = false;
+      trace::flight::enable(fo);
+      std::vector<double> with, without, added;
+      for (int i = 0; i < 400; ++i) {
+        double t[2];
+        for (int v = 0; v < 2; ++v) {
+          const bool flown = (v == 0) == (i % 2 == 0);
+          trace::set_flight(flown);
+          const auto t0 = b::clock::now();
+          for (int j = 0; j < 500; ++j) launch(s, k, cfg);
+          t[flown ? 0 : 1] = b::us_since(t0) / 500;
+          sync();
+        }
+        with.push_back(t[0]);
+        without.push_back(t[1]);
+        added.push_back((t[0] - t[1]) * 1e3);
+      }
+      trace::flight::disable();
+      trace::flight::reset();
+      rep.add({.name = "launch, empty kernel, flight recorder on: launch() on / off", .unit = "us",
+               .ours = b::summarize(with), .baseline = b::summarize(without),
+               .baseline_name = "launch() with every hook off", .target = "<= 1.02"});
+      rep.add({.name = "launch, flight recorder: host time added per launch (paired samples)", .unit = "ns",
+               .ours = b::summarize(added), .baseline = b::summarize(added), .baseline_name = "itself",
+               .target = "<= 50 (absolute)"});
+    }
   }
   // ---- event record
   {

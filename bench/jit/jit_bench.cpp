@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/jit: what a framework pays to get compiled code.
 //   cold compile        NVRTC compiling two templated kernels, in a fresh process and in a warm one (no cache)
 //   memory hit          compiler::compile on a program already compiled in this process
@@ -7,13 +8,15 @@
 //   PCH                 a header-heavy kernel (<cub/block/block_reduce.cuh>, <cuda/std/complex>) with and without
 //                       precompiled headers
 // The fresh-process measurements re-execute /proc/self/exe with a mode flag and read the child's timings.
+//   farm                `cuasync_jit_bench OUTPUT_DIR farm [KERNELS] [WORKERS]`: cold compiles of many distinct kernels
+//                       through the compile farm against one thread and threads of one process (farm_mode.cpp)
 // No GPU needed. Usage: cuasync_jit_bench OUTPUT_DIR
 #include <cuasync/jit.hpp>
 
 #include "bench.hpp"
+#include "farm_mode.hpp"
+#include "run_self.hpp"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,14 +27,14 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
-
 namespace {
 
 using namespace cuasync;
 namespace fs = std::filesystem;
 using cuasync::bench::clock;
 using cuasync::bench::us_since;
+using cuasync::bench::field;
+using cuasync::bench::run_self;
 
 // A 2-D stencil and a tiled transpose, both templates: a typical small framework kernel.
 const char* const templates_source = R"(
@@ -89,44 +92,6 @@ std::string nonce() {
   return std::to_string(rng());
 }
 
-// Runs this program again with `args`; returns its stdout.
-std::string run_self(const std::vector<std::string>& args) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<std::string> all{"/proc/self/exe"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
-  }
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("child failed: " + out);
-  return out;
-}
-
-// The value after "key=" in a child's output.
-double field(const std::string& out, const std::string& key) {
-  const auto pos = out.find(key + "=");
-  if (pos == std::string::npos) throw std::runtime_error("child output lacks " + key + ": " + out);
-  return std::stod(out.substr(pos + key.size() + 1));
-}
-
 // Child modes. A disk-hit child times its whole path from entry: opening the cache, whatever NVRTC loading that
 // needs (none when the cache's nvrtc-identity record vouches for the NVRTC this process would load), the hit.
 // "--child-disk-hit-loaded" loads NVRTC first inside the timed region (what every disk hit paid before the record).
@@ -169,7 +134,9 @@ bench::stats time_ms(int samples, auto&& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]).starts_with("--child-farm-")) return bench::farm_child(argc, argv);
   if (argc > 1 && std::string(argv[1]).starts_with("--child-")) return child(argv[1], argc > 2 ? argv[2] : "");
+  if (argc > 2 && std::string(argv[2]) == "farm") return bench::farm_mode(argc, argv);
   const std::string out_dir = bench::output_dir(argc, argv);
   const fs::path scratch = fs::temp_directory_path() / ("cuasync-jit-bench-" + std::to_string(::getpid()));
   fs::remove_all(scratch);

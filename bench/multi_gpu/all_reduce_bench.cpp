@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // All-reduce through cuasync (collectives on cuasync streams, tracked buffers, awaited through the engine) against
 // raw NCCL calls on raw streams with the same communicators, variants alternating sample by sample.
 #include "multi_gpu_bench.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/multi_gpu: what cuasync costs on several GPUs, against the raw calls in the same process.
 //   cuasync_multi_gpu_bench OUT [--quick]   one process driving both GPUs, then two children, one per GPU
 // Writes OUT/multi_gpu.{json,md} (this process) and OUT/multi_gpu_per_process.{json,md} (rank 0's child).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Shared by the parts of bench/multi_gpu: two devices' runtimes and streams, and the timing of a batch.
 #include "bench.hpp"

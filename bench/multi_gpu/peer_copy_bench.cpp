@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Peer copy bandwidth through the runtime (tracked buffers, runtime::copy_peer_async) against raw
 // cuMemcpyPeerAsync on raw streams, variants alternating sample by sample.
 #include "multi_gpu_bench.hpp"

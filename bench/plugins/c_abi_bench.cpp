@@ -1,25 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench/plugins: what the C ABI costs over the C++ API, and how fast its fd wakes a host up.
 //   1. a launch and its completion, closed loop (the next launch once the completion is seen): through the C ABI
 //      (completion records drained by a polling consumer, from a queue whose fd it never asked for, and from one whose
 //      fd was handed out, which costs an eventfd write and read a completion) against the C++ API (cuasync::launch and
 //      the engine's callbacks, a polled flag), alternating;
 //   2. the round trip of a 20 µs kernel seen through the fd (poll() sleeping on it, then a drain) against the raw
-//      busy query (launch, record, spin on cuEventQuery).
+//      busy query (launch, record, spin on cuEventQuery);
+//   3. the launch alone of a C++ kernel with its arguments' types (ABI 1.4) against its extern "C" twin by size only:
+//      what the type check costs (target <= 1.02).
 // Usage: cuasync_c_abi_bench [output folder] [libcuasync.so]   (writes c_abi.json and c_abi.md)
 #include <cuasync/cuasync.h>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 
 #include "bench.hpp"
+#include "c_abi_loader.hpp"
 #include "gpu.hpp"
 
-#include <dlfcn.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <vector>
 
 using namespace cuasync;
 using bench_clock = cuasync::bench::clock;
@@ -28,20 +33,16 @@ using cuasync::bench::us_since;
 
 namespace {
 const cuasync_api* api;
+using cuasync::bench::must;
 const launch_config one{.grid = 1, .block = 1};
 constexpr unsigned long long kernel_ns = 20'000;
 
-void must(cuasync_error* e, const char* what) {
-  if (!e) return;
-  cuasync_error_info_args info{};
-  info.struct_size = sizeof info;
-  info.error = e;
-  api->error_info(&info);
-  std::fprintf(stderr, "%s: %s\n", what, info.message);
-  std::exit(1);
+const char* source = R"(template <class T> __global__ void scale(T* x, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
 }
-
-const char* source = R"(extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void scale_f32_as_extern(float* x, float a, int n) { scale<float>(x, a, n); }
+extern "C" __global__ void empty_kernel() {}
 extern "C" __global__ void sleep_ns(unsigned long long ns) {
   unsigned long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -52,6 +53,7 @@ struct c_side {
   cuasync_runtime rt;
   cuasync_stream stream;
   cuasync_kernel empty, sleep;
+  cuasync_kernel typed, untyped;  // scale<float> and its extern "C" twin
   cuasync_queue queue;   // its fd handed out
   cuasync_queue polled;  // drained by polling only: its fd never asked for
   int fd;
@@ -70,13 +72,20 @@ c_side setup_c(CUstream native) {
   cc.runtime = c.rt;
   cc.name = "bench.cu";
   cc.source = source;
+  const char* expressions[] = {"scale<float>"};
+  cc.name_expressions = expressions;
+  cc.num_name_expressions = 1;
   must(api->compile(&cc), "compile");
   cuasync_kernel_get_args k1{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "empty_kernel", nullptr, 0};
   cuasync_kernel_get_args k2{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "sleep_ns", nullptr, 0};
-  must(api->kernel_get(&k1), "kernel_get");
-  must(api->kernel_get(&k2), "kernel_get");
+  cuasync_kernel_get_args k3{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "scale<float>", nullptr, 0};
+  cuasync_kernel_get_args k4{CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "scale_f32_as_extern", nullptr, 0};
+  for (auto* k : {&k1, &k2, &k3, &k4}) must(api->kernel_get(k), "kernel_get");
+  if (k3.typed != 1 || k4.typed != 0) throw std::runtime_error("c_abi_bench: scale<float> is not typed");
   c.empty = k1.kernel;
   c.sleep = k2.kernel;
+  c.typed = k3.kernel;
+  c.untyped = k4.kernel;
   cuasync_queue_create_args qc{CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, nullptr};
   must(api->queue_create(&qc), "queue_create");
   c.queue = qc.queue;
@@ -117,6 +126,26 @@ struct flag_callback final : completion_callback {
   std::atomic<bool> done{false};
   void complete(std::error_code) noexcept override { done.store(true, std::memory_order_release); }
 };
+
+// The places of a batch of launches, given back when the event after the last of them completes (as the C ABI does
+// for launches without a completion): the like-for-like reference of the C ABI's launch alone.
+struct places_back final : completion_callback {
+  std::vector<admission_ticket> places;
+  void complete(std::error_code) noexcept override { delete this; }
+};
+void admitted_launch(stream_ref s, kernel_ref k, const admission_site& site, std::vector<admission_ticket>& batch) {
+  admission_ticket t = cuda_completion_source::instance().try_admit(site);
+  if (!t) throw std::runtime_error("c_abi_bench: no admission place (the bench keeps 32 in flight)");
+  launch(s, k, one);
+  batch.push_back(std::move(t));
+  if (batch.size() < 16) return;
+  admission_ticket last = std::move(batch.back());
+  batch.pop_back();
+  auto* c = new places_back;
+  c->places = std::move(batch);
+  batch.clear();
+  completion_callbacks::instance().wait(cuda_completion_source::instance().record(s, std::move(last)).into_target(), c);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,21 +156,9 @@ int main(int argc, char** argv) {
   }
   const std::string out = bench::output_dir(argc, argv);
   // The library: argv[2], else beside this build (bench/plugins/../../plugins), else where it was built.
-  std::string path = argc > 2 ? argv[2] : "";
-  if (path.empty()) {
-    char self[4096] = {};
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    const std::string exe = n > 0 ? std::string(self, n) : "";
-    path = exe.substr(0, exe.rfind('/')) + "/../../plugins/libcuasync.so";
-    if (::access(path.c_str(), R_OK) != 0) path = CUASYNC_C_ABI_LIBRARY;
-  }
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    std::fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 2;
-  }
-  auto get_api = reinterpret_cast<cuasync_get_api_fn>(dlsym(lib, "cuasync_get_api"));
-  must(get_api(CUASYNC_ABI_MAJOR, &api), "cuasync_get_api");
+  // The library: argv[2], else beside this build, else where it was built.
+  if (!bench::load_c_abi(argc > 2 ? argv[2] : "", CUASYNC_C_ABI_LIBRARY)) return 2;
+  api = bench::c_abi();
 
   stream s = stream::create(test::ctx());
   const c_side c = setup_c(s.get());
@@ -197,16 +214,41 @@ int main(int argc, char** argv) {
 
   // Where the difference lies: the launch alone (32 at a time, then the stream drains) and the completion alone (a
   // wait on an idle stream, seen through the fd queue or the engine's callback), alternating.
-  std::vector<double> c_launch, cpp_launch, c_done, cpp_done;
+  std::vector<double> c_launch, cpp_launch, admitted_launch_us, c_done, cpp_done, typed_us, untyped_us;
+  const admission_site launch_site = cuda_completion_source::instance().site_of(s);
+  std::vector<admission_ticket> places;
+  places.reserve(16);
   cuasync_launch_args plain{};
   plain.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
   plain.stream = c.stream;
   plain.kernel = c.empty;
   plain.grid[0] = plain.block[0] = 1;
+  // scale<float>(x, a, n) with n = 0 (nothing is read): typed, and its extern "C" twin by size.
+  const std::uint64_t x = 0;
+  const float a = 2.0f;
+  const std::int32_t n = 0;
+  const cuasync_kernel_arg scale_args[3] = {{&x, sizeof x}, {&a, sizeof a}, {&n, sizeof n}};
+  const std::uint32_t scale_types[3] = {CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F32), CUASYNC_ARG_F32, CUASYNC_ARG_I32};
+  cuasync_launch_args typed = plain, untyped = plain;
+  typed.kernel = c.typed;
+  untyped.kernel = c.untyped;
+  typed.args = untyped.args = scale_args;
+  typed.num_args = untyped.num_args = 3;
+  typed.arg_types = scale_types;
   for (int r = 0; r < reps + 1; ++r) {
-    double c_us = 0, cpp_us = 0;
+    double c_us = 0, cpp_us = 0, admitted_us = 0, typed_batch_us = 0, untyped_batch_us = 0;
     for (int batch = 0; batch < per / 32; ++batch) {
       auto t0 = bench_clock::now();
+      for (int i = 0; i < 32; ++i) must(api->launch(&typed), "launch");
+      typed_batch_us += us_since(t0);
+      s.synchronize();
+      completion_callbacks::instance().poll_once();  // their places back, outside the timed batches
+      t0 = bench_clock::now();
+      for (int i = 0; i < 32; ++i) must(api->launch(&untyped), "launch");
+      untyped_batch_us += us_since(t0);
+      s.synchronize();
+      completion_callbacks::instance().poll_once();
+      t0 = bench_clock::now();
       for (int i = 0; i < 32; ++i) must(api->launch(&plain), "launch");
       c_us += us_since(t0);
       s.synchronize();
@@ -214,6 +256,11 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 32; ++i) launch(s, empty, one);
       cpp_us += us_since(t0);
       s.synchronize();
+      t0 = bench_clock::now();
+      for (int i = 0; i < 32; ++i) admitted_launch(s, empty, launch_site, places);
+      admitted_us += us_since(t0);
+      s.synchronize();
+      completion_callbacks::instance().poll_once();  // the places back before the next batch, as the C ABI's admit does
     }
     auto t0 = bench_clock::now();
     for (int i = 0; i < per / 4; ++i) {
@@ -238,10 +285,21 @@ int main(int argc, char** argv) {
     if (r == 0) continue;
     c_launch.push_back(c_us / per);
     cpp_launch.push_back(cpp_us / per);
+    admitted_launch_us.push_back(admitted_us / per);
+    typed_us.push_back(typed_batch_us / per);
+    untyped_us.push_back(untyped_batch_us / per);
     c_done.push_back(c_wait);
     cpp_done.push_back(cpp_wait);
   }
-  rep.add({"launch alone, C ABI", "us", summarize(c_launch), summarize(cpp_launch), "cuasync::launch", true, ""});
+  rep.add({"launch alone, C ABI", "us", summarize(c_launch), summarize(cpp_launch), "cuasync::launch", true,
+           "<= 1.10"});
+  // Like for like: the C++ launch taking a place per launch and giving places back in batches of 16, as the C ABI's.
+  rep.add({"launch alone, C ABI", "us", summarize(c_launch), summarize(admitted_launch_us),
+           "cuasync::launch with a place (try_admit, given back per 16)", true, ""});
+  rep.add({"launch alone, C++ with a place per launch", "us", summarize(admitted_launch_us), summarize(cpp_launch),
+           "cuasync::launch", true, ""});
+  rep.add({"launch alone, C ABI, scale<float> with its 3 arguments' types (ABI 1.4)", "us", summarize(typed_us),
+           summarize(untyped_us), "its extern \"C\" twin, sizes only", true, "<= 1.02"});
   rep.add({"completion alone (idle stream), C ABI queue drained by polling", "us", summarize(c_done), summarize(cpp_done),
            "C++ record + engine callback", true, ""});
 

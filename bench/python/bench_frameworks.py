@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """cuasync from Python beside PyTorch and CuPy, in one process, variants alternated (the machine is noisy).
 
 1. Launch overhead (host time per call, small tensors so the GPU keeps up): the cuasync custom op vs the equivalent
@@ -10,6 +11,7 @@ Usage: python3 bench/python/bench_frameworks.py [--json OUT.json] [--markdown OU
 """
 import argparse
 import asyncio
+import copy
 import json
 import os
 import statistics
@@ -32,6 +34,13 @@ extern "C" __global__ void scale_add(const float* x, const float* y, float* out,
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i < n) out[i] = a * x[i] + y[i];
 }
+extern "C" __global__ void two(unsigned long long* out, unsigned long long v) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = v;
+}
+extern "C" __global__ void add3(const float* a, const float* b, const float* c, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = a[i] + b[i] + c[i];
+}
 """
 
 
@@ -53,7 +62,9 @@ def launch_overhead(rounds, calls):
     ct.scale_add.warm_up()
     variants = {
         "torch.add (PyTorch op)": lambda: torch.add(y, x, alpha=2.0),
-        "cuasync::scale_add (custom op)": lambda: torch.ops.cuasync.scale_add(x, y, 2.0),
+        # The C++ ops (CUASYNC_TORCH_OPS=native, or built earlier) or the Python custom op: one per process.
+        f"cuasync::scale_add ({'C++ dispatch' if ct.implementation() == 'native' else 'custom op'})":
+            lambda: torch.ops.cuasync.scale_add(x, y, 2.0),
         "cuasync launch on torch's stream (untracked)": lambda: ct.launch(k, grid, 256, x, y, out, 2.0, n),
     }
     s = cuasync.Stream()
@@ -68,6 +79,7 @@ def launch_overhead(rounds, calls):
         variants["CuPy RawKernel"] = lambda: raw((grid,), (256,), (cx, cy, co, a32, n64))
     except ImportError:
         pass
+    variants.update(_fast_path_variants(mod, s, x, y, out, n))
     per_call = {name: [] for name in variants}
     for r in range(rounds + 1):
         for name, f in variants.items():
@@ -83,10 +95,120 @@ def launch_overhead(rounds, calls):
     s.synchronize()
     base = statistics.median(per_call["torch.add (PyTorch op)"])
     rows = []
-    for name, xs in per_call.items():
+    for name, xs in sorted(per_call.items(), key=lambda kv: _ORDER.get(kv[0], 0)):
         med = statistics.median(xs)
         rows.append({"variant": name, "us_per_call_p50": round(med, 2), "us_per_call_p99": round(pct(xs, 99), 2),
                      "vs_torch_op": round(med / base, 3)})
+    return rows
+
+
+_ORDER = {}  # rows of one comparison next to each other in the table
+
+
+def _ctypes_twin(kernel):
+    """The same kernel with the compiled fast path switched off (its ctypes path), for an A/B in one process."""
+    twin = copy.copy(kernel)
+    twin._fast = None
+    return twin
+
+
+def _fast_path_variants(mod, s, x, y, out, n):
+    """The issue-28 comparisons: a 2-argument launch (cuasync tracked and untracked, their ctypes path, cuda.core),
+    a 4-tensor launch on PyTorch's stream beside CuPy with the same tensors."""
+    import torch
+    import cuasync.torch as ct
+    v = {}
+    two, add3 = mod.two, mod.add3
+    cell = cuasync.empty(1, "uint64", stream=s)
+    v["2 args: cuasync launch, tracked"] = lambda: two.launch(s, 1, 32, cell, 7)
+    v["2 args: cuasync launch_untracked"] = lambda: two.launch_untracked(s, 1, 32, cell, 7)
+    slow = _ctypes_twin(two)
+    v["2 args: cuasync launch, tracked (ctypes path)"] = lambda: slow.launch(s, 1, 32, cell, 7)
+    v["2 args: cuasync launch_untracked (ctypes path)"] = lambda: slow.launch_untracked(s, 1, 32, cell, 7)
+    try:
+        try:
+            from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+        except ImportError:
+            from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+        import numpy as np
+        dev = Device(0)
+        dev.set_current()
+        arch = "".join(str(d) for d in dev.compute_capability)
+        kernel = Program(SPIN, code_type="c++", options=ProgramOptions(arch=f"sm_{arch}")).compile("cubin") \
+            .get_kernel("two")
+        cstream = dev.create_stream()
+        config = LaunchConfig(grid=1, block=32)
+        cargs = (np.uint64(cell.ptr), np.uint64(7))
+        launch(cstream, config, kernel, *cargs)
+        cstream.sync()
+        v["2 args: cuda.core launch"] = lambda: launch(cstream, config, kernel, *cargs)
+    except Exception as e:  # noqa: BLE001 - a peer missing or changed: reported, the rest still runs
+        print(f"bench: cuda.core skipped: {type(e).__name__}: {e}", file=sys.stderr)
+    z = torch.randn(n, device="cuda")
+    grid = n // 256
+    v["4 tensors: cuasync launch on torch's stream (untracked)"] = lambda: ct.launch(add3, grid, 256, x, y, z, out)
+    slow3 = _ctypes_twin(add3)
+    v["4 tensors: cuasync launch on torch's stream (untracked, ctypes path)"] = \
+        lambda: ct.launch(slow3, grid, 256, x, y, z, out)
+    v["4 tensors: cuasync launch, tracked (own stream, ordered after torch's)"] = \
+        lambda: add3.launch(s, grid, 256, x, y, z, out)
+    try:
+        import cupy as cp
+        raw = cp.RawModule(code=SPIN).get_function("add3")
+        cx, cy, cz, co = (cp.asarray(t) for t in (x, y, z, out))
+        v["4 tensors: CuPy RawKernel (same tensors)"] = lambda: raw((grid,), (256,), (cx, cy, cz, co))
+    except ImportError:
+        pass
+    for i, name in enumerate(v):
+        _ORDER[name] = 100 + i
+    return v
+
+
+def dlpack_import(count):
+    """DLPack import of a torch tensor: the C exchange API's own cost (ns per tensor, measured in C) beside
+    `__dlpack__` (a capsule made and dropped, from Python), and cuasync.from_dlpack + free through each."""
+    import torch
+    from cuasync import _fastpath
+    fast = _fastpath.get()
+    x = torch.randn(1024, device="cuda")
+    s = cuasync.Stream()
+    rows = []
+    if fast is not None and fast.exchange_version(x) is not None:
+        owning, borrowed = fast.time_exchange(x, count)
+        rows.append({"variant": "C exchange API: owning tensor + deleter (C loop)", "ns_per_tensor": round(owning)})
+        if borrowed is not None:
+            rows.append({"variant": "C exchange API: borrowed DLTensor (C loop)", "ns_per_tensor": round(borrowed)})
+    try:
+        x.__dlpack__(stream=-1)
+        handshake = -1  # no synchronization, as the exchange API's calls
+    except (TypeError, ValueError, BufferError):
+        handshake = None
+    t0 = time.perf_counter()
+    for _ in range(count):
+        x.__dlpack__(stream=handshake)
+    rows.append({"variant": f"__dlpack__(stream={handshake}) capsule made and dropped (Python loop)",
+                 "ns_per_tensor": round((time.perf_counter() - t0) / count * 1e9)})
+
+    def imports(label):
+        k = max(1, count // 10)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            cuasync.from_dlpack(x, stream=s).free()
+        rows.append({"variant": label, "ns_per_tensor": round((time.perf_counter() - t0) / k * 1e9)})
+    if fast is not None:
+        imports("cuasync.from_dlpack + free, through the C exchange API")
+        saved = fast.dlpack_import
+        try:
+            fast.dlpack_import = lambda obj: None
+        except AttributeError:
+            saved = None
+        if saved is not None:
+            imports("cuasync.from_dlpack + free, through __dlpack__ (the fast path otherwise on)")
+            fast.dlpack_import = saved
+    else:
+        imports("cuasync.from_dlpack + free, through __dlpack__ (ctypes path)")
+    s.synchronize()
+    cuasync.collect()
     return rows
 
 
@@ -134,6 +256,13 @@ async def round_trips(blocks, per_block, kernel_ns, use_uvloop):
     for name, xs in samples.items():
         rows.append({"variant": name, "loop": "uvloop" if use_uvloop else "asyncio", "p50_us": round(pct(xs, 50), 1),
                      "p99_us": round(pct(xs, 99), 1), "p50_vs_synchronize": round(pct(xs, 50) / base, 3)})
+    # The process's CPU (every thread: cuasync's too) while one 1 s kernel is awaited: the loop must sleep on the fd.
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await spin.launch(s, 1, 1, 1_000_000_000)
+    cpu = (time.process_time() - cpu0) / (time.perf_counter() - t0)
+    rows.append({"variant": "process CPU while a 1 s kernel is awaited (fraction of a core)",
+                 "loop": "uvloop" if use_uvloop else "asyncio", "p50_us": None, "p99_us": None,
+                 "p50_vs_synchronize": None, "cpu_fraction": round(cpu, 4)})
     return rows
 
 
@@ -174,8 +303,16 @@ def main():
             trips += run_loop(lambda: round_trips(blocks, per_block, 20_000, use_uvloop), use_uvloop)
         except ImportError:
             pass
-    result = {"commit": commit(), "launch_overhead": launches, "asyncio_round_trip_20us_kernel": trips}
+    try:
+        dl = dlpack_import(2000 if a.quick else 20000)
+    except Exception as e:  # noqa: BLE001 - reported; the tables above stand
+        dl = [{"variant": f"failed: {type(e).__name__}: {e}", "ns_per_tensor": None}]
+    from cuasync import _fastpath
+    fast = _fastpath.get()
+    result = {"commit": commit(), "fast_path": fast.__file__ if fast is not None else None,
+              "launch_overhead": launches, "asyncio_round_trip_20us_kernel": trips, "dlpack_import": dl}
     md = [f"# cuasync from Python beside PyTorch and CuPy (commit {result['commit']})", "",
+          f"Fast path (cuasync._fast): {result['fast_path'] or 'not in use (ctypes)'}", "",
           "Launch overhead, host time per call (1,024 floats; medians of rounds of calls, variants alternated):", "",
           "| variant | us/call p50 | p99 | vs torch.add |", "|---|---|---|---|"]
     md += [f"| {r['variant']} | {r['us_per_call_p50']} | {r['us_per_call_p99']} | {r['vs_torch_op']} |"
@@ -183,7 +320,10 @@ def main():
     md += ["", "asyncio round trip of a 20 us kernel (launch, then learn it finished):", "",
            "| loop | variant | p50 us | p99 us | p50 vs synchronize |", "|---|---|---|---|---|"]
     md += [f"| {r['loop']} | {r['variant']} | {r['p50_us']} | {r['p99_us']} | {r['p50_vs_synchronize']} |"
+           if "cpu_fraction" not in r else f"| {r['loop']} | {r['variant']} | {r['cpu_fraction']} | | |"
            for r in trips]
+    md += ["", "DLPack import of a torch tensor (1,024 floats):", "", "| variant | ns per tensor |", "|---|---|"]
+    md += [f"| {r['variant']} | {r['ns_per_tensor']} |" for r in dl]
     text = "\n".join(md) + "\n"
     print(text)
     if a.json:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Where an awaited launch's round trip goes, from Python (a probe, not a benchmark: it prints medians of each
 stage on the machine it runs on). 20 us kernel unless --ns says otherwise.
 

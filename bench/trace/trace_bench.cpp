@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What tracing costs on the host, each beside what it adds to: a hook with recording off against the same loop without
 // it; a host scope with recording on against the two clock reads it must make; a record from one thread and from two
 // at once against building the same span; and (as notes) snapshot and export times per span.
 #include <cuasync/trace.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 
 #include "bench.hpp"
 
@@ -132,6 +134,41 @@ int main(int argc, char** argv) {
   }
   r.add(ns("record, two threads at once, reused memory", two, one, "one thread"));
   trace::disable();
+
+  // The flight recorder (trace/flight_recorder.hpp): one operation noted in a stream's ring (what every launch pays
+  // with it on), against the same loop's work alone; samples alternate.
+  {
+    trace::flight::options o;
+    o.stall = std::chrono::milliseconds(0);
+    o.signal = 0;
+    o.to_stderr = false;
+    trace::flight::enable(o);
+    trace::flight::ring* ring = trace::flight::open_ring(reinterpret_cast<void*>(0x1000), {.device = 0});
+    trace::flight::op op;
+    op.call = "cuLaunchKernelEx";
+    op.name = "a_kernel_name_longer_than_the_small_string_buffer";
+    op.grid[0] = op.block[0] = 1;
+    op.params = 4;
+    std::uint64_t x = 1;
+    std::vector<double> noted, plain;
+    for (int i = 0; i < samples; ++i) {
+      noted.push_back(bench::measure_us(1, iters, [&] {
+        work(x);
+        op.bytes = x;
+        const trace::flight::mark m = trace::flight::note(ring, op);
+        trace::flight::set_status(m, trace::flight::status::enqueued);
+      }).median);
+      plain.push_back(bench::measure_us(1, iters, [&] {
+        work(x);
+        op.bytes = x;
+      }).median);
+    }
+    sink += x;
+    r.add(ns("flight recorder: one operation noted (ring slot and status)", bench::summarize(noted),
+             bench::summarize(plain), "the loop's work alone"));
+    trace::flight::disable();
+    trace::flight::reset();
+  }
 
   // Exports, per span.
   const auto t0 = bench::clock::now();

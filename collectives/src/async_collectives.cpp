@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The non-template part of async_collectives.hpp (no Asio here: the header instantiates the initiation).
 #include <cuasync/collectives/collective_ops.hpp>
 #include <cuasync/driver/error.hpp>

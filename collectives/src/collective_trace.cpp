@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Collectives on the timeline (collective_trace.hpp).
 #include "collective_trace.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: collectives on the timeline (trace/hooks.hpp). Each NCCL call is a `collective` span on its stream's lane,
 // between two timing events, and its issue a span on the calling thread's lane. Inside a group NCCL launches the

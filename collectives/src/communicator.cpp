@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/collectives/communicator.hpp>
 #include <cuasync/collectives/detail/clique.hpp>
 #include <cuasync/collectives/nccl_error.hpp>

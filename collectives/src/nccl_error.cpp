@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/collectives/detail/nccl_api.hpp>
 #include <cuasync/collectives/nccl_error.hpp>
 

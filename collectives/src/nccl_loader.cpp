@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Loads NCCL at run time, as driver/src/loader.cpp loads libcuda: `$CUASYNC_LIBNCCL` alone when set; otherwise
 // `libnccl.so.2` through the loader's search path, then the copies pip installs into Python environments
 // (`site-packages/nvidia/nccl/lib`), which are not on any search path (PyTorch finds its own through its RPATH).

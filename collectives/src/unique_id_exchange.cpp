@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/collectives/unique_id_exchange.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/unique_fd.hpp>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include "gpu_span_collector.hpp"
@@ -154,6 +156,8 @@ primary_context& primary_context::operator=(primary_context&& o) noexcept {
 
 primary_context::~primary_context() {
   if (ctx_) {
+    // Frees handed to the reaper are made while the context is alive: this release may be its last.
+    drain_deferred_frees();
     detail::forget_context_for_trace(ctx_);
     CUdevice dev = 0;
     if (driver().cuDeviceGet(&dev, device_) == CUDA_SUCCESS) driver().cuDevicePrimaryCtxRelease(dev);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/copy.hpp>
 
 #include <cuasync/driver/detail/instrumented_op.hpp>
@@ -54,7 +55,7 @@ void enqueue(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, stream_ref s, 
     const trace::category c = detail::current_copy_category();
     std::string name = lane == trace::lane_kind::copy_h2d ? "H2D" : lane == trace::lane_kind::copy_d2h ? "D2H" : "D2D";
     name += c == trace::category::staged_copy_chunk ? " staged chunk" : " copy";
-    detail::instrumented_op op(hooks, s, {c, lane, "cuMemcpyAsync", std::move(name), bytes, src, dst, 0, host_side});
+    detail::instrumented_op op(hooks, s, {c, lane, "cuMemcpyAsync", std::move(name), bytes, src, dst, 0, host_side, w});
     enqueue_unhooked(dst, src, bytes, s, direction, w);
     op.enqueued();
     return;
@@ -100,7 +101,7 @@ void copy_peer_async(stream_ref s, device_span dst, context_ref dst_ctx, device_
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     op.emplace(hooks, s, detail::gpu_op{.category = trace::category::copy, .lane = trace::lane_kind::copy_p2p,
                                         .call = "cuMemcpyPeerAsync", .name = "peer copy", .bytes = src.size,
-                                        .src = src.ptr, .dst = dst.ptr});
+                                        .src = src.ptr, .dst = dst.ptr, .where = w});
   if (CUresult r = driver().cuMemcpyPeerAsync(dst.ptr, dst_ctx.get(), src.ptr, src_ctx.get(), src.size, s.get());
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemcpyPeerAsync",
@@ -118,7 +119,7 @@ void memset_async(stream_ref s, device_span dst, std::uint8_t value, std::source
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     op.emplace(hooks, s,
                detail::gpu_op{.category = trace::category::memset, .call = "cuMemsetD8Async", .name = "memset",
-                              .bytes = dst.size, .dst = dst.ptr});
+                              .bytes = dst.size, .dst = dst.ptr, .where = w});
   if (CUresult r = driver().cuMemsetD8Async(dst.ptr, value, dst.size, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemsetD8Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
   if (op) op->enqueued();
@@ -135,7 +136,7 @@ void memset32_async(stream_ref s, device_span dst, std::uint32_t value, std::sou
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     op.emplace(hooks, s,
                detail::gpu_op{.category = trace::category::memset, .call = "cuMemsetD32Async", .name = "memset",
-                              .bytes = dst.size, .dst = dst.ptr});
+                              .bytes = dst.size, .dst = dst.ptr, .where = w});
   if (CUresult r = driver().cuMemsetD32Async(dst.ptr, value, dst.size / 4, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuMemsetD32Async", std::to_string(dst.size) + " bytes on " + s.describe(), w);
   if (op) op->enqueued();

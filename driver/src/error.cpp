@@ -1,4 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/driver/driver_log.hpp>
 #include <cuasync/driver/error.hpp>
 
 #include <cstdio>
@@ -47,16 +49,20 @@ class cu_category_impl final : public std::error_category {
   }
 };
 
+// `where` null: without the call site (cuda_error::cause).
 std::string compose(const std::error_code& code, const std::string& api, const std::string& detail,
-                    const std::source_location& where) {
+                    const std::string& driver_log, const std::source_location* where) {
   std::string msg = api + ": " + code.message();
   if (!detail.empty()) msg += " [" + detail + "]";
-  const char* file = where.file_name();
-  if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
-  msg += " at " + std::string(file) + ":" + std::to_string(where.line()) + " in " + where.function_name();
+  if (where) {
+    const char* file = where->file_name();
+    if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
+    msg += " at " + std::string(file) + ":" + std::to_string(where->line()) + " in " + where->function_name();
+  }
   if (code.category() == cu_category() && is_sticky(static_cast<CUresult>(code.value())))
     msg += ". The error is sticky: the context can run nothing more. Destroy every object of the context (for a "
            "primary context: release it everywhere) and start anew";
+  if (!driver_log.empty()) msg += "; the driver says: " + driver_log;
   return msg;
 }
 
@@ -68,11 +74,18 @@ const std::error_category& cu_category() noexcept {
 }
 
 cuda_error::cuda_error(std::error_code code, std::string api, std::string detail, std::source_location where)
+    : cuda_error(code, std::move(api), std::move(detail), std::string(), where) {}
+
+cuda_error::cuda_error(std::error_code code, std::string api, std::string detail, std::string driver_log,
+                       std::source_location where)
     : std::system_error(code),
       api_(std::move(api)),
       detail_(std::move(detail)),
+      driver_log_(std::move(driver_log)),
       where_(where),
-      text_(compose(code, api_, detail_, where)) {}
+      text_(compose(code, api_, detail_, driver_log_, &where)) {}
+
+std::string cuda_error::cause() const { return compose(code(), api_, detail_, driver_log_, nullptr); }
 
 CUresult cuda_error::result() const noexcept {
   return code().category() == cu_category() ? static_cast<CUresult>(code().value()) : CUDA_ERROR_UNKNOWN;
@@ -104,8 +117,22 @@ bool is_sticky(CUresult r) noexcept {
 
 namespace detail {
 
+std::string cause_of(const std::exception_ptr& failure) noexcept {
+  try {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const cuda_error& e) {
+      return e.cause();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  } catch (...) {
+  }
+  return "an unknown error";
+}
+
 void throw_cu(CUresult r, const char* api, std::string what, std::source_location where) {
-  throw cuda_error(make_error_code(r), api, std::move(what), where);
+  throw cuda_error(make_error_code(r), api, std::move(what), take_driver_log(api), where);
 }
 
 void throw_invalid(const char* api, std::string what, std::source_location where) {

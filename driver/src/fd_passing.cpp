@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // SCM_RIGHTS over a Unix socket: the descriptor travels with the payload's first byte; the rest of the payload may
 // follow in further writes on a stream socket.
 #include <cuasync/driver/fd_passing.hpp>

@@ -1,7 +1,12 @@
-// The collector of GPU spans (gpu_span_collector.hpp): per-context timing-event pools and references, per-stream
-// queues, one thread that converts completed pairs into spans, and the drain trace::snapshot() runs first.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// The collector of GPU spans (gpu_span_collector.hpp): per-context timing-event pools and per-stream queues (their
+// state in gpu_span_state.hpp), the passes that convert completed end events into spans — run by the engine's poller
+// where it is linked (gpu_span_pump.hpp), else by a thread of the collector's own — and the drain trace::snapshot()
+// runs first.
 #include "gpu_span_collector.hpp"
+#include "gpu_span_state.hpp"
 
+#include <cuasync/driver/detail/gpu_span_pump.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/trace/clock.hpp>
 #include <cuasync/trace/recorder.hpp>
@@ -13,7 +18,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,50 +28,9 @@
 namespace cuasync::detail {
 namespace {
 
-constexpr std::int64_t reference_lifetime_ns = 2'000'000'000;  // float ms keep ~0.1 µs steps within 2 s
-
-struct reference {
-  CUevent event = nullptr;
-  trace::gpu_clock_map map;
-  std::int64_t created_ns = 0;
-};
-
-struct pending {
-  timing_events events;
-  std::shared_ptr<reference> ref;
-  trace::span s;
-};
-
-struct context_state {
-  CUcontext ctx = nullptr;
-  int device = 0;
-  bool dead = false;           // a driver call on it failed: it was destroyed
-  CUstream idle = nullptr;     // the collector's own stream: a reference recorded there runs at once
-  std::vector<std::shared_ptr<reference>> references;  // the newest last; older ones while spans use them
-  std::vector<CUevent> free_events;
-  std::map<CUstream, std::deque<pending>> queues;
-};
-
-// Records a reference on the idle stream and watches it: its host time is known within the loop's step.
-std::shared_ptr<reference> new_reference(context_state& c) {
-  auto r = std::make_shared<reference>();
-  const auto& d = driver();
-  if (d.cuEventCreate(&r->event, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
-  if (d.cuEventRecord(r->event, c.idle) != CUDA_SUCCESS) {
-    d.cuEventDestroy(r->event);
-    return nullptr;
-  }
-  CUresult q;
-  while ((q = d.cuEventQuery(r->event)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
-  const std::int64_t seen = trace::now_ns();
-  if (q != CUDA_SUCCESS) {
-    d.cuEventDestroy(r->event);
-    return nullptr;
-  }
-  r->map.add_sample(seen, 0);
-  r->created_ns = seen;
-  return r;
-}
+// The engine's pump, when it is linked (gpu_span_pump.hpp); null: the collector's own thread.
+std::atomic<void (*)()> pump_start{nullptr};
+std::atomic<void (*)() noexcept> pump_poke{nullptr};
 
 class collector {
  public:
@@ -75,18 +38,16 @@ class collector {
     std::lock_guard lock(mutex_);
     context_state* c = state_of(ctx);
     if (!c || c->dead || c->references.empty()) return false;
-    scoped_context guard(ctx);
-    if (trace::now_ns() - c->references.back()->created_ns > reference_lifetime_ns)
+    if (trace::now_ns() - c->references.back()->created_ns > reference_lifetime_ns) {
+      scoped_context guard(ctx);
       if (auto r = new_reference(*c)) c->references.push_back(std::move(r));
-    const auto& d = driver();
-    for (CUevent* e : {&out.begin, &out.end}) {
-      if (!c->free_events.empty()) {
-        *e = c->free_events.back();
-        c->free_events.pop_back();
-      } else if (d.cuEventCreate(e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-        if (out.begin && e == &out.end) c->free_events.push_back(out.begin);
-        return false;
-      }
+    }
+    if (!c->free_events.empty()) {
+      out.end = c->free_events.back();
+      c->free_events.pop_back();
+    } else {
+      scoped_context guard(ctx);  // only creating an event needs the context current
+      if (driver().cuEventCreate(&out.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return false;
     }
     out.reference = c->references.back().get();
     return true;
@@ -94,11 +55,13 @@ class collector {
 
   void release(context_ref ctx, const timing_events& e) {
     std::lock_guard lock(mutex_);
-    if (context_state* c = find(ctx.get())) c->free_events.insert(c->free_events.end(), {e.begin, e.end});
+    if (context_state* c = find(ctx.get())) c->free_events.push_back(e.end);
   }
 
-  void submit(context_ref ctx, CUstream stream, const timing_events& e, trace::span s) {
-    bool wake = false;
+  void submit(context_ref ctx, CUstream stream, std::uint64_t stream_id, const timing_events& e, trace::span s,
+              bool marker = false) {
+    bool wake = false, poke = false;
+    void (*start)() = nullptr;
     {
       std::lock_guard lock(mutex_);
       context_state* c = find(ctx.get());
@@ -106,12 +69,32 @@ class collector {
       const auto ref = std::find_if(c->references.begin(), c->references.end(),
                                     [&](const auto& r) { return r.get() == e.reference; });
       if (ref == c->references.end()) return;
-      c->queues[stream].push_back({e, *ref, std::move(s)});
-      if (!thread_.joinable()) start_locked();
-      wake = sleeping_;  // a polling collector finds it within 50 us: no wake-up (a futex call) per operation
-      sleeping_ = false;
+      c->queues[queue_key(stream, stream_id)].spans.push_back({e, *ref, std::move(s), marker});
+      if (pumped_) {
+        poke = true;
+      } else if (thread_.joinable()) {
+        wake = sleeping_;  // a polling collector finds it within 50 us: no wake-up (a futex call) per operation
+        sleeping_ = false;
+      } else if ((start = pump_start.load(std::memory_order_acquire))) {
+        pumped_ = true;
+      } else {
+        start_locked();
+      }
     }
     if (wake) wake_.notify_one();
+    if (poke) pump_poke.load(std::memory_order_acquire)();
+    if (start) start_pump(start);
+  }
+
+  // The pump's question between passes: no span in flight? Then it lets the passes go (the next span starts it).
+  bool pump_idle() {
+    std::lock_guard lock(mutex_);
+    for (auto& c : contexts_)
+      if (!c->dead)
+        for (auto& [key, queue] : c->queues)
+          if (!queue.spans.empty()) return false;
+    pumped_ = false;
+    return true;
   }
 
   // One pass over every queue: the spans whose end event completed are recorded. Returns whether any remain.
@@ -131,8 +114,8 @@ class collector {
       context_state* c = find(ctx);
       if (!c) return;
       dead = c->dead;
-      for (auto& [stream, queue] : c->queues)
-        if (!queue.empty()) last.push_back(queue.back().events.end);
+      for (auto& [key, queue] : c->queues)
+        if (!queue.spans.empty()) last.push_back(queue.spans.back().events.end);
     }
     if (!dead) {
       scoped_push push(ctx);
@@ -146,8 +129,8 @@ class collector {
     const auto& d = driver();
     if (!c.dead) {
       scoped_push push(c.ctx);
-      for (auto& [stream, queue] : c.queues)
-        for (const pending& p : queue) c.free_events.insert(c.free_events.end(), {p.events.begin, p.events.end});
+      for (auto& [key, queue] : c.queues)
+        for (const pending& p : queue.spans) c.free_events.push_back(p.events.end);
       for (CUevent e : c.free_events) d.cuEventDestroy(e);
       for (const auto& r : c.references) d.cuEventDestroy(r->event);
       if (c.idle) d.cuStreamDestroy(c.idle);
@@ -201,22 +184,11 @@ class collector {
     return contexts_.back().get();
   }
 
-  // References no queued span uses, but the newest, are destroyed.
-  void retire_references(context_state& c) {
-    auto& refs = c.references;
-    for (std::size_t i = 0; i + 1 < refs.size();)
-      if (refs[i].use_count() == 1) {
-        driver().cuEventDestroy(refs[i]->event);
-        refs.erase(refs.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-  }
-
   struct taken_queue {
     context_state* c;
-    CUstream stream;
-    std::deque<pending> queue;
+    std::uint64_t key;
+    std::vector<pending> queue;
+    std::int64_t last_end_ns;
   };
 
   // A pass with pass_mutex_ held: the queues are taken out under mutex_, read without it (issuing threads never
@@ -227,8 +199,9 @@ class collector {
       std::lock_guard lock(mutex_);
       for (auto& c : contexts_) {
         if (c->dead) continue;
-        for (auto& [stream, queue] : c->queues)
-          if (!queue.empty()) work.push_back({c.get(), stream, std::exchange(queue, {})});
+        for (auto& [key, queue] : c->queues)
+          if (!queue.spans.empty())
+            work.push_back({c.get(), key, std::exchange(queue.spans, std::move(queue.spare)), queue.last_end_ns});
       }
     }
     const auto& d = driver();
@@ -239,27 +212,34 @@ class collector {
       scoped_push push(c->ctx);
       bool dead = !push.pushed;  // destroyed by its owner behind cuasync's back
       for (; i < work.size() && work[i].c == c; ++i) {
-        std::deque<pending>& queue = work[i].queue;
-        while (!dead && !queue.empty()) {
-          pending& p = queue.front();
+        std::vector<pending>& queue = work[i].queue;
+        std::size_t done = 0;  // the spans recorded from the front
+        for (; !dead && done < queue.size(); ++done) {
+          pending& p = queue[done];
           const CUresult r = d.cuEventQuery(p.events.end);
           if (r == CUDA_ERROR_NOT_READY) break;
           const std::int64_t seen = trace::now_ns();
-          float begin_ms = 0, end_ms = 0;
-          if (r == CUDA_SUCCESS && d.cuEventElapsedTime(&begin_ms, p.ref->event, p.events.begin) == CUDA_SUCCESS &&
-              d.cuEventElapsedTime(&end_ms, p.ref->event, p.events.end) == CUDA_SUCCESS) {
+          float end_ms = 0;
+          if (r == CUDA_SUCCESS && d.cuEventElapsedTime(&end_ms, p.ref->event, p.events.end) == CUDA_SUCCESS) {
             p.ref->map.add_sample(seen, trace::elapsed_ms_to_ns(end_ms));
-            p.s.begin_ns = p.ref->map.to_host_ns_from_ms(begin_ms);
+            if (p.marker) {
+              work[i].last_end_ns = std::max(work[i].last_end_ns, p.ref->map.to_host_ns_from_ms(end_ms));
+              freed.push_back({c, p.events.end});
+              continue;
+            }
+            // The start: the stream's previous span's end (work on a stream runs in order), or the call's start
+            // when that came later (the stream was idle; the GPU started a little after it). Never after the end.
             p.s.end_ns = p.ref->map.to_host_ns_from_ms(end_ms);
+            p.s.begin_ns = std::min(std::max(p.s.begin_ns, work[i].last_end_ns), p.s.end_ns);
+            work[i].last_end_ns = p.s.end_ns;
             trace::record(std::move(p.s));
-            freed.push_back({c, p.events.begin});
             freed.push_back({c, p.events.end});
           } else if (r != CUDA_SUCCESS) {
             dead = true;  // the context is gone (or the operation faulted it): nothing more can be read from it
             break;
           }
-          queue.pop_front();
         }
+        queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(done));
       }
       if (dead) died.push_back(c);
     }
@@ -270,18 +250,36 @@ class collector {
     }
     for (auto& [c, e] : freed) c->free_events.push_back(e);
     for (taken_queue& t : work) {
-      if (t.c->dead || t.queue.empty()) continue;
-      std::deque<pending>& now = t.c->queues[t.stream];
-      t.queue.insert(t.queue.end(), std::make_move_iterator(now.begin()), std::make_move_iterator(now.end()));
-      now = std::move(t.queue);
+      if (t.c->dead) continue;
+      stream_queue& now = t.c->queues[t.key];
+      now.last_end_ns = t.last_end_ns;
+      if (t.queue.empty()) {
+        now.spare = std::move(t.queue);  // its capacity, for the next pass
+        continue;
+      }
+      // Still in flight, then what was submitted meanwhile; the latter's vector (emptied) is the next spare.
+      t.queue.insert(t.queue.end(), std::make_move_iterator(now.spans.begin()), std::make_move_iterator(now.spans.end()));
+      now.spans.clear();
+      now.spare = std::exchange(now.spans, std::move(t.queue));
     }
     bool remaining = false;
     for (auto& c : contexts_) {
       if (c->dead) continue;
-      for (auto& [stream, queue] : c->queues) remaining |= !queue.empty();
+      for (auto& [key, queue] : c->queues) remaining |= !queue.spans.empty();
       retire_references(*c);
     }
     return remaining;
+  }
+
+  // Outside the lock (the pump takes the poller's). A pump that cannot start leaves the spans to a thread of ours.
+  void start_pump(void (*start)()) {
+    try {
+      start();
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      pumped_ = false;
+      if (!thread_.joinable()) start_locked();
+    }
   }
 
   void start_locked() {
@@ -325,6 +323,7 @@ class collector {
   std::mutex mutex_;       // the contexts' pools, references and queues
   std::condition_variable wake_;
   bool sleeping_ = false;  // the thread waits for a submit (nothing was in flight)
+  bool pumped_ = false;    // the engine's poller runs the passes (started, and not yet found idle)
   std::vector<std::unique_ptr<context_state>> contexts_;
   std::thread thread_;
   bool stopping_ = false;
@@ -347,6 +346,34 @@ void release_timing_events(context_ref ctx, const timing_events& e) noexcept {
   }
 }
 
+void submit_stream_marker(context_ref ctx, CUstream stream, std::uint64_t stream_id, const timing_events& e) noexcept {
+  try {
+    collector::the_collector().submit(ctx, stream, stream_id, e, trace::span{}, true);
+  } catch (...) {
+  }
+}
+
+void set_gpu_span_pump(gpu_span_pump pump) noexcept {
+  pump_poke.store(pump.poke, std::memory_order_release);
+  pump_start.store(pump.start, std::memory_order_release);
+}
+
+bool run_gpu_span_pass() noexcept {
+  try {
+    return collector::the_collector().pass();
+  } catch (...) {
+    return true;  // out of memory in a pass: look again later
+  }
+}
+
+bool gpu_span_pump_idle() noexcept {
+  try {
+    return collector::the_collector().pump_idle();
+  } catch (...) {
+    return false;
+  }
+}
+
 void forget_context_for_trace(CUcontext ctx) noexcept {
   try {
     if (collector* c = collector::instance.load(std::memory_order_acquire)) c->forget(ctx);
@@ -354,9 +381,10 @@ void forget_context_for_trace(CUcontext ctx) noexcept {
   }
 }
 
-void submit_gpu_span(context_ref ctx, CUstream stream, const timing_events& e, trace::span s) noexcept {
+void submit_gpu_span(context_ref ctx, CUstream stream, std::uint64_t stream_id, const timing_events& e,
+                     trace::span s) noexcept {
   try {
-    collector::the_collector().submit(ctx, stream, e, std::move(s));
+    collector::the_collector().submit(ctx, stream, stream_id, e, std::move(s));
   } catch (...) {
   }
 }

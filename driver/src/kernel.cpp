@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/kernel.hpp>
 #include <cuasync/driver/launch.hpp>
 
@@ -77,6 +78,15 @@ void throw_argument_size(const kernel_info& k, std::size_t index, std::size_t gi
                 w);
 }
 
+void check_argument_type(const kernel_info& k, std::size_t index, type_code given, stream_ref s,
+                         std::source_location w) {
+  if (compatible(k.param_types[index], given)) return;
+  throw_invalid("cuasync::launch",
+                "kernel '" + k.name + "' parameter " + std::to_string(index) + " is " + k.param_type_names[index] +
+                    " but the argument given is " + given.describe() + " (on " + s.describe() + ")",
+                w);
+}
+
 void throw_bad_config(const kernel_info& k, const launch_config& c, stream_ref s, std::string what,
                       std::source_location w) {
   throw_invalid("cuasync::launch", std::move(what) + " [" + launch_text(k, c, s) + "]", w);
@@ -93,6 +103,10 @@ void check_config_slow(const kernel_info& k, const launch_config& c, stream_ref 
                      "the kernel's module is loaded in another context (device " +
                          std::to_string(k.ctx.device_ordinal()) + ") than the stream's",
                      w);
+  check_config_limits(k, c, s, w);
+}
+
+void check_config_limits(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location w) {
   const device_properties& d = *k.device;
   const unsigned b[3] = {c.block.x, c.block.y, c.block.z}, g[3] = {c.grid.x, c.grid.y, c.grid.z};
   const char* axis = "xyz";

@@ -1,7 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Loads libcuda at run time: dlopen("libcuda.so.1") (never plain libcuda.so, which may be the toolkit's stub),
 // then every entry point through cuGetProcAddress_v2 at an explicit version.
 #include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/driver/driver_log.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/driver/error.hpp>
+#include <cuasync/log.hpp>
 
 #include <dlfcn.h>
 
@@ -81,6 +85,9 @@ driver_entry_points* open_driver() {
     missing = std::string(#name) + " (CUDA " + version_string(version) + ")";
   CUASYNC_DRIVER_ENTRY_POINTS(CUASYNC_FETCH_ENTRY)
 #undef CUASYNC_FETCH_ENTRY
+#define CUASYNC_FETCH_OPTIONAL_ENTRY(name, version) fetch(#name, version, reinterpret_cast<void**>(&d->name));
+  CUASYNC_DRIVER_OPTIONAL_ENTRY_POINTS(CUASYNC_FETCH_OPTIONAL_ENTRY)
+#undef CUASYNC_FETCH_OPTIONAL_ENTRY
   if (d->cuDriverGetVersion) d->cuDriverGetVersion(&d->driver_version);
   if (!missing.empty())
     throw driver_too_old_error(make_error_code(CUDA_ERROR_NOT_SUPPORTED), "cuGetProcAddress",
@@ -90,22 +97,46 @@ driver_entry_points* open_driver() {
   if (r != CUDA_SUCCESS) throw_cu(r, "cuInit", "initialising the driver '" + path + "'", std::source_location::current());
   // Only now: a failed load leaves nothing behind (the path lives as long as the process, like the library).
   d->library = ::strdup(path.c_str());
+  install_driver_log(*d);
   return d.release();
 }
 
 }  // namespace
 
+namespace {
+// Said once, by the thread that loaded, after the once is over: a log sink may call into cuasync (even load_driver).
+void log_outcome(const driver_entry_points* d, const std::exception_ptr& failure) noexcept {
+  logging::write_with(logging::level::info, [&] {
+    if (!d) return "libcuda not loaded: " + detail::cause_of(failure);
+    std::string where = d->library;
+    Dl_info info{};
+    if (d->cuDriverGetVersion && ::dladdr(reinterpret_cast<void*>(d->cuDriverGetVersion), &info) && info.dli_fname &&
+        where != info.dli_fname)
+      where += std::string(" (") + info.dli_fname + ")";
+    return "libcuda loaded from " + where + ": driver for CUDA " + version_string(d->driver_version) +
+           "; driver log: " + driver_log_state();
+  });
+}
+}  // namespace
+
 const driver_entry_points& load_driver() {
   static std::once_flag once;
   static std::exception_ptr failure;
-  std::call_once(once, [] {
+  bool loaded_here = false;
+  std::call_once(once, [&loaded_here] {
+    loaded_here = true;
     try {
       loaded_driver.store(open_driver(), std::memory_order_release);
     } catch (...) {
       failure = std::current_exception();
     }
   });
-  if (auto* d = loaded_driver.load(std::memory_order_acquire)) return *d;
+  auto* d = loaded_driver.load(std::memory_order_acquire);
+  if (loaded_here) [[unlikely]] {
+    log_outcome(d, failure);
+    if (d) trace::flight::enable_from_environment();  // CUASYNC_FLIGHT: the flight recorder from the first operation
+  }
+  if (d) return *d;
   std::rethrow_exception(failure);
 }
 

@@ -1,4 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The owning memory types: device, pinned host, registered host and managed memory.
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/managed_buffer.hpp>
@@ -26,6 +28,11 @@ T& move_assign(T& self, T&& other) noexcept {
   }
   return self;
 }
+// The blocking frees, as the reaper takes them (blocking_free.hpp).
+CUresult free_device(const detail::driver_entry_points& d, const void* p) {
+  return d.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+}
+CUresult free_host(const detail::driver_entry_points& d, const void* p) { return d.cuMemFreeHost(const_cast<void*>(p)); }
 }  // namespace
 
 // ---- device_buffer
@@ -41,10 +48,9 @@ device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 device_buffer& device_buffer::operator=(device_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void device_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  // cuMemFree waits for the whole device to be idle (seed §15.4): the watchdog names it when it blocks an io thread.
-  trace::host_call hooked(trace::category::alloc, "cuMemFree", size_);
-  detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
-                          [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
+  // cuMemFree waits for the whole device to be idle: on a thread that must not block (an io thread) the reaper makes
+  // it (blocking_free.hpp); elsewhere the watchdog names it when it blocks.
+  detail::release_blocking_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_), size_, free_device);
   ptr_ = 0;
 }
 
@@ -62,9 +68,7 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  trace::host_call hooked(trace::category::alloc, "cuMemFreeHost", size_);
-  detail::release_nothrow(ctx_.get(), "cuMemFreeHost", ptr_,
-                          [&](const detail::driver_entry_points& d) { return d.cuMemFreeHost(ptr_); });
+  detail::release_blocking_nothrow(ctx_.get(), "cuMemFreeHost", ptr_, size_, free_host);  // waits for the device too
   ptr_ = nullptr;
 }
 CUdeviceptr pinned_buffer::device_pointer(std::source_location where) const {
@@ -114,9 +118,7 @@ managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std:
 managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void managed_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  trace::host_call hooked(trace::category::alloc, "cuMemFree", size_);
-  detail::release_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_),
-                          [&](const detail::driver_entry_points& d) { return d.cuMemFree(ptr_); });
+  detail::release_blocking_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_), size_, free_device);
   ptr_ = 0;
 }
 void managed_buffer::prefetch_async(stream_ref s, memory_location location, std::source_location where) const {

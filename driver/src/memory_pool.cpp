@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/memory_pool.hpp>
 
 #include <cuasync/trace/hooks.hpp>

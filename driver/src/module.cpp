@@ -1,7 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/module.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
+#include "kernel_grid_dependency.hpp"
+#include "kernel_lookup.hpp"
 #include "kernel_param_counts.hpp"
 
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cuasync {
@@ -26,6 +30,7 @@ struct module_state {
   std::unordered_map<std::string, std::unique_ptr<kernel_info>> kernels;  // by symbol; never erased
   std::unordered_map<std::string, std::string> aliases;                    // name expression -> symbol
   std::unordered_map<std::string, std::size_t> param_counts;               // by symbol, as the image says
+  std::unordered_set<std::string> grid_dependency_waits;                   // kernels the image shows waiting (PDL)
 };
 
 namespace {
@@ -40,6 +45,51 @@ known_kernels& known() {
   return *k;
 }
 }  // namespace
+
+void remember_kernel(const kernel_info* k) {
+  auto& known_ = known();
+  std::lock_guard lock(known_.mutex);
+  known_.by_function.insert_or_assign(k->function, k);
+}
+
+void forget_kernel(const kernel_info* k) noexcept {
+  auto& known_ = known();
+  std::lock_guard lock(known_.mutex);
+  if (auto it = known_.by_function.find(k->function); it != known_.by_function.end() && it->second == k)
+    known_.by_function.erase(it);
+}
+
+std::unique_ptr<kernel_info> describe_kernel(CUfunction function, std::string name, const std::string& symbol,
+                                             context_ref ctx,
+                                             const std::unordered_map<std::string, std::size_t>& param_counts,
+                                             std::source_location where) {
+  const auto& d = driver();
+  auto info = std::make_unique<kernel_info>();
+  info->function = function;
+  info->name = std::move(name);
+  info->ctx = ctx;
+  // The count from the image where it says; otherwise probed (an index past the last one is refused).
+  const auto counted_at = param_counts.find(symbol);
+  const bool counted = counted_at != param_counts.end();
+  for (std::size_t i = 0; !counted || i < counted_at->second; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = d.cuFuncGetParamInfo(function, i, &offset, &size);
+    if (!counted && r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (r != CUDA_SUCCESS)
+      throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'", where);
+    info->params.push_back({offset, size});
+  }
+  if (symbol.starts_with("_Z"))
+    if (auto types = decode_kernel_parameters(symbol); types && types->size() == info->params.size())
+      for (auto& t : *types) {
+        info->param_types.push_back(t.code);
+        info->param_type_names.push_back(std::move(t.spelling));
+      }
+  info->device = &ctx.device(where).properties(where);
+  detail::check(d.cuFuncGetAttribute(&info->max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function),
+                "cuFuncGetAttribute", where);
+  return info;
+}
 
 const kernel_info* known_kernel(CUfunction f) noexcept {
   auto& k = known();
@@ -141,45 +191,26 @@ kernel_ref module_ref::kernel(std::string_view name, std::source_location where)
   if (auto it = state_->kernels.find(symbol); it != state_->kernels.end()) return kernel_ref(it->second.get());
 
   const auto& d = driver();
-  auto info = std::make_unique<detail::kernel_info>();
-  info->name = std::string(name);
-  info->ctx = state_->ctx;
+  CUfunction function = nullptr;
   scoped_context guard(state_->ctx, where);
-  if (CUresult r = d.cuModuleGetFunction(&info->function, state_->handle, symbol.c_str()); r != CUDA_SUCCESS)
+  if (CUresult r = d.cuModuleGetFunction(&function, state_->handle, symbol.c_str()); r != CUDA_SUCCESS)
     throw_cu(r, "cuModuleGetFunction",
              "kernel '" + symbol + "' in module '" + state_->label + "'" +
                  (r == CUDA_ERROR_NOT_FOUND ? ": no such kernel (C++ kernels need extern \"C\", their mangled name, "
                                               "or a name expression registered at compile time)"
                                             : ""),
              where);
-  // The count from the image where it says; otherwise probed (an index past the last one is refused).
-  const auto known = state_->param_counts.find(symbol);
-  const bool counted = known != state_->param_counts.end();
-  for (std::size_t i = 0; !counted || i < known->second; ++i) {
-    std::size_t offset = 0, size = 0;
-    CUresult r = d.cuFuncGetParamInfo(info->function, i, &offset, &size);
-    if (!counted && r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-    if (r != CUDA_SUCCESS)
-      throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'", where);
-    info->params.push_back({offset, size});
-  }
-  info->device = &state_->ctx.device(where).properties(where);
-  detail::check(d.cuFuncGetAttribute(&info->max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                     info->function),
-                "cuFuncGetAttribute", where);
+  auto info = detail::describe_kernel(function, std::string(name), symbol, state_->ctx, state_->param_counts, where);
+  info->waits_on_grid_dependency = state_->grid_dependency_waits.contains(symbol);
   auto* raw = info.get();
-  {
-    auto& k = detail::known();
-    std::lock_guard lock(k.mutex);
-    k.by_function.insert_or_assign(raw->function, raw);
-  }
+  detail::remember_kernel(raw);
   state_->kernels.emplace(std::move(symbol), std::move(info));
   return kernel_ref(raw);
 }
 
-module module::load(context_ref ctx, std::span<const std::byte> image, std::string label,
-                   std::source_location where) {
-  constexpr const char* api = "cuasync::module::load";
+namespace detail {
+image_format check_image(std::span<const std::byte> image, const std::string& label, const char* api,
+                         std::source_location where) {
   if (image.empty() || !image.data()) detail::throw_invalid(api, "empty module image '" + label + "'", where);
   const image_format format = detect_image_format(image);
   if (format == image_format::unknown)
@@ -192,10 +223,23 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
                      std::string(to_string(format)) + " image '" + label + "' of " + std::to_string(image.size()) +
                          " bytes is corrupt: " + problem,
                      where);
-  if (!ctx) detail::throw_invalid(api, "empty context", where);
-  // The driver wants PTX NUL-terminated and binaries aligned: load from a private, aligned copy.
+  return format;
+}
+
+std::vector<std::uint64_t> aligned_copy(std::span<const std::byte> image) {
   std::vector<std::uint64_t> copy((image.size() + 8) / 8 + 1, 0);
   std::memcpy(copy.data(), image.data(), image.size());
+  return copy;
+}
+}  // namespace detail
+
+module module::load(context_ref ctx, std::span<const std::byte> image, std::string label,
+                   std::source_location where) {
+  constexpr const char* api = "cuasync::module::load";
+  const image_format format = detail::check_image(image, label, api, where);
+  if (!ctx) detail::throw_invalid(api, "empty context", where);
+  // The driver wants PTX NUL-terminated and binaries aligned: load from a private, aligned copy.
+  std::vector<std::uint64_t> copy = detail::aligned_copy(image);
 
   std::vector<char> error_log(16384, '\0'), info_log(16384, '\0');
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
@@ -206,6 +250,7 @@ module module::load(context_ref ctx, std::span<const std::byte> image, std::stri
   state->ctx = ctx;
   state->label = std::move(label);
   state->param_counts = detail::kernel_param_counts(image, format);
+  state->grid_dependency_waits = detail::grid_dependency_kernels(image, format);
   scoped_context guard(ctx, where);
   // The driver JIT-compiles PTX here (milliseconds to seconds): the watchdog names the call on an io thread, and the
   // timeline shows the load under the module's name.
@@ -262,13 +307,7 @@ void module::abandon() noexcept {
 
 module::~module() {
   if (!state_) return;
-  {
-    auto& k = detail::known();
-    std::lock_guard lock(k.mutex);
-    for (const auto& [symbol, info] : state_->kernels)
-      if (auto it = k.by_function.find(info->function); it != k.by_function.end() && it->second == info.get())
-        k.by_function.erase(it);
-  }
+  for (const auto& [symbol, info] : state_->kernels) detail::forget_kernel(info.get());
   trace::host_call watched(trace::watch_only(), trace::category::module_load, "cuModuleUnload");
   if (state_->handle)
     detail::release_nothrow(state_->ctx.get(), "cuModuleUnload", state_->handle,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/pointer_info.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The VMM path of IPC: cuMemCreate'd memory exported and imported as a POSIX file descriptor.
 #include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/shareable_memory.hpp>

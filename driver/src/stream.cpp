@@ -1,4 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/event.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/driver/stream.hpp>
 
@@ -15,7 +18,8 @@ stream_ref stream_ref::adopt(CUstream s, std::source_location where) {
   if (s == nullptr || s == CU_STREAM_LEGACY)
     detail::throw_invalid("cuasync::stream_ref::adopt",
                           "the legacy default stream cannot be adopted: it serialises with every blocking stream "
-                          "(seed §5); create a non-blocking stream or pass CU_STREAM_PER_THREAD",
+                          "(it serializes with every blocking stream); create a non-blocking stream or pass "
+                          "CU_STREAM_PER_THREAD",
                           where);
   CUcontext ctx = nullptr;
   if (CUresult r = driver(where).cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
@@ -27,6 +31,8 @@ void stream_ref::wait(event_ref e, std::source_location where) const {
   if (!stream_) detail::throw_invalid("cuasync::stream_ref::wait", "empty stream", where);
   if (CUresult r = driver().cuStreamWaitEvent(stream_, e.get(), 0); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamWaitEvent", describe() + " waiting on event " + detail::handle_string(e.get()), where);
+  if (trace::active_hooks() & trace::hook::record) [[unlikely]]
+    detail::trace_stream_wait(*this);
 }
 
 bool stream_ref::query(std::source_location where) const {
@@ -113,6 +119,8 @@ stream& stream::operator=(stream&& o) noexcept {
 
 void stream::destroy_nothrow() noexcept {
   if (!stream_) return;
+  if (trace::flight::enabled()) [[unlikely]]
+    trace::flight::retire_ring(stream_);  // a later stream may get the handle: its ring starts afresh
   detail::release_nothrow_without_context(ctx_.get(), "cuStreamDestroy", stream_,
                                           [&](const auto& d) { return d.cuStreamDestroy(stream_); });
   stream_ = nullptr;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Admission (admission.hpp): places per stream and per context, the queues of operations waiting for one, and the
 // hand-over of room when an admitted operation's event completes.
 #include "source_state.hpp"
@@ -18,8 +19,44 @@ namespace {
 thread_local std::vector<std::shared_ptr<event_pool>>* deferred_admissions = nullptr;
 }  // namespace
 
+namespace {
+// The pools of the streams this thread admitted on lately, by stream id. An id is never reused and a stream's context
+// outlives it, so an entry stays right for as long as its stream lives; the pool is held weakly (a cached reference
+// must not keep event_pool::release_if_unused from dropping it). Saves the registry's lock and cuCtxGetId per
+// operation. The special streams' keys are one per handle across contexts: never cached.
+struct site_cache {
+  static constexpr std::size_t size = 8;
+  struct entry {
+    std::uint64_t key = 0;
+    std::weak_ptr<event_pool> pool;
+  };
+  entry entries[size];
+  std::size_t next = 0;  // the entry replaced next (round robin)
+  std::shared_ptr<event_pool> find(std::uint64_t key) noexcept {
+    for (entry& e : entries)
+      if (e.key == key) return e.pool.lock();
+    return nullptr;
+  }
+  void put(std::uint64_t key, const std::shared_ptr<event_pool>& pool) noexcept {
+    for (entry& e : entries)
+      if (e.key == key) {
+        e.pool = pool;
+        return;
+      }
+    entries[next] = {key, pool};
+    next = (next + 1) % size;
+  }
+};
+thread_local site_cache recent_sites;
+}  // namespace
+
 admission_site cuda_completion_source::site_of(stream_ref s, std::source_location where) {
-  return {event_pool::for_context(s.context(), where), stream_key(s, where), s.get()};
+  const std::uint64_t key = stream_key(s, where);
+  if (detail::is_special_stream(s.get())) return {event_pool::for_context(s.context(), where), key, s.get()};
+  if (std::shared_ptr<event_pool> pool = recent_sites.find(key)) return {std::move(pool), key, s.get()};
+  std::shared_ptr<event_pool> pool = event_pool::for_context(s.context(), where);
+  recent_sites.put(key, pool);
+  return {std::move(pool), key, s.get()};
 }
 
 admission_ticket cuda_completion_source::try_admit(stream_ref s, bool hold, std::source_location where) {
@@ -33,7 +70,8 @@ admission_ticket cuda_completion_source::try_admit(const admission_site& site, b
   std::lock_guard lock(shard.mutex);
   stream_state& stream = shard.streams[key];
   // Nobody overtakes: not those queued on this stream, nor (for the context's room) those queued on others.
-  if (stream.waiting || stream.held || !has_room(stream.admitted, pool->limit_stream_.load(std::memory_order_relaxed)))
+  if (stream.waiting || stream.held || stream.granted ||
+      !has_room(stream.admitted, pool->limit_stream_.load(std::memory_order_relaxed)))
     return {};
   if (pool->waiting_.load(std::memory_order_acquire) != 0) return {};
   if (!take_context_place(pool->in_flight_, pool->limit_context_.load(std::memory_order_relaxed))) return {};
@@ -44,8 +82,9 @@ admission_ticket cuda_completion_source::try_admit(const admission_site& site, b
 
 void cuda_completion_source::wait_admission(stream_ref s, admission_waiter* w, bool hold,
                                             std::source_location where) {
-  std::shared_ptr<event_pool> pool = event_pool::for_context(s.context(), where);
-  const std::uint64_t key = stream_key(s, where);
+  admission_site site = site_of(s, where);
+  std::shared_ptr<event_pool> pool = std::move(site.pool);
+  const std::uint64_t key = site.stream_key;
   {
     std::lock_guard lock(pool->admission_mutex_);
     std::deque<admission_waiter*>& q = pool->waiters_[key];
@@ -91,9 +130,8 @@ bool cuda_completion_source::cancel_admission(admission_waiter* w) noexcept {
 }
 
 void cuda_completion_source::admit_waiters(const std::shared_ptr<event_pool>& pool) noexcept {
-  std::vector<std::pair<admission_waiter*, admission_ticket>> admitted;
+  std::unique_lock lock(pool->admission_mutex_);
   try {
-    std::lock_guard lock(pool->admission_mutex_);
     const std::uint32_t per_stream = pool->limit_stream_.load(std::memory_order_relaxed);
     const std::uint32_t per_context = pool->limit_context_.load(std::memory_order_relaxed);
     // Streams in turn, one operation each per round, until no stream can take one more.
@@ -109,17 +147,26 @@ void cuda_completion_source::admit_waiters(const std::shared_ptr<event_pool>& po
           record_shard& shard = st().shard(key);
           std::lock_guard slock(shard.mutex);
           stream_state& stream = shard.streams[key];
-          if (!stream.held && has_room(stream.admitted, per_stream) &&
-              take_context_place(pool->in_flight_, per_context)) {
-            admission_waiter* w = q.front();
-            q.pop_front();
-            --stream.waiting;
-            ++stream.admitted;
-            stream.held = w->hold_;
-            pool->waiting_.fetch_sub(1, std::memory_order_acq_rel);
-            w->pool_.reset();
-            admitted.emplace_back(w, admission_ticket(pool, key, w->stream_, w->hold_));
-            progress = true;
+          if (!stream.held && has_room(stream.admitted, per_stream)) {
+            pool->granted_.emplace_back();  // may throw: before anything changed
+            if (!take_context_place(pool->in_flight_, per_context)) {
+              pool->granted_.pop_back();
+            } else {
+              admission_waiter* w = q.front();
+              q.pop_front();
+              --stream.waiting;
+              ++stream.admitted;
+              stream.held = w->hold_;
+              pool->waiting_.fetch_sub(1, std::memory_order_acq_rel);
+              w->pool_.reset();
+              admission_ticket ticket(pool, key, w->stream_, w->hold_);
+              if (!w->hold_) {  // a holding one keeps the others out by `held` already
+                ++stream.granted;
+                ticket.granted_ = true;
+              }
+              pool->granted_.back() = {w, std::move(ticket)};
+              progress = true;
+            }
           }
         }
         if (q.empty())
@@ -129,18 +176,32 @@ void cuda_completion_source::admit_waiters(const std::shared_ptr<event_pool>& po
       }
     }
   } catch (...) {
-    // Out of memory while re-queueing a stream: its waiters stay in waiters_ and are found again next time.
+    // Out of memory while re-queueing a stream or growing granted_: its waiters stay in waiters_ and are found
+    // again next time.
   }
-  for (auto& [w, ticket] : admitted) w->admitted(std::move(ticket));
+  // One thread hands places over at a time, in grant order: another thread delivering right now takes these too
+  // (and so does this one, for grants a waiter's admitted() makes on its way, e.g. an abandoned operation's place).
+  if (pool->handing_over_) return;
+  pool->handing_over_ = true;
+  std::vector<std::pair<admission_waiter*, admission_ticket>>& delivering = pool->delivering_;
+  while (!pool->granted_.empty()) {
+    delivering.swap(pool->granted_);  // the two vectors trade capacity: no allocation once grown
+    lock.unlock();
+    for (auto& [w, ticket] : delivering) w->admitted(std::move(ticket));
+    delivering.clear();
+    lock.lock();
+  }
+  pool->handing_over_ = false;
 }
 
-void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, bool hold) noexcept {
+void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, bool hold, bool granted) noexcept {
   {
     record_shard& shard = st().shard(key);
     std::lock_guard lock(shard.mutex);
     stream_state& stream = shard.streams[key];
     --stream.admitted;
     if (hold) stream.held = false;
+    if (granted) --stream.granted;
     shard.maybe_sweep();
   }
   pool.in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -165,6 +226,12 @@ void cuda_completion_source::release_many(std::span<const std::uintptr_t> tokens
   for (const auto& p : pools) admit_waiters(p);
 }
 
+void cuda_completion_source::settle_grant(std::uint64_t key) noexcept {
+  record_shard& shard = st().shard(key);
+  std::lock_guard lock(shard.mutex);
+  --shard.streams[key].granted;
+}
+
 void cuda_completion_source::end_hold(event_pool& pool, std::uint64_t key) noexcept {
   {
     record_shard& shard = st().shard(key);
@@ -183,7 +250,8 @@ void admission_ticket::end_hold() noexcept {
 void admission_ticket::reset() noexcept {
   if (!pool_) return;
   std::shared_ptr<event_pool> pool = std::move(pool_);
-  cuda_completion_source::instance().give_place(*pool, stream_key_, std::exchange(hold_, false));
+  cuda_completion_source::instance().give_place(*pool, stream_key_, std::exchange(hold_, false),
+                                                std::exchange(granted_, false));
 }
 
 }  // namespace cuasync

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/detail/pass_scratch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The passes: which FIFO entries are done. A head pass probes each FIFO's oldest entry (and, in an ordered FIFO,
 // searches back from the newest); a full pass, the watchdog's, probes every entry.
 #include "completion_queue_entries.hpp"
@@ -33,6 +34,7 @@ void completion_queues::head_pass(pass_state& ps) {
         finish_run_locked(f, h.newest->order, r, ps);
         continue;
       }
+      h.newest->pending_ns = ps.now;
       // Pending: the done prefix (if any) is found with O(log n) queries.
       if (search_ordered(f, h.newest->order, ps)) continue;
       std::lock_guard lock(mutex_);  // no longer ordered: from the head
@@ -42,7 +44,10 @@ void completion_queues::head_pass(pass_state& ps) {
     while (e && e != h.newest) {
       const poll_result r = e->source->query(e->token);
       ++ps.queries;
-      if (r.status == poll_status::pending) break;
+      if (r.status == poll_status::pending) {
+        e->pending_ns = ps.now;
+        break;
+      }
       std::lock_guard lock(mutex_);
       finish_locked(f, e, r, ps);
       e = f.entries.empty() ? nullptr : f.entries.front();
@@ -75,6 +80,7 @@ bool completion_queues::search_ordered(fifo& f, std::uint64_t bound, pass_state&
     const poll_result r = probe->source->query(probe->token);
     ++ps.queries;
     if (r.status == poll_status::pending) {
+      probe->pending_ns = ps.now;
       if (index == 0) {
         f.head_pending = true;
         return true;  // the oldest is pending: so is everything after it
@@ -109,6 +115,7 @@ void completion_queues::full_pass(pass_state& ps) {
       const poll_result r = e->source->query(e->token);
       ++ps.queries;
       if (r.status == poll_status::pending) {
+        e->pending_ns = ps.now;
         ++i;
         continue;
       }
@@ -118,14 +125,35 @@ void completion_queues::full_pass(pass_state& ps) {
   }
 }
 
-void completion_queues::pass(bool full, std::vector<completed_wait>& done) {
-  pass_state ps{done, {}, {}, {}, done.size()};
+void completion_queues::pass(bool full, std::vector<completed_wait>& done, deliver_fn deliver, void* context) {
+  detail::pass_vectors_lease lease;  // no allocation per pass once grown
+  detail::pass_vectors& v = lease.get();
+  pass_state ps{done, v.done_groups, v.released, v.failed_groups, done.size()};
+  ps.now = now_ns();
   {
     std::lock_guard pass_lock(pass_mutex_);
     if (full)
       full_pass(ps);
     else
       head_pass(ps);
+    settle_pass(ps);
+    if (deliver) {
+      // Still serialised with the other passes, so that a later pass's completions are handed over after these;
+      // the places are given back first, as without a hand-over (a handler that issues the next operation finds
+      // its room).
+      give_tokens_back(ps.released, v.tokens);
+      if (done.size() > ps.first_done) deliver(context, done, ps.first_done);
+    }
+  }
+  // Outside the locks: give tokens back (runs of one source at once), drop keep-alives (their destructors may do
+  // anything).
+  if (!deliver) give_tokens_back(ps.released, v.tokens);
+  for (detail::wait_entry* e : ps.released) detail::delete_entry(e);
+}
+
+void completion_queues::settle_pass(pass_state& ps) {
+  {
+    std::vector<completed_wait>& done = ps.done;
     std::lock_guard lock(mutex_);
     // A context fault aborts all of its work: an event on another stream of that context can then read as complete
     // (seen on the H200: a long kernel's event answered CUDA_SUCCESS beside the faulting stream's
@@ -152,18 +180,20 @@ void completion_queues::pass(bool full, std::vector<completed_wait>& done) {
     if (queues_.size() > active_.size() + 64)
       std::erase_if(queues_, [](const auto& kv) { return !kv.second->listed; });
     if (!ps.released.empty()) note_activity();
+    if (policy_.predict) update_outlook_locked(ps.now);
   }
-  // Outside the locks: give tokens back (runs of one source at once), drop keep-alives (their destructors may do
-  // anything).
-  std::vector<std::uintptr_t> tokens;
-  tokens.reserve(ps.released.size());
-  for (std::size_t i = 0; i < ps.released.size();) {
-    completion_source* source = ps.released[i]->source;
+}
+
+void completion_queues::give_tokens_back(const std::vector<detail::wait_entry*>& released,
+                                         std::vector<std::uintptr_t>& tokens) {
+  tokens.reserve(released.size());
+  for (std::size_t i = 0; i < released.size();) {
+    completion_source* source = released[i]->source;
     tokens.clear();
     std::size_t j = i;
-    for (; j < ps.released.size() && ps.released[j]->source == source; ++j) tokens.push_back(ps.released[j]->token);
+    for (; j < released.size() && released[j]->source == source; ++j) tokens.push_back(released[j]->token);
     source->release_many(tokens);
-    for (; i < j; ++i) detail::delete_entry(ps.released[i]);
+    i = j;
   }
 }
 

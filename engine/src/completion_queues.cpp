@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The queues' bookkeeping: adding and detaching waits, finishing and failing them under the lock, shutting down,
 // statistics and the poll policy. The passes that search the FIFOs are in completion_passes.cpp.
 #include "completion_queue_entries.hpp"
@@ -42,6 +43,7 @@ bool completion_queues::add(wait_target t, queued_wait* w) {
       slot->group = t.group;
     }
     fifo& f = *slot;
+    const bool new_head = f.entries.empty();
     if (!f.listed) {
       active_.push_back(&f);
       f.listed = true;
@@ -56,6 +58,7 @@ bool completion_queues::add(wait_target t, queued_wait* w) {
                                   [](std::uint64_t o, const wait_entry* x) { return o < x->order; });
       f.entries.insert(pos, e);
     }
+    predict_locked(f, e, new_head);
   } catch (...) {
     lock.unlock();
     e->wait = nullptr;
@@ -105,10 +108,12 @@ void completion_queues::fail_group_locked(std::uintptr_t group, std::error_code 
 
 void completion_queues::finish_locked(fifo& f, wait_entry* e, const poll_result& r, pass_state& ps) {
   // Usually the head; an entry inserted before it since the snapshot (sorted insertion) moves it back.
-  if (!f.entries.empty() && f.entries.front() == e)
+  if (!f.entries.empty() && f.entries.front() == e) {
     f.entries.pop_front();
-  else
+    if (r.status == poll_status::ready) learn_locked(f, e, ps.now);
+  } else {
     f.entries.erase(std::find(f.entries.begin(), f.entries.end(), e));
+  }
   take_locked(e, r.status == poll_status::failed ? r.error : std::error_code(), ps);
   ps.released.push_back(e);
   if (r.status == poll_status::failed && r.scope == failure_scope::group) fail_group_locked(e->group, r.error, ps);
@@ -119,6 +124,7 @@ bool completion_queues::finish_run_locked(fifo& f, std::uint64_t last, const pol
   while (!f.entries.empty() && f.entries.front()->order != 0 && f.entries.front()->order <= last) {
     wait_entry* e = f.entries.front();
     f.entries.pop_front();
+    if (!ec) learn_locked(f, e, ps.now);
     take_locked(e, ec, ps);
     ps.released.push_back(e);
   }
@@ -184,11 +190,6 @@ void completion_queues::set_policy(const poll_policy& p) {
 poll_policy completion_queues::policy() const {
   std::lock_guard lock(mutex_);
   return policy_;
-}
-
-std::chrono::nanoseconds completion_queues::next_delay() const {
-  std::lock_guard lock(mutex_);
-  return policy_.next_delay(since_activity());
 }
 
 bool completion_queues::watchdog_due() {

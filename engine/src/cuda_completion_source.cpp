@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include "source_state.hpp"
 
+#include <cuasync/driver/detail/flight_hooks.hpp>
 #include <cuasync/driver/error.hpp>
 
 namespace cuasync {
@@ -45,6 +47,11 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
     throw;
   }
   event_ref ev(slot->event, s.context());
+  // Noted before the record: an operation another thread enqueues meanwhile gets a later number, so that this wait's
+  // completion never marks it done.
+  trace::flight::mark flown;
+  if (trace::flight::enabled()) [[unlikely]]
+    flown = detail::flight_note(s, {.call = "cuEventRecord", .name = "completion event", .where = where});
   std::uint64_t order = 0;
   std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
   try {
@@ -78,14 +85,20 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
       order = st.next_order.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (...) {
+    trace::flight::set_status(flown, trace::flight::status::failed);
     slot->expected = 0;
     pool->give_back(slot);
     detail::settle_stream(s);
     throw;  // the ticket's place is given back by its destructor
   }
+  if (flown) [[unlikely]] {
+    trace::flight::set_status(flown, trace::flight::status::enqueued);
+    slot->flight = flown;
+  }
   if (ticket) {
     // The wait takes the place over: given back when its event completes (release). A hold ends here.
     if (ticket.hold_) ticket.end_hold();
+    if (std::exchange(ticket.granted_, false)) settle_grant(ticket.stream_key_);  // enqueued: others may pass now
     slot->admit_key = ticket.stream_key_;
     ticket.pool_.reset();
   }
@@ -122,21 +135,37 @@ poll_result cuda_completion_source::query(std::uintptr_t token) noexcept {
     // The word is written after the work before it, with a fence: reaching the expected value means done.
     const auto& slot = *reinterpret_cast<const detail::event_slot*>(token);
     if (slot.expected != 0 &&
-        std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire) >= slot.expected)
+        std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire) >= slot.expected) {
+      if (slot.flight) [[unlikely]]
+        trace::flight::seen_done(slot.flight);  // its stream's operations up to it are done
       return {poll_status::ready, {}, {}};
+    }
     ev = slot.event;
   }
   // Pending word (or none): the event says whether the work is still running or failed (a faulted context never
   // writes the word). cuEventQuery needs no current context (measured on the H200).
   const CUresult r = detail::driver().cuEventQuery(ev);
   if (r == CUDA_ERROR_NOT_READY) return {poll_status::pending, {}, {}};
-  if (r == CUDA_SUCCESS) return {poll_status::ready, {}, {}};
+  if (r == CUDA_SUCCESS) {
+    if (!(token & user_event_bit))
+      if (const trace::flight::mark m = reinterpret_cast<const detail::event_slot*>(token)->flight) [[unlikely]]
+        trace::flight::seen_done(m);
+    return {poll_status::ready, {}, {}};
+  }
+  if (!(token & user_event_bit)) {
+    if (const trace::flight::mark m = reinterpret_cast<const detail::event_slot*>(token)->flight) {
+      const char* name = nullptr;
+      if (detail::driver().cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
+      trace::flight::seen_fault(m, static_cast<int>(r), name);  // the recorder's thread dumps
+    }
+  }
   return {poll_status::failed, make_error_code(r), is_sticky(r) ? failure_scope::group : failure_scope::operation};
 }
 
 void cuda_completion_source::release(std::uintptr_t token) noexcept {
   if (token == 0 || (token & user_event_bit)) return;
   auto* slot = reinterpret_cast<detail::event_slot*>(token);
+  slot->flight = {};  // released unfinished too (a pooled_event dropped): only a query that saw it done marks it
   state& st = this->st();
   if (slot->stream_key != 0) {
     record_shard& shard = st.shard(slot->stream_key);
@@ -150,7 +179,7 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
     slot->stream_key = slot->first_seq = 0;
   }
   slot->expected = 0;
-  if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) give_place(*slot->pool, key, false);
+  if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) give_place(*slot->pool, key, false, false);
   slot->pool->give_back(slot);
 }
 

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/event_pool.hpp>
 
+#include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
 
@@ -73,6 +75,8 @@ void pooled_event::make_wait(stream_ref s, std::source_location where) const {
   if (!slot_) return;
   if (CUresult r = detail::driver().cuStreamWaitEvent(s.get(), slot_->event, 0); r != CUDA_SUCCESS)
     detail::throw_cu(r, "cuStreamWaitEvent", s.describe() + " waiting for " + event().describe(), where);
+  if (trace::active_hooks() & trace::hook::record) [[unlikely]]
+    detail::trace_stream_wait(s);  // the next GPU span on s starts after the wait, not at its call
 }
 
 wait_target pooled_event::into_target(std::shared_ptr<void> keep_alive, std::source_location where) && {
@@ -107,16 +111,21 @@ event_pool::~event_pool() {
 
 std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source_location where) {
   if (!ctx) detail::throw_invalid("cuasync::event_pool::for_context", "empty context", where);
-  registry& r = the_registry();
-  {
-    std::lock_guard lock(r.mutex);
-    if (auto it = r.pools.find(ctx.get()); it != r.pools.end() && it->second.pool) return it->second.pool;
-  }
+  // The id first, even when the handle is known: a primary context released fully and retained again (or any
+  // context created where one was destroyed) has the same handle, and its first life's pool holds events the driver
+  // no longer knows. Matching the handle alone handed that pool out until a sweep: records then failed with
+  // CUDA_ERROR_INVALID_HANDLE.
   unsigned long long id = 0;
   if (CUresult res = detail::driver().cuCtxGetId(ctx.get(), &id); res != CUDA_SUCCESS)
     detail::throw_cu(res, "cuCtxGetId", "context " + detail::handle_string(ctx.get()) + " of device " +
                                             std::to_string(ctx.device_ordinal()),
                      where);
+  registry& r = the_registry();
+  {
+    std::lock_guard lock(r.mutex);
+    if (auto it = r.pools.find(ctx.get()); it != r.pools.end() && it->second.pool && it->second.id == id)
+      return it->second.pool;
+  }
   sweep();  // a new context: a good moment to let go of those that are gone
   std::lock_guard lock(r.mutex);
   registry::entry& e = r.pools[ctx.get()];

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/engine/poller.hpp>
 
 #include <cuasync/driver/detail/driver_api.hpp>
@@ -20,6 +21,15 @@ bool relax_capture_mode() noexcept {
   (void)d->cuThreadExchangeStreamCaptureMode(&mode);
   return true;
 }
+}  // namespace
+
+namespace detail {
+void install_gpu_span_pump() noexcept;  // gpu_span_client.cpp
+}  // namespace detail
+
+namespace {
+// At start-up, wherever the poller is linked in: traced operations' spans are then read by this poller's thread.
+[[maybe_unused]] const bool gpu_span_pump_installed = (detail::install_gpu_span_pump(), true);
 }  // namespace
 
 poller& poller::instance() {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: what the CUDA completion source knows per stream (its waits, for host words and ordering; its admission
 // places), shared by cuda_completion_source.cpp (records, queries, releases) and admission.cpp.
@@ -21,7 +22,8 @@ struct stream_state {
   std::uint32_t admitted = 0;     // admission places held by operations on this stream
   std::uint32_t waiting = 0;      // operations queued for a place on this stream
   bool held = false;              // an admitted operation holds the stream (later ones wait)
-  bool idle() const noexcept { return outstanding == 0 && admitted == 0 && waiting == 0 && !held; }
+  std::uint32_t granted = 0;      // places granted to waiters whose work is not enqueued yet (later ones wait)
+  bool idle() const noexcept { return outstanding == 0 && admitted == 0 && waiting == 0 && !held && granted == 0; }
 };
 
 // Stream states under one lock per shard (by stream id), so that the numbers of one stream's events follow their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Two processes, two GPUs, one buffer, the VMM path: the producer (GPU 0) allocates memory that can be exported as
 // a POSIX file descriptor, fills it, and passes the descriptor with the size and its device over a Unix socketpair
 // (SCM_RIGHTS); the consumer (GPU 1, this program re-run with --consume) maps it, copies it to the host and checks

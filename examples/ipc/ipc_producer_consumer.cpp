@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Two processes, two GPUs, one buffer: the producer (GPU 0) fills device memory and records an interprocess event;
 // the consumer (GPU 1, this program re-run with --consume) maps the memory, makes its stream wait on the event on
 // the device, copies the data to its own GPU and checks it. The handles travel over a Unix socketpair inherited by

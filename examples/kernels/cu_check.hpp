@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The raw examples' error check: what every hand-written driver program repeats around each call (cuasync's layers
 // turn it into a cuda_error naming the call, the object and the call site).

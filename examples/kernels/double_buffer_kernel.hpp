@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// The seed's §9.1 "my_kernel", compiled at run time by the double-buffer examples (runtime/ and raw versions).
+// The double buffer's kernel, compiled at run time by the double-buffer examples (runtime/ and raw versions).
 namespace cuasync::examples {
 inline constexpr const char* double_buffer_kernel_source = R"(
 extern "C" __global__ void my_kernel(float* out, const float* in, int n) {

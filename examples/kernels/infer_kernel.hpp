@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// The seed's §16 "infer_kernel", compiled at run time by the examples (runtime/ and async_io/ versions of the
+// The inference pipeline's "infer_kernel", compiled at run time by the examples (runtime/ and async_io/ versions of the
 // service share it): 64 steps of x*0.5+1 per feature, which converge towards 2, so every score is checkable.
 namespace cuasync::examples {
 inline constexpr const char* infer_kernel_source = R"(

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // An example kernel file for `cuasync compile` and the JIT: templates are instantiated by name expressions, e.g.
 //   cuasync compile examples/kernels/saxpy.cu --name-expression 'saxpy<float>' --name-expression 'scale<double, 4>'
 // prints each expression's lowered (mangled) name, which module_ref::kernel() accepts after loading (the runtime's

@@ -1,7 +1,9 @@
-// The same §16 service as inference_service.cpp, with raw Driver API calls (only the kernel comes from cuasync's JIT),
-// for comparison: slots, streams, events, pinned and device buffers by hand, and the postprocess hand-off to worker
-// threads with the slot-ownership rule the seed warns about (a slot's host output may not be refilled before its
-// postprocess has finished) enforced by hand.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// The same inference service as inference_service.cpp, with raw Driver API calls (only the kernel comes from cuasync's
+// JIT), for comparison: slots, streams, events, pinned and device buffers by hand, and the postprocess hand-off to
+// worker threads with the slot-ownership rule (a slot's host output may not be refilled before its
+// postprocess has finished) enforced by hand. Arguments: [features [requests]] (default 262144 200; scripts/gpu-run.sh
+// also runs it with the async_io example's sizes, 65536 400).
 #include <cuasync/runtime/device_runtime.hpp>
 
 #include "../kernels/infer_kernel.hpp"
@@ -31,9 +33,14 @@ struct Slot {
   bool post_running = false;  // guarded by mutex
 };
 
-int main() {
-  constexpr int features = 1 << 18, num_requests = 200, kStages = 3;
-  constexpr std::size_t bytes = features * sizeof(float);
+int main(int argc, char** argv) {
+  constexpr int kStages = 3;
+  const int features = argc > 1 ? std::atoi(argv[1]) : 1 << 18, num_requests = argc > 2 ? std::atoi(argv[2]) : 200;
+  if (features < 256 || features % 256 || num_requests < 1) {
+    std::fprintf(stderr, "usage: %s [features (a multiple of 256)] [requests]\n", argv[0]);
+    return 2;
+  }
+  const std::size_t bytes = features * sizeof(float);
   auto rt = runtime::device_runtime::for_device(0);
   CUfunction infer_kernel =
       rt->kernel(jit::program("inference_service_raw", examples::infer_kernel_source), "infer_kernel").get();
@@ -125,7 +132,7 @@ int main() {
   CU_CHECK(d.cuCtxPopCurrent(&popped));
   int wrong = 0;
   for (double s : scores) wrong += !(s > 1.99 && s < 2.01);
-  std::printf("inference_service_raw: %d requests in %.1f ms over 3 slots (%.0f req/s), %d wrong scores\n",
-              num_requests, ms, num_requests * 1000.0 / ms, wrong);
+  std::printf("inference_service_raw: %d requests of %d features in %.1f ms over 3 slots (%.0f req/s), %d wrong "
+              "scores\n", num_requests, features, ms, num_requests * 1000.0 / ms, wrong);
   return wrong == 0 ? 0 : 1;
 }

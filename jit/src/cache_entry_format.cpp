@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The format of a cache entry: a fixed header (magic, format version, key, payload size, XXH3-128 checksum), then
 // the payload (target, NVRTC version, name, log, lowered names, image). Decoding checks every field and every read.
 #include <cuasync/jit/disk_cache.hpp>
+
+#include "byte_codec.hpp"
 
 #include <cstring>
 
@@ -21,50 +24,10 @@ struct entry_header {
 };
 static_assert(sizeof(entry_header) == 56);
 
-// Appends little-endian-as-host plain values and length-prefixed strings.
-struct writer {
-  std::string out;
-  template <class T>
-  void value(const T& v) {
-    out.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void str(std::string_view s) {
-    value(static_cast<std::uint64_t>(s.size()));
-    out.append(s);
-  }
-};
-
-// Reads what `writer` wrote; every read is bounds-checked.
-struct reader {
-  std::string_view in;
-  bool ok = true;
-  template <class T>
-  T value() {
-    T v{};
-    if (in.size() < sizeof v) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, in.data(), sizeof v);
-    in.remove_prefix(sizeof v);
-    return v;
-  }
-  std::string str() {
-    const auto n = value<std::uint64_t>();
-    if (!ok || n > in.size()) {
-      ok = false;
-      return {};
-    }
-    std::string s(in.substr(0, n));
-    in.remove_prefix(n);
-    return s;
-  }
-};
-
 }  // namespace
 
 std::string disk_cache::serialize(const cache_key& key, const compiled_program& p, std::uint32_t format_version) {
-  writer payload;
+  detail::byte_writer payload;
   payload.value(static_cast<std::uint8_t>(p.target.kind));
   payload.value(static_cast<std::int32_t>(p.target.arch));
   payload.value(static_cast<std::int32_t>(p.nvrtc_version));
@@ -123,7 +86,7 @@ std::optional<compiled_program> decode_entry(std::string bytes, const cache_key&
 }
 
 std::optional<compiled_program> decode_payload(std::string_view payload, std::string& why) {
-  reader r{payload};
+  byte_reader r{payload};
   compiled_program p;
   const auto kind = r.value<std::uint8_t>();
   p.target.arch = r.value<std::int32_t>();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Files of the cache (entries, the NVRTC identity, precompiled headers): a directory checked before anything in it
 // is trusted, whole reads, and writes that appear atomically under their final name.
 #include "cache_files.hpp"

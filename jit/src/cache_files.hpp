@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal to jit/: the cache files' clock (disk_cache.cpp ages entries by it; cache_files.cpp stamps them).
 #include <ctime>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The disk cache: where it lives (settings from the environment), loading and storing entries by key, rejecting
 // bad ones, and evicting the least recently used. The entries' format is cache_entry_format.cpp; the files,
 // cache_files.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/jit/detail/nvrtc_api.hpp>
 #include <cuasync/jit/error.hpp>
 

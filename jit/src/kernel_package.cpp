@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/jit/kernel_package.hpp>
 
 #include <cuasync/driver/error.hpp>

@@ -1,7 +1,13 @@
-// Loads NVRTC at run time: $CUASYNC_LIBNVRTC, else libnvrtc.so.13, then libnvrtc.so.12. Every entry point is resolved
-// once with dlsym; the version and the supported architectures are read once.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// Loads NVRTC at run time: $CUASYNC_LIBNVRTC, else libnvrtc.so.13, then libnvrtc.so.12 as the dynamic loader finds
+// them, then the same names in each folder of $CUASYNC_NVRTC_SEARCH_PATH (the Python package puts pip's
+// site-packages/nvidia/*/lib there). Every entry point is resolved once with dlsym; the version and the supported
+// architectures are read once.
 #include <cuasync/jit/detail/nvrtc_api.hpp>
 #include <cuasync/jit/nvrtc.hpp>
+#include <cuasync/log.hpp>
+
+#include "library_search.hpp"
 
 #include <dlfcn.h>
 
@@ -12,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 namespace cuasync::jit {
 namespace detail {
@@ -28,32 +35,18 @@ struct loaded_library {
 
 // As the driver's loader: its errors keep this location, not a caller's; they arise once per process, then rethrown.
 loaded_library* open_nvrtc() {
-  std::vector<std::string> candidates;
-  const char* env = std::getenv("CUASYNC_LIBNVRTC");
-  std::optional<std::string> env_used;
-  if (env && *env) {
-    candidates = {env};
-    env_used = env;
-  }
-  else
-    candidates = {"libnvrtc.so.13", "libnvrtc.so.12"};
-  void* lib = nullptr;
-  std::string opened, why;
-  for (const auto& c : candidates) {
-    if ((lib = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-      opened = c;
-      break;
-    }
-    const char* e = ::dlerror();
-    why += "\n  " + c + ": " + (e ? e : "?");
-  }
+  opened_library opened = open_first("CUASYNC_LIBNVRTC", {"libnvrtc.so.13", "libnvrtc.so.12"});
+  void* lib = opened.handle;
   if (!lib)
     throw nvrtc_not_found_error(make_error_code(NVRTC_ERROR_PROGRAM_CREATION_FAILURE), "dlopen",
-                                "could not load NVRTC, the CUDA runtime compiler:" + why +
+                                "could not load NVRTC, the CUDA runtime compiler:" + opened.tried +
                                     "\nInstall the CUDA toolkit's NVRTC (cuda-nvrtc-13-0 or cuda-nvrtc-12-x) so that "
-                                    "the dynamic loader finds it, or set CUASYNC_LIBNVRTC to the library's path");
+                                    "the dynamic loader finds it, or pip's nvidia-cuda-nvrtc and name its lib folder "
+                                    "in CUASYNC_NVRTC_SEARCH_PATH (the Python package does), or set "
+                                    "CUASYNC_LIBNVRTC to the library's path");
+  const std::string& opened_path = opened.path;
   auto l = std::make_unique<loaded_library>();
-  l->env = std::move(env_used);
+  l->env = std::move(opened.env);
   std::string missing;
 #define CUASYNC_FETCH_NVRTC_ENTRY(name)                                                        \
   l->entries.name = reinterpret_cast<decltype(l->entries.name)>(::dlsym(lib, #name));         \
@@ -63,7 +56,7 @@ loaded_library* open_nvrtc() {
   if (!missing.empty()) {
     ::dlclose(lib);
     throw nvrtc_not_found_error(make_error_code(NVRTC_ERROR_PROGRAM_CREATION_FAILURE), "dlsym",
-                                "'" + opened + "' has no entry point " + missing +
+                                "'" + opened_path + "' has no entry point " + missing +
                                     ": it is not NVRTC, or an NVRTC older than 12.0; cuasync needs NVRTC 12.0 or "
                                     "newer (set CUASYNC_LIBNVRTC to its path)");
   }
@@ -76,7 +69,7 @@ loaded_library* open_nvrtc() {
     if (e.nvrtcGetSupportedArchs(info.supported_archs.data()) != NVRTC_SUCCESS) info.supported_archs.clear();
     std::sort(info.supported_archs.begin(), info.supported_archs.end());
   }
-  info.library = opened;
+  info.library = opened_path;
   Dl_info where{};
   if (::dladdr(reinterpret_cast<void*>(e.nvrtcVersion), &where) && where.dli_fname) info.library = where.dli_fname;
   return l.release();
@@ -84,22 +77,45 @@ loaded_library* open_nvrtc() {
 
 loaded_library* loaded = nullptr;
 
+// Said once, by the thread that loaded, after the once is over (a log sink may call into cuasync).
+void log_outcome(const loaded_library* l, const std::exception_ptr& failure) noexcept {
+  logging::write_with(logging::level::info, [&] {
+    if (!l) return "NVRTC not loaded: " + cuasync::detail::cause_of(failure);
+    std::string archs;
+    if (!l->info.supported_archs.empty())
+      archs = ", sm_" + std::to_string(l->info.supported_archs.front()) + " to sm_" +
+              std::to_string(l->info.supported_archs.back());
+    return "NVRTC " + l->info.version_string() + " loaded from " + l->info.library + archs +
+           (l->env ? " (CUASYNC_LIBNVRTC)" : "");
+  });
+}
+
 const loaded_library& load_once() {
   static std::once_flag once;
   static std::exception_ptr failure;
-  std::call_once(once, [] {
-    try {
-      loaded = open_nvrtc();
-      loaded_nvrtc.store(&loaded->entries, std::memory_order_release);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  });
-  if (loaded) return *loaded;
-  std::rethrow_exception(failure);
+  return detail::load_library_once(
+      once, loaded, failure,
+      [] {
+        loaded_library* l = open_nvrtc();
+        loaded_nvrtc.store(&l->entries, std::memory_order_release);
+        return l;
+      },
+      log_outcome);
 }
 
 }  // namespace
+
+std::vector<std::string> nvrtc_search_path() {
+  std::vector<std::string> dirs;
+  const char* v = std::getenv("CUASYNC_NVRTC_SEARCH_PATH");
+  for (std::string_view rest = v ? v : ""; !rest.empty();) {
+    const auto colon = rest.find(':');
+    const std::string_view dir = rest.substr(0, colon);
+    if (!dir.empty()) dirs.emplace_back(dir);
+    rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+  }
+  return dirs;
+}
 
 const nvrtc_entry_points& load_nvrtc() { return load_once().entries; }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The `nvrtc-identity` record: which NVRTC the loader would pick in a process like this one, and what it is, so that
 // a disk-cache hit needs no NVRTC. See nvrtc_identity.hpp for what the fingerprint covers and why.
 #include <cuasync/jit/disk_cache.hpp>
@@ -235,6 +236,9 @@ cache_key nvrtc_loader_fingerprint(const std::optional<std::string>& libnvrtc_en
   if (libnvrtc_env) w.str(*libnvrtc_env);
   w.env("LD_LIBRARY_PATH");
   w.env("LD_PRELOAD");
+  // The loader's own folders, tried after the system's: a library appearing in one changes the folder's times.
+  w.env("CUASYNC_NVRTC_SEARCH_PATH");
+  for (const auto& dir : detail::nvrtc_search_path()) w.file(dir.c_str());
   w.file("/etc/ld.so.cache");
   w.file("/etc/ld.so.preload");
   w.file("/proc/self/exe");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/options.hpp>
 

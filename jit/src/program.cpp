@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/jit/detail/nvrtc_api.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/program.hpp>
@@ -92,9 +93,14 @@ std::string first_error(std::string_view log, const program& p) {
 
 compiled_program compile(const program& p, const target& t, const compile_options& o, const std::string& pch_dir,
                          std::source_location where) {
+  detail::nvrtc();  // before the arguments: a missing NVRTC is reported as such, not through the include path
+  return detail::compile_with_arguments(p, t, o.arguments(t, pch_dir, where), where);
+}
+
+compiled_program detail::compile_with_arguments(const program& p, const target& t,
+                                                const std::vector<std::string>& args, std::source_location where) {
   const auto& n = detail::nvrtc();
   const auto& info = nvrtc_library();
-  const std::vector<std::string> args = o.arguments(t, pch_dir, where);
 
   std::vector<const char*> header_contents, header_names;
   for (const auto& [name, contents] : p.headers()) {

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/jit/target.hpp>
+#include <cuasync/log.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -60,6 +62,13 @@ target select_target(int cc, std::span<const int> supported, output_request requ
             "): use an NVRTC that still supports it (CUASYNC_LIBNVRTC=/path/to/an older libnvrtc.so)",
         where);
   }
+  if (request == output_request::automatic)
+    logging::write_with(logging::level::info, [&] {
+      return "sm_" + std::to_string(cc) + " is not among the architectures this NVRTC compiles CUBINs for (sm_" +
+             std::to_string(*std::min_element(supported.begin(), supported.end())) + " to sm_" +
+             std::to_string(*std::max_element(supported.begin(), supported.end())) + "): PTX for compute_" +
+             std::to_string(best) + " instead, compiled by the driver when loaded";
+    });
   return {request == output_request::ltoir ? output_kind::ltoir : output_kind::ptx, best};
 }
 

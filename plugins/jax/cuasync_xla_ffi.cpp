@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cuasync inside JAX through XLA's published FFI: one typed handler, `cuasync_kernel_call`, that launches a cuasync
 // JIT kernel on the stream XLA gives it. Built at test or install time against the headers of the running jaxlib
 // (jax.ffi.include_dir()) and cuasync's C header; it links nothing: libcuasync is reached through the function table

@@ -1,8 +1,25 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 namespace cuasync::runtime {
+
+namespace {
+// Streams whose first non-blocking pageable copy finds its gate word reserved (each later one asks for its own in
+// the background, and a stream keeps its word).
+constexpr std::size_t gate_words_reserved = 4;
+
+bool warm_up_from_environment() {
+  static const bool on = [] {
+    const char* v = std::getenv("CUASYNC_WARM_UP_STAGING");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+}  // namespace
 
 device_runtime::device_runtime(primary_context owned, context_ref ctx, device_runtime_options options,
                                std::source_location where)
@@ -18,6 +35,17 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     device_pool_ = memory_pool_ref::device_default(ctx_, where);
     device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
   }
+  if (options_.reserve_pageable_staging && options_.pageable.cold_chunks > 0) {
+    std::vector<std::size_t> sizes(options_.pageable.cold_chunks, options_.pageable.cold_chunk_bytes);
+    sizes.insert(sizes.end(), gate_words_reserved, sizeof(std::uint32_t));
+    pinned_->reserve_async(std::move(sizes));
+  }
+  if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
+}
+
+void device_runtime::warm_up_staging(std::vector<std::size_t> pinned_sizes, std::source_location where) {
+  staging(where);
+  if (!pinned_sizes.empty()) pinned_->reserve_async(std::move(pinned_sizes));
 }
 
 device_runtime::~device_runtime() {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/graph.hpp>
 
 #include <cuasync/driver/detail/instrumented_op.hpp>
@@ -90,25 +91,34 @@ void graph_exec::launch(stream_ref s, std::source_location where) const {
   if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
     traced.emplace(hooks, s,
                    cuasync::detail::gpu_op{.category = trace::category::launch, .call = "cuGraphLaunch",
-                                           .name = "graph (" + std::to_string(kernel_nodes_.size()) + " kernels)"});
+                                           .name = "graph (" + std::to_string(kernel_nodes_.size()) + " kernels)",
+                                           .where = where});
   if (CUresult r = driver().cuGraphLaunch(exec_, s.get()); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphLaunch", "graph exec " + cuasync::detail::handle_string(exec_) + " on " + s.describe(), where);
   if (traced) traced->enqueued();
 }
 
-void graph_exec::set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count,
-                                   std::source_location where) {
-  constexpr const char* api = "cuasync::runtime::graph_exec::set_kernel_arguments";
+void graph_exec::check_node_index(const char* api, std::size_t index, std::source_location where) const {
   if (index >= kernel_nodes_.size())
     cuasync::detail::throw_invalid(
         api, "kernel node " + std::to_string(index) + " of " + std::to_string(kernel_nodes_.size()), where);
+}
+
+void graph_exec::update_kernel_node(std::size_t index, const launch_config* config, void** params,
+                                    const std::size_t* sizes, std::size_t count, std::source_location where) {
+  const char* api = config ? "cuasync::runtime::graph_exec::set_kernel_launch"
+                           : "cuasync::runtime::graph_exec::set_kernel_arguments";
+  check_node_index(api, index, where);
+  const std::string node = "kernel node " + std::to_string(index);
+  if (config && (config->cluster || config->cooperative || config->priority || config->dependent_launch))
+    cuasync::detail::throw_invalid(api, node + ": a node keeps the launch attributes it was captured with (cluster, "
+                                              "cooperative, priority, dependent launch): recapture to change them",
+                                   where);
   scoped_context guard(ctx_, where);  // graph node calls need a current context (instantiate fails without one)
   CUDA_KERNEL_NODE_PARAMS_v2 p{};
   cuasync::detail::check(driver().cuGraphKernelNodeGetParams(kernel_nodes_[index], &p), "cuGraphKernelNodeGetParams",
                          where);
-  if (!p.func)
-    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " has no CUfunction to check against",
-                                   where);
+  if (!p.func) cuasync::detail::throw_invalid(api, node + " has no CUfunction to check against", where);
   // Check count and sizes against the kernel, as cuasync::launch does: from what cuasync read when it loaded the
   // kernel, else by asking the driver until it refuses an index.
   const cuasync::detail::kernel_info* known = cuasync::detail::known_kernel(p.func);
@@ -122,20 +132,43 @@ void graph_exec::set_kernel_params(std::size_t index, void** params, const std::
       break;
     }
     if (expected < count && size != sizes[expected])
-      cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " parameter " +
-                                              std::to_string(expected) + " is " + std::to_string(size) +
-                                              " bytes but the argument given is " + std::to_string(sizes[expected]) +
-                                              " bytes",
+      cuasync::detail::throw_invalid(api, node + " parameter " + std::to_string(expected) + " is " +
+                                              std::to_string(size) + " bytes but the argument given is " +
+                                              std::to_string(sizes[expected]) + " bytes",
                                      where);
   }
   if (expected != count)
-    cuasync::detail::throw_invalid(api, "kernel node " + std::to_string(index) + " takes " + std::to_string(expected) +
-                                            " parameter(s) but " + std::to_string(count) + " were given",
+    cuasync::detail::throw_invalid(api, node + " takes " + std::to_string(expected) + " parameter(s) but " +
+                                            std::to_string(count) + " were given",
                                    where);
+  if (config) {
+    // The limits a launch is held to; a kernel cuasync did not load is left to the driver, which checks them too.
+    if (known && !cuasync::detail::config_fits(*known, *config))
+      cuasync::detail::check_config_limits(*known, *config, {}, where);
+    p.gridDimX = config->grid.x, p.gridDimY = config->grid.y, p.gridDimZ = config->grid.z;
+    p.blockDimX = config->block.x, p.blockDimY = config->block.y, p.blockDimZ = config->block.z;
+    p.sharedMemBytes = config->shared_memory_bytes;
+  }
   p.kernelParams = params;
   p.extra = nullptr;
   if (CUresult r = driver().cuGraphExecKernelNodeSetParams(exec_, kernel_nodes_[index], &p); r != CUDA_SUCCESS)
-    throw_cu(r, "cuGraphExecKernelNodeSetParams", "kernel node " + std::to_string(index), where);
+    throw_cu(r, "cuGraphExecKernelNodeSetParams", node, where);
+}
+
+void graph_exec::set_kernel_node_enabled(std::size_t index, bool enabled, std::source_location where) {
+  check_node_index("cuasync::runtime::graph_exec::set_kernel_node_enabled", index, where);
+  scoped_context guard(ctx_, where);
+  if (CUresult r = driver().cuGraphNodeSetEnabled(exec_, kernel_nodes_[index], enabled ? 1 : 0); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphNodeSetEnabled", "kernel node " + std::to_string(index), where);
+}
+
+bool graph_exec::kernel_node_enabled(std::size_t index, std::source_location where) const {
+  check_node_index("cuasync::runtime::graph_exec::kernel_node_enabled", index, where);
+  scoped_context guard(ctx_, where);
+  unsigned on = 0;
+  if (CUresult r = driver().cuGraphNodeGetEnabled(exec_, kernel_nodes_[index], &on); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphNodeGetEnabled", "kernel node " + std::to_string(index), where);
+  return on != 0;
 }
 
 }  // namespace cuasync::runtime

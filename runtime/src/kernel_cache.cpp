@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/kernel_cache.hpp>
 
 #include <cuasync/driver/detail/driver_api.hpp>
@@ -63,6 +64,41 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   return *modules_.emplace(map_key, std::move(entry)).first->second;
 }
 
+const cuasync::library& kernel_cache::library_for(const jit::compile_result& compiled, std::source_location where) {
+  const auto key = std::make_pair(compiled.key.low, compiled.key.high);
+  std::lock_guard lock(mutex_);
+  if (auto it = libraries_.find(key); it != libraries_.end()) {
+    ++library_hits_;
+    return *it->second;
+  }
+  const jit::compiled_program& prog = *compiled.program;
+  if (prog.target.kind == jit::output_kind::ptx)
+    jit::check_ptx_loadable(prog.text(), cuasync::detail::driver().driver_version, prog.name, where);
+  auto lib = std::make_unique<cuasync::library>(
+      cuasync::library::load(prog.bytes(), prog.name + " (" + prog.target.to_string() + ")", where));
+  for (const auto& [expression, lowered] : prog.lowered_names) lib->add_name_alias(expression, lowered);
+  ++library_loads_;
+  return *libraries_.emplace(key, std::move(lib)).first->second;
+}
+
+kernel_ref kernel_cache::shared_kernel(context_ref ctx, const jit::program& p, std::string_view name,
+                                       const jit::compile_options& o, jit::output_request request,
+                                       std::source_location where) {
+  check_request(ctx, request, where);
+  const jit::compile_result compiled =
+      compiler_->compile(p, ctx.device(where).compute_capability(where), o, request, where);
+  return library_for(compiled, where).kernel(ctx, name, where);
+}
+
+kernel_ref kernel_cache::linked_kernel(context_ref ctx, std::span<const jit::program> programs, std::string_view name,
+                                       const jit::compile_options& o, const jit::link_options& lo,
+                                       std::source_location where) {
+  check_request(ctx, jit::output_request::automatic, where);
+  const jit::compile_result linked =
+      compiler_->link_programs(programs, ctx.device(where).compute_capability(where), o, lo, {}, where);
+  return library_for(linked, where).kernel(ctx, name, where);
+}
+
 module_ref kernel_cache::module(context_ref ctx, const jit::program& p, const jit::compile_options& o,
                                 jit::output_request request, std::source_location where) {
   return load(ctx, p, o, request, where).module;
@@ -86,7 +122,7 @@ kernel_cache::~kernel_cache() {
 
 kernel_cache_stats kernel_cache::stats() const noexcept {
   std::lock_guard lock(mutex_);
-  return {module_hits_, module_loads_};
+  return {module_hits_, module_loads_, library_hits_, library_loads_};
 }
 
 }  // namespace cuasync::runtime

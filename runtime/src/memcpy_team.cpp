@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/memcpy_team.hpp>
 
 #include <cuasync/trace/scope.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
@@ -56,6 +58,8 @@ struct memcpy_team::job {
   std::size_t next = 0;                 // the next part to claim (under crew::mutex)
   std::atomic<std::size_t> remaining;   // parts not yet copied
   std::function<void()> done;           // submit: called by whoever copies the last part
+  std::function<void(std::chrono::nanoseconds)> timed_done;  // submit_timed: the same, with the copy's time
+  std::chrono::steady_clock::time_point started{};           // when its first part was claimed (under crew::mutex)
   // copy: the caller waits for this
   std::mutex mutex;
   std::condition_variable finished_cv;
@@ -112,22 +116,28 @@ void memcpy_team::copy_part(const job& j, std::size_t part) noexcept {
 }
 
 std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* src, std::size_t n, bool streaming,
-                                                       std::function<void()> done) {
+                                                       std::function<void()> done,
+                                                       std::function<void(std::chrono::nanoseconds)> timed_done,
+                                                       bool caller_copies) {
   auto j = std::make_shared<job>();
   j->dst = static_cast<std::byte*>(dst);
   j->src = static_cast<const std::byte*>(src);
   j->n = n;
   j->streaming = streaming;
-  // One part per thread (the caller of copy() included), of at least 256 KiB: a hand-off costs more than it saves.
-  const std::size_t threads = workers_.size() + 1;
+  // One part per thread that copies (the caller of copy() too; not the one that submits), of at least 256 KiB: a
+  // hand-off costs more than it saves. One part more than threads would make one of them copy two while the others
+  // wait: the job would take twice as long.
+  const std::size_t threads = std::max<std::size_t>(workers_.size() + (caller_copies ? 1 : 0), 1);
   j->parts = std::clamp<std::size_t>(n / (std::size_t{256} << 10), 1, threads);
   j->per = ((n / j->parts) + 4095) & ~std::size_t{4095};
   j->remaining.store(j->parts, std::memory_order_relaxed);
   j->done = std::move(done);
-  {
-    std::lock_guard lock(crew_->mutex);
-    crew_->jobs.push_back(j);
-  }
+  j->timed_done = std::move(timed_done);
+  // Notified under the lock: once it is released a thread may copy the whole job and its `done` may destroy the
+  // team (an ordered copy's last chunk reports, and its owner lets the team go), so nothing of the team is touched
+  // after it (ThreadSanitizer saw the condition variable destroyed under a notify made after the unlock).
+  std::lock_guard lock(crew_->mutex);
+  crew_->jobs.push_back(j);
   if (j->parts > 1)
     crew_->wake.notify_all();
   else
@@ -140,6 +150,7 @@ bool memcpy_team::claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& pa
     job& front = *c.jobs.front();
     if (front.next < front.parts) {
       j = c.jobs.front();
+      if (front.next == 0) front.started = std::chrono::steady_clock::now();
       part = front.next++;
       if (front.next == front.parts) c.jobs.pop_front();  // every part claimed
       return true;
@@ -151,6 +162,10 @@ bool memcpy_team::claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& pa
 
 void memcpy_team::finish_part(const std::shared_ptr<job>& j) {
   if (j->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (j->timed_done) {
+    j->timed_done(std::chrono::steady_clock::now() - j->started);
+    return;
+  }
   if (j->done) {
     j->done();
     return;
@@ -182,7 +197,7 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming
     std::memcpy(dst, src, n);
     return;
   }
-  std::shared_ptr<job> j = enqueue(dst, src, n, streaming, nullptr);
+  std::shared_ptr<job> j = enqueue(dst, src, n, streaming, nullptr, nullptr, true);
   // The caller copies parts of its own job too.
   for (;;) {
     std::size_t part;
@@ -200,7 +215,12 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming
 }
 
 void memcpy_team::submit(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done) {
-  enqueue(dst, src, n, streaming, std::move(done));
+  enqueue(dst, src, n, streaming, std::move(done), nullptr, false);
+}
+
+void memcpy_team::submit_timed(void* dst, const void* src, std::size_t n, bool streaming,
+                               std::function<void(std::chrono::nanoseconds)> done) {
+  enqueue(dst, src, n, streaming, nullptr, std::move(done), false);
 }
 
 }  // namespace cuasync::runtime

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/memory_pool.hpp>

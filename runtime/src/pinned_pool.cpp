@@ -1,4 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/pinned_pool.hpp>
+
+#include "grower.hpp"
 
 #include <bit>
 #include <limits>
@@ -104,16 +107,7 @@ pinned_block pinned_pool::allocate(std::size_t bytes, std::source_location where
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lock(mutex_);
-    auto& list = idle_for(cls);
-    if (list.empty() && !pending_.empty()) collect_completed_locked();
-    if (!list.empty()) {
-      pinned_buffer b = std::move(list.back());
-      list.pop_back();
-      ++stats_.hits;
-      stats_.bytes_idle -= cls;
-      stats_.bytes_in_use += cls;
-      return pinned_block(shared_from_this(), std::move(b), bytes);
-    }
+    if (pinned_block hit = take_idle_locked(bytes, cls)) return hit;
     make_room_locked(cls, where);
     ++stats_.misses;
     stats_.bytes_reserved += cls;  // reserved before the slow allocation, so concurrent callers respect the cap
@@ -126,6 +120,82 @@ pinned_block pinned_pool::allocate(std::size_t bytes, std::source_location where
     stats_.bytes_reserved -= cls;
     stats_.bytes_in_use -= cls;
     throw;
+  }
+}
+
+pinned_block pinned_pool::take_idle_locked(std::size_t bytes, std::size_t cls) {
+  auto& list = idle_for(cls);
+  if (list.empty() && !pending_.empty()) collect_completed_locked();
+  if (list.empty()) return {};
+  pinned_buffer b = std::move(list.back());
+  list.pop_back();
+  ++stats_.hits;
+  stats_.bytes_idle -= cls;
+  stats_.bytes_in_use += cls;
+  return pinned_block(shared_from_this(), std::move(b), bytes);
+}
+
+pinned_block pinned_pool::try_allocate(std::size_t bytes) noexcept {
+  if (bytes == 0 || bytes > max_request) return {};
+  try {
+    std::lock_guard lock(mutex_);
+    return take_idle_locked(bytes, size_class(bytes));
+  } catch (...) {
+    return {};  // polling a pending block's event failed to allocate: a miss
+  }
+}
+
+void pinned_pool::allocate_async(std::size_t bytes, ready_callback ready, std::source_location where) {
+  if (pinned_block hit = try_allocate(bytes)) return ready(std::move(hit), nullptr);
+  // A miss (or bad input, which allocate names): the slow call, and freeing idle blocks at the cap, run there.
+  auto task = [self = shared_from_this(), bytes, ready = std::move(ready), where]() mutable {
+    pinned_block b;
+    std::exception_ptr failure;
+    try {
+      b = self->allocate(bytes, where);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    ready(std::move(b), failure);
+  };
+  grower_thread().post_or_run(std::move(task));  // at exit: on the caller's thread
+}
+
+void pinned_pool::reserve_async(std::vector<std::size_t> sizes) {
+  auto task = [self = shared_from_this(), sizes = std::move(sizes)] {
+    std::vector<pinned_block> blocks;  // all held at once, so that equal sizes make distinct blocks
+    for (std::size_t n : sizes) {
+      try {
+        blocks.push_back(self->allocate(n));
+      } catch (...) {
+      }
+    }
+  };  // the blocks go back to the pool idle
+  grower_thread().post_or_run(std::move(task));
+}
+
+void pinned_pool::warm_async(std::size_t bytes) noexcept {
+  const std::size_t cls = size_class(bytes);
+  if (cls == 0) return;
+  const std::uint64_t bit = std::uint64_t{1} << class_index(cls);
+  {
+    std::lock_guard lock(mutex_);
+    if ((warming_ & bit) || !idle_for(cls).empty()) return;
+    warming_ |= bit;
+  }
+  auto task = [self = shared_from_this(), bytes, bit] {
+    try {
+      self->allocate(bytes);  // dropped at once: idle
+    } catch (...) {
+    }
+    std::lock_guard lock(self->mutex_);
+    self->warming_ &= ~bit;
+  };
+  try {
+    grower_thread().post_or_run(std::move(task));
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    warming_ &= ~bit;
   }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/copy.hpp>
 #include <cuasync/runtime/slot_pipeline.hpp>
 
@@ -107,6 +108,16 @@ void slot_pipeline::retire(slot_state& s, const stage& post, std::source_locatio
   cv_.notify_all();
 }
 
+void slot_pipeline::hand_off_finished(std::size_t batch, const stage& post, std::source_location where) {
+  // Oldest first: slot (batch + k) % N holds batch batch - N + k. Stops at the first still running (or empty), so
+  // postprocesses are handed off in batch order.
+  for (std::size_t k = 0; k < slots_.size(); ++k) {
+    slot_state& s = slots_[slot_index(batch + k)];
+    if (s.batch == SIZE_MAX || !s.done.query(where)) return;
+    retire(s, post, where);
+  }
+}
+
 void slot_pipeline::submit(std::size_t batch, const stage& pre, const stage& gpu, std::source_location where) {
   slot_state& s = slots_[slot_index(batch)];
   if (s.batch != SIZE_MAX)
@@ -151,6 +162,8 @@ void slot_pipeline::run(std::size_t batches, const stage& pre, const stage& gpu,
       retire(s, post, where);  // the slot's previous batch: GPU done, then postprocess
       wait_post(s);     // its host buffers are free again
       submit(b, pre, gpu, where);
+      // The batches that finished during this preprocess go to the workers now, not when their slot comes round.
+      if (!workers_.empty()) hand_off_finished(b + 1, post, where);
     }
   } catch (...) {
     error = std::current_exception();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The staged copier's synchronous forms: they start the asynchronous copy with a callback of their own and wait,
 // sleeping, for its `enqueued` (host to device) or `done` (device to host).
 #include <cuasync/runtime/staged_copy.hpp>

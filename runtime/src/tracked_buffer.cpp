@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
 
@@ -76,8 +77,8 @@ void tracked_buffer::free_nothrow() noexcept {
   const std::source_location unreported{};  // a failure here is deferred, never thrown to a caller
   const CUcontext ctx = home_.context().get();
   const auto* handle = reinterpret_cast<const void*>(ptr_);
-  // Every other stream's last use must be done before the memory returns to the pool (seed §15.4). When home cannot
-  // be made to wait for one, the host waits for it instead.
+  // Every other stream's last use must be done before the memory returns to the pool (a stream-ordered free orders only
+  // its own stream). When home cannot be made to wait for one, the host waits for it instead.
   for (auto& u : others_) {
     try {
       wait_for(home_, u, unreported);

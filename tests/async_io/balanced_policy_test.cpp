@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The balanced policy on a host completion source (no CUDA): the io executor polls during its window after
 // activity, then hands pending waits to the poller thread, and takes them back when new waits start.
 #include <cuasync/async_io/completion_service.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -47,6 +49,25 @@ class thread_recording_source final : public completion_source {
   std::mutex mutex;
   std::map<std::thread::id, std::size_t> by_thread;
 };
+
+// One wait on `src`'s token `t`, with io.run() on a thread of its own: what the handler saw, and on which thread.
+struct one_wait {
+  std::error_code result{1, std::generic_category()};
+  std::thread::id io_thread, handler_thread;
+  std::thread runner;
+  one_wait(asio::io_context& io, thread_recording_source& src, std::uintptr_t t) {
+    async_wait(io.get_executor(), wait_target{&src, 1, 0, t, nullptr}, [this](std::error_code ec) {
+      result = ec;
+      handler_thread = std::this_thread::get_id();
+    });
+    std::promise<std::thread::id> started;
+    runner = std::thread([&] {
+      started.set_value(std::this_thread::get_id());
+      io.run();
+    });
+    io_thread = started.get_future().get();
+  }
+};
 }  // namespace
 
 TEST_CASE("balanced: the io executor polls during its window, then hands the wait to the poller thread",
@@ -58,19 +79,9 @@ TEST_CASE("balanced: the io executor polls during its window, then hands the wai
   p.executor_window = 30ms;  // long enough to observe on a loaded machine
   svc.set_policy(p);
   const auto t = src.inner.create();
-  std::thread::id io_thread, handler_thread;
-  std::error_code result{1, std::generic_category()};
   const auto t0 = std::chrono::steady_clock::now();
-  async_wait(io.get_executor(), wait_target{&src, 1, 0, t, nullptr}, [&](std::error_code ec) {
-    result = ec;
-    handler_thread = std::this_thread::get_id();
-  });
-  std::promise<std::thread::id> started;
-  std::thread runner([&] {
-    started.set_value(std::this_thread::get_id());
-    io.run();
-  });
-  io_thread = started.get_future().get();
+  one_wait w(io, src, t);
+  const std::thread::id io_thread = w.io_thread;
   REQUIRE(eventually([&] { return svc.stats().handoffs == 1; }));
   const auto handed_over_after = std::chrono::steady_clock::now() - t0;
   CHECK(handed_over_after >= 30ms);
@@ -83,9 +94,9 @@ TEST_CASE("balanced: the io executor polls during its window, then hands the wai
   CHECK(src.queries_from(io_thread) == io_queries);
   CHECK(src.queries_not_from(io_thread) >= 3);
   src.inner.complete(t);
-  runner.join();
-  CHECK_FALSE(result);
-  CHECK(handler_thread == io_thread);
+  w.runner.join();
+  CHECK_FALSE(w.result);
+  CHECK(w.handler_thread == io_thread);
   CHECK(svc.stats().handoffs == 1);
 }
 
@@ -112,4 +123,30 @@ TEST_CASE("balanced: a wait started after the hand-over is polled by the io exec
   guard.reset();
   runner.join();
   CHECK(h.service.stats().handoffs >= 1);
+}
+
+TEST_CASE("balanced: after its window the io executor backs off on its own timer until executor_backoff",
+          "[async_io]") {
+  thread_recording_source src;
+  asio::io_context io;
+  completion_service& svc = asio::use_service<completion_service>(io);
+  poll_policy p = poll_policy::balanced();
+  p.executor_window = 1ms;
+  p.executor_backoff = 60s;  // never reached here: the executor keeps the wait
+  p.min_sleep = 1ms;         // few passes, whatever the machine's load
+  svc.set_policy(p);
+  const auto t = src.inner.create();
+  one_wait w(io, src, t);
+  const std::thread::id io_thread = w.io_thread;
+  // Past the window the executor still polls (on its timer), and nothing is handed over.
+  REQUIRE(eventually([&] { return src.queries_from(io_thread) > 0; }));
+  const std::size_t early = src.queries_from(io_thread);
+  std::this_thread::sleep_for(20ms);
+  CHECK(eventually([&] { return src.queries_from(io_thread) > early; }));
+  CHECK(svc.stats().handoffs == 0);
+  src.inner.complete(t);
+  w.runner.join();
+  CHECK_FALSE(w.result);
+  CHECK(w.handler_thread == io_thread);
+  CHECK(svc.stats().handoffs == 0);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A faulting kernel: every waiter (on its stream and on other streams of the context) completes with
 // CUDA_ERROR_ILLEGAL_ADDRESS and nothing hangs. Runs in a child process: the context is unusable afterwards.
 #include <cuasync/async_io/async_launch.hpp>
@@ -19,6 +20,7 @@ namespace asio = boost::asio;
 using namespace cuasync;
 
 TEST_CASE("async fault child", "[.async_fault_child]") {
+  CUASYNC_CHILD_ONLY();
   asio::io_context io;
   stream faulting = stream::create(test::ctx());
   stream other = stream::create(test::ctx());

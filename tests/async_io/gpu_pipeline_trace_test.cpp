@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The slot pipeline driven from a coroutine (async_run), traced: every batch's stages (preprocess, submit,
 // postprocess) are pipeline_stage spans labelled with the batch, its copies carry the label too, and each batch is
 // postprocessed only after its download finished on the GPU.

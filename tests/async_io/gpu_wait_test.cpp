@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // async_io on the GPU: every token type, many concurrent coroutines, cancellation while a kernel runs, an io thread
 // that is never blocked.
 #include <cuasync/async_io.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The io-thread watchdog on the GPU (issue 12's acceptance): a device_buffer freed inside a coroutine behind a 200 ms
 // kernel blocks the io thread in cuMemFree, and the report names it; the same coroutine with a stream-ordered pool
 // buffer, or freeing after the kernel completed, is never reported.
@@ -37,10 +38,16 @@ bool has_ended(const io_watchdog& w) {
 }  // namespace
 
 // Outside any namespace and not inlined: its exported name is the frame the report must name.
+// The thread is unmarked first: an io thread hands blocking frees to the reaper (driver/blocking_free.hpp), so only
+// code that opted out (or a handler async_io does not run) can still block in cuMemFree, and the watchdog names it.
 [[gnu::noinline]] void watchdog_gpu_free_behind_kernel(stream_ref s, kernel_ref sleep) {
-  device_buffer b = device_buffer::allocate(test::ctx(), 1 << 20);
-  launch(s, sleep, one, long_kernel_ns);
-}  // cuMemFree: waits for the device to be idle, on the io thread
+  const bool was = set_thread_must_not_block(false);
+  {
+    device_buffer b = device_buffer::allocate(test::ctx(), 1 << 20);
+    launch(s, sleep, one, long_kernel_ns);
+  }  // cuMemFree: waits for the device to be idle, on the io thread
+  set_thread_must_not_block(was);
+}
 
 TEST_CASE("the watchdog names cuMemFree when a coroutine frees a device_buffer behind a long kernel",
           "[async_io][gpu][watchdog][timing]") {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Helpers for the async_io tests that run without a GPU: a host completion source and an io_context.
 #include <cuasync/async_io/async_wait.hpp>

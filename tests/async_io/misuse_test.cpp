@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Awaited operations used the way framework code gets them wrong: destroyed streams, overlapping copies, a pipeline
 // cancelled by a timeout. Found by a review on the simulated driver. The cases that use a destroyed stream's handle are
 // hidden ([.simulated]): CTest runs them on the simulated libcuda only (with a real driver such a handle is undefined
@@ -7,6 +8,7 @@
 #include <cuasync/runtime/slot_pipeline.hpp>
 
 #include "gpu.hpp"
+#include "simulated_driver.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -30,6 +32,7 @@ void rethrow(std::exception_ptr e) {
 }  // namespace
 
 TEST_CASE("an awaited copy on a destroyed stream fails in the coroutine, naming the caller's line", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   auto rt = runtime::device_runtime::for_device(0);
   device_buffer a = device_buffer::allocate(rt->context(), 64), b = device_buffer::allocate(rt->context(), 64);
   stream_ref dead;
@@ -58,6 +61,7 @@ TEST_CASE("an awaited copy on a destroyed stream fails in the coroutine, naming 
 }
 
 TEST_CASE("a failed start of async_wait names the failed call and the caller's line", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   auto rt = runtime::device_runtime::for_device(0);
   stream_ref dead;
   {
@@ -85,6 +89,7 @@ TEST_CASE("a failed start of async_wait names the failed call and the caller's l
 
 TEST_CASE("operations waiting for admission on a stream destroyed meanwhile fail, never run on its successor",
           "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   auto rt = runtime::device_runtime::for_device(0);
   auto pool = event_pool::for_context(rt->context());
   const admission_limits saved = pool->get_admission_limits();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ordered FIFOs on a host completion source (no CUDA): waits that carry their recording order are searched from the
 // newest entry, a run completes with the query of its newest finished token, and order survives late starts.
 #include <cuasync/async_io/completion_service.hpp>

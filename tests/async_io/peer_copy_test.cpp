@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Awaited peer copies between two devices' tracked buffers ([multi_gpu]: skipped with a warning on one device).
 #include <cuasync/async_io.hpp>
 #include <cuasync/runtime/copy.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The scheduling core on a host completion source (no CUDA): FIFOs, head-only passes, adaptive waiting, hand-over to
 // executors, errors, cancellation, exactly-once completion, shutdown.
 #include <cuasync/async_io/completion_service.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every completion token works with async_wait (on the host completion source, so this runs without a GPU).
 #include <cuasync/async_io/async_wait.hpp>
 #include <cuasync/async_io/async_compile.hpp>

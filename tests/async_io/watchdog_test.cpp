@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The io-thread watchdog without a GPU: stalls inside a driver call (a trace::host_call standing in for cuMemFree)
 // and without one are reported once each, with their end; a clean context is never reported; stopped and destroyed
 // contexts, a strand, two contexts, and a watchdog destroyed mid-stall.
@@ -191,7 +192,7 @@ TEST_CASE("a handler computing without a driver call: its stack is sampled, and 
   // machine), little of it asleep.
   REQUIRE(s.ended->window >= s.ended->duration - threshold);
   CHECK(s.ended->on_cpu + s.ended->waiting_for_cpu >= s.ended->window / 2);
-  CHECK(s.ended->on_cpu >= 100ms);
+  CHECK(s.ended->on_cpu >= 20ms);  // a share of the 400 ms spin, even on a machine with 8 threads per core
   CHECK(s.ended->text().find(" on a CPU, ") != std::string::npos);
 }
 

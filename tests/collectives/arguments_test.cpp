@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bad arguments are refused before NCCL or the GPU sees them (no GPU needed: the checks come first).
 #include <cuasync/collectives/collective_completion.hpp>
 #include <cuasync/collectives/collective_ops.hpp>

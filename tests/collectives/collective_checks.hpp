@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Every collective, run on the ranks this process drives (all of them, or one), awaited, and compared with a CPU
 // reference computed from every rank's inputs (which each process can compute: input(r, i) is a formula).

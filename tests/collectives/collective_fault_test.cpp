@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A fault on one GPU, or a peer that never comes, reaches every waiter of the collective, and nothing hangs: the
 // fault domain is aborted. Each runs in a child process (a faulted context is lost for the rest of the process).
 #include "collective_checks.hpp"
@@ -48,6 +49,7 @@ void unbuffered() {
 }  // namespace
 
 TEST_CASE("collective fault child", "[.collective_fault_child]") {
+  CUASYNC_CHILD_ONLY();
   unbuffered();
   auto comms = communicator::init_all(std::vector<int>{0, 1});
   auto ranks = test::local_ranks(comms);
@@ -106,6 +108,7 @@ TEST_CASE("a fault on one GPU reaches the waiters of its collective on both, wit
 
 // Rank 0 of a per-process pair whose rank 1 joins the communicator but never calls the collective.
 TEST_CASE("collective timeout child", "[.collective_timeout_child]") {
+  CUASYNC_CHILD_ONLY();
   unbuffered();
   const int rank = std::atoi(std::getenv("CUASYNC_TEST_RANK"));
   const char* path = std::getenv("CUASYNC_TEST_SOCKET");

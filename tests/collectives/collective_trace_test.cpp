@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Collectives on the timeline (collectives/src/collective_trace.hpp), on however many GPUs there are (one suffices):
 // an NCCL call is a `collective` GPU span on its stream's lane plus an issue span on the calling thread's lane; a
 // group's calls on one stream are one span that ends after the group's work, named after every call in it.

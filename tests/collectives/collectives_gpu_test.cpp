@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Collectives on two GPUs against CPU references: one process driving both, and one process per GPU (this
 // executable re-run as two ranks that meet through the Unix-socket id exchange).
 #include "collective_checks.hpp"
@@ -107,6 +108,7 @@ TEST_CASE("one wait covers every rank's part of a grouped collective", "[collect
 
 // One rank of the one-process-per-GPU test; run by the test below with CUASYNC_TEST_RANK and CUASYNC_TEST_SOCKET.
 TEST_CASE("collectives rank child", "[.collectives_rank_child]") {
+  CUASYNC_CHILD_ONLY();
   const char* rank_s = std::getenv("CUASYNC_TEST_RANK");
   const char* path = std::getenv("CUASYNC_TEST_SOCKET");
   REQUIRE(rank_s);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Group bookkeeping without a GPU (NCCL's group calls only count, when nothing is queued in them): the per-call
 // awaitables refuse to run inside an open group, whose collectives are issued only when it ends.
 #include <cuasync/collectives/async_collectives.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The NCCL loader and its errors, without a GPU: what CI can check of collectives/.
 #include <cuasync/collectives/communicator.hpp>
 #include <cuasync/collectives/detail/nccl_api.hpp>

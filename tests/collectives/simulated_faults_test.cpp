@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Collectives' faults on the simulated driver (two devices) with the fake NCCL (tests/fake_nccl), hidden
 // ([.simulated]): CTest collectives_simulated runs them with CUASYNC_LIBCUDA and CUASYNC_LIBNCCL set. Each case
 // resets the fake's knobs and counters; the fake counts any use of a communicator after its abort or destroy.
@@ -18,6 +19,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include "fake_nccl_control.hpp"
+#include "simulated_driver.hpp"
 
 #include <chrono>
 #include <future>
@@ -135,6 +137,7 @@ std::error_code code_of(std::future<void>& f) {
 // NCCL; it must never run on the poller, which completes every other wait of the process.
 TEST_CASE("a collective wait holding the last reference to its fault domain tears it down off the poller",
           "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   const bool fault = GENERATE(true, false);
@@ -176,6 +179,7 @@ TEST_CASE("a collective wait holding the last reference to its fault domain tear
 }
 
 TEST_CASE("an abort waits for a collective call in flight inside NCCL", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   two_ranks r;
@@ -196,6 +200,7 @@ TEST_CASE("an abort waits for a collective call in flight inside NCCL", "[.simul
 
 TEST_CASE("an enqueue refused inside a group aborts the domain after the group ends; the end throws",
           "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   two_ranks r;
@@ -222,6 +227,7 @@ TEST_CASE("an enqueue refused inside a group aborts the domain after the group e
 }
 
 TEST_CASE("a group refused by ncclGroupEnd aborts its domains and the end throws", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   two_ranks r;
@@ -234,6 +240,7 @@ TEST_CASE("a group refused by ncclGroupEnd aborts its domains and the end throws
 }
 
 TEST_CASE("a group ended on another thread is refused without changing either thread's depth", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   std::optional<group> g(std::in_place);
@@ -271,6 +278,7 @@ TEST_CASE("a group ended on another thread is refused without changing either th
 }
 
 TEST_CASE("an unknown reduce_op is refused before anything is enqueued", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   two_ranks r;
@@ -286,11 +294,13 @@ TEST_CASE("an unknown reduce_op is refused before anything is enqueued", "[.simu
 }
 
 TEST_CASE("NCCL's messages come from the loaded library", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   CHECK(make_nccl_error_code(collectives::detail::nccl_remote_error).message() == "FAKE NCCL: remote error");
 }
 
 TEST_CASE("communicator options and waits are checked", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   CHECK_THROWS_WITH(communicator::init_all(std::vector<int>{0, 1}, {.timeout = -5ms}), Catch::Contains("timeout"));
@@ -303,6 +313,7 @@ TEST_CASE("communicator options and waits are checked", "[.simulated]") {
 }
 
 TEST_CASE("a failed ncclGetVersion is refused by the loader", "[.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   if (!have_fake()) return;
   fake::scope reset;
   fake::set("version_fail", collectives::detail::nccl_internal_error);

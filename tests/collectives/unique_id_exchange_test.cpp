@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The unique-id hand-off over a Unix socket, fully on the CPU: threads stand in for the ranks' processes.
 #include <cuasync/collectives/unique_id_exchange.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Links against the installed cuasync::driver; runs with or without a GPU.
 #include <cuasync/driver.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The test support's child runner: what a child that hangs leaves behind (the GPU machine has no debugger, so a
 // hung child must say where it was before it is killed).
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <thread>
 
 TEST_CASE("hanging child", "[.hanging_child]") {
+  CUASYNC_CHILD_ONLY();
   std::thread other([] { std::this_thread::sleep_for(std::chrono::seconds(60)); });
   std::this_thread::sleep_for(std::chrono::seconds(60));
   other.join();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A stand-in for libcuda.so.1 for the loader tests (no GPU needed). FAKE_CUDA_MODE chooses its behaviour:
 //   no_device  cuInit answers CUDA_ERROR_NO_DEVICE
 //   too_old    cuInit succeeds, cuDriverGetVersion says 11.8, and entry points added after 11.8 are missing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A kernel that writes out of bounds faults the context: the error surfaces at the next synchronising call as a
 // cuda_error naming CUDA_ERROR_ILLEGAL_ADDRESS. Runs in a child process (the context is unusable afterwards).
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 using namespace cuasync;
 
 TEST_CASE("fault child", "[.fault_child]") {
+  CUASYNC_CHILD_ONLY();
   stream s = stream::create(test::ctx());
   // An address far outside any allocation.
   launch(s, test::kernels().kernel("write_to"), {.grid = 1, .block = 1}, reinterpret_cast<int*>(0x10), 1);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Each public header compiles on its own (STYLE.md: a header is self-contained); this file includes them one by one
 // in separate namespaces of inclusion order, the first of each being compiled first in its own test file as well.
 #include <cuasync/driver/fd_passing.hpp>
@@ -7,6 +8,7 @@
 #include <cuasync/driver/managed_buffer.hpp>
 #include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/driver/module.hpp>
+#include <cuasync/driver/library.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/driver/pointer_info.hpp>
 #include <cuasync/driver/launch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Interprocess handles: the wire form and the RAII paths without a device; across two processes on the GPU machine
 // (examples/ipc runs the producer/consumer on two GPUs).
 #include <cuasync/driver/device_buffer.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The parameter counts read from module images (driver/src/kernel_param_counts.hpp): what the driver is asked about, so
 // kernel lookups make no failing cuFuncGetParamInfo probe. No GPU: the images are the test kernels nvcc built.
 #include "../../driver/src/kernel_param_counts.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The loader's typed errors, each in a fresh child process (the loader runs once per process).
 #include <catch2/catch.hpp>
 
@@ -24,6 +25,7 @@ cuasync::test::child_result probe(std::vector<std::string> env) {
 
 // Run by the tests below in a child process: loads the driver and prints what happened.
 TEST_CASE("loader probe", "[.loader_probe]") {
+  CUASYNC_CHILD_ONLY();
   try {
     cuasync::detail::driver();
     std::printf("PROBE loaded %d devices\n", cuasync::device::count());
@@ -91,6 +93,7 @@ TEST_CASE("the real driver loads", "[driver][loader][gpu]") {
 // Run by the test below in a child process: the first driver use is device::count(), twice (the load, then the
 // remembered failure); prints whether the error names this file's line.
 TEST_CASE("loader call site probe", "[.loader_call_site_probe]") {
+  CUASYNC_CHILD_ONLY();
   for (int i = 0; i < 2; ++i) {
     const std::source_location here = std::source_location::current();
     try {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Misuse that must be refused with a cuda_error naming the call and the caller's line, never a crash, another
 // stream's work or another exception type: empty handles (kernel_ref, module, stream_ref), ranges that wrap, a
 // directory given as a module file. The first cases need no driver (each check comes before any driver call); the
@@ -14,8 +15,8 @@
 
 #include "call_site.hpp"
 #include "child_process.hpp"
+#include "simulated_driver.hpp"
 
-#include <dlfcn.h>
 
 #include <array>
 #include <cstdint>
@@ -115,16 +116,15 @@ constexpr char sim_ptx[] = R"(.version 8.0
 )";
 
 // The simulated driver's controls (tests/fake_driver/control.h).
-void* simulated_library() { return ::dlopen(std::getenv("CUASYNC_LIBCUDA"), RTLD_NOLOAD | RTLD_NOW); }
 void set_phase(int phase) {
-  void* lib = simulated_library();
-  REQUIRE(lib);
-  reinterpret_cast<void (*)(int)>(::dlsym(lib, "fake_cuda_set_phase"))(phase);
+  void* set = test::simulated_driver_symbol("fake_cuda_set_phase");
+  REQUIRE(set);
+  reinterpret_cast<void (*)(int)>(set)(phase);
 }
 std::string report() {
-  void* lib = simulated_library();
-  REQUIRE(lib);
-  auto rep = reinterpret_cast<int (*)(char*, int)>(::dlsym(lib, "fake_cuda_report"));
+  void* sym = test::simulated_driver_symbol("fake_cuda_report");
+  REQUIRE(sym);
+  auto rep = reinterpret_cast<int (*)(char*, int)>(sym);
   std::string out(static_cast<std::size_t>(rep(nullptr, 0)), '\0');
   rep(out.data(), static_cast<int>(out.size()));
   return out.c_str();
@@ -132,6 +132,7 @@ std::string report() {
 }  // namespace
 
 TEST_CASE("a kernel of a loaded module still launches after the empty-kernel check", "[.simulated][driver][launch]") {
+  CUASYNC_SIMULATED_ONLY();
   primary_context ctx = primary_context::retain(0);
   stream s = stream::create(ctx);
   module m = module::load(ctx, std::string_view(sim_ptx), "misuse.ptx");
@@ -145,6 +146,7 @@ TEST_CASE("a kernel of a loaded module still launches after the empty-kernel che
 }
 
 TEST_CASE("a prefetch range that wraps around the address space is refused", "[.simulated][driver][memory]") {
+  CUASYNC_SIMULATED_ONLY();
   primary_context ctx = primary_context::retain(0);
   stream s = stream::create(ctx);
   managed_buffer m = managed_buffer::allocate(ctx, 64);
@@ -157,6 +159,7 @@ TEST_CASE("a prefetch range that wraps around the address space is refused", "[.
 }
 
 TEST_CASE("elapsed_ms of an event never recorded says the events must be recorded", "[.simulated][driver][event]") {
+  CUASYNC_SIMULATED_ONLY();
   primary_context ctx = primary_context::retain(0);
   const event a = event::create(ctx, {.timing = true}), b = event::create(ctx, {.timing = true});
   const cuda_error e = error_of([&] { event_ref::elapsed_ms(a, b); });
@@ -165,6 +168,7 @@ TEST_CASE("elapsed_ms of an event never recorded says the events must be recorde
 
 TEST_CASE("a destructor's deferred failure is reported only to the context it happened in",
           "[.simulated][driver][context]") {
+  CUASYNC_SIMULATED_ONLY();
   std::optional<device_buffer> leftover;
   {
     primary_context ctx = primary_context::retain(0);
@@ -201,6 +205,7 @@ TEST_CASE("a destructor's deferred failure is reported only to the context it ha
 
 // Run by the test below in a child process, with FAKE_CUDA_FAIL set: the first destroy of one kind fails.
 TEST_CASE("release retry child", "[.release_retry_child]") {
+  CUASYNC_CHILD_ONLY();
   primary_context ctx = primary_context::retain(0);
   set_phase(1);
   {
@@ -215,6 +220,7 @@ TEST_CASE("release retry child", "[.release_retry_child]") {
 
 TEST_CASE("the destructors of streams events and pools try a failed release once more",
           "[.simulated][driver][lifetime]") {
+  CUASYNC_SIMULATED_ONLY();
   for (const char* entry : {"cuStreamDestroy", "cuEventDestroy", "cuMemPoolDestroy"}) {
     const test::child_result r =
         test::run_child({"release retry child"}, {std::string("FAKE_CUDA_FAIL=") + entry + ":1"});

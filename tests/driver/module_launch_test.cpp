@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/module.hpp>
 
@@ -131,6 +132,22 @@ TEST_CASE("wrong arguments are refused before launch, naming the parameter", "[d
   SECTION("error names the caller's file") {
     CHECK_THROWS_WITH(launch(s, k, {.grid = 1, .block = 32}), Catch::Contains("module_launch_test.cpp"));
   }
+  s.synchronize();
+}
+
+TEST_CASE("a C++ kernel's argument types are checked, naming the parameter and both types", "[driver][launch][gpu]") {
+  stream s = stream::create(ctx());
+  kernel_ref k = kernels().kernel("_Z11typed_saxpyIfEvT_PKS0_PS0_i");
+  REQUIRE(k.param_type_names() == std::vector<std::string>{"float", "const float*", "float*", "int"});
+  CHECK(kernels().kernel("saxpy").param_types().empty());  // extern "C": sizes only
+  device_buffer x = device_buffer::allocate(ctx(), 1024);
+  const launch_config cfg{.grid = 1, .block = 32};
+  CHECK_THROWS_WITH(launch(s, k, cfg, 2.0f, x.data<double>(), x.data<float>(), 256),
+                    Catch::Contains("parameter 1 is const float* but the argument given is double*"));
+  CHECK_THROWS_WITH(launch(s, k, cfg, 2, x.data<float>(), x.data<float>(), 256),
+                    Catch::Contains("parameter 0 is float but the argument given is int"));
+  CHECK_NOTHROW(launch(s, k, cfg, 2.0f, x.data<const float>(), x.data<float>(), 256));
+  CHECK_NOTHROW(launch(s, k, cfg, 2.0f, x.get(), x.get(), 256u));  // CUdeviceptr for pointers
   s.synchronize();
 }
 

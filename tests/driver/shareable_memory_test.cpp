@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The POSIX file descriptor path of IPC: fd passing over a socketpair (no GPU), and on the GPU an allocation
 // exported, passed and imported again in the same process (a second mapping of the same memory). Across two
 // processes: examples/ipc/fd_producer_consumer.

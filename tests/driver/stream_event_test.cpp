@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/event.hpp>
 
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The engine's own front-end: callbacks on the poller thread, never inside the call that starts the wait.
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/host_completion_source.hpp>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Fails when a file under DIR includes a Boost header.
 file(GLOB_RECURSE files ${DIR}/*.hpp ${DIR}/*.cpp ${DIR}/CMakeLists.txt)
 foreach(f ${files})

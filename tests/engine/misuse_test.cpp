@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Misuse of the CUDA completion source refused at the call, before anything reaches the poller thread: an empty
 // pooled event handed to a wait (no driver needed), and an admission ticket recorded on another stream than the one
 // it was admitted on (hidden [.simulated]: CTest engine_misuse_simulated runs it on the simulated libcuda).
@@ -13,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "call_site.hpp"
+#include "simulated_driver.hpp"
 
 #include <atomic>
 #include <future>
@@ -48,6 +50,7 @@ struct promised final : completion_callback {
 
 TEST_CASE("a ticket recorded on another stream than its own is refused, its place given back",
           "[.simulated][engine][admission]") {
+  CUASYNC_SIMULATED_ONLY();
   primary_context ctx = primary_context::retain(0);
   auto& source = cuda_completion_source::instance();
   std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);

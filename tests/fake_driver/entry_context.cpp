@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's entry points for errors and versions, devices, peer access and contexts.
 #include "entry_support.hpp"
 
@@ -39,7 +40,13 @@ CUresult CUDAAPI GetErrorString(CUresult e, const char** s) {
 }
 CUresult CUDAAPI Init(unsigned) { return model().device_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE; }
 CUresult CUDAAPI DriverGetVersion(int* v) {
-  *v = 13000;
+  // FAKE_CUDA_DRIVER_VERSION=12090 makes it a CUDA 12.9 driver (the PTX it can JIT follows): another driver for the
+  // JIT cache's tests. At least 12.4, which cuasync needs.
+  static const int version = [] {
+    const char* e = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+    return e && std::atoi(e) >= 12040 ? std::atoi(e) : 13000;
+  }();
+  *v = version;
   return CUDA_SUCCESS;
 }
 
@@ -80,8 +87,8 @@ CUresult CUDAAPI DeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice dev) 
   ENTER(cuDeviceGetAttribute, unknown);
   if (CUresult r = valid_device(dev)) return r;
   switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = d.compute_capability / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = d.compute_capability % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 4; break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: *v = 2; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
@@ -163,6 +170,7 @@ void destroy_context_objects(device_model& d, context_state* c) {
   drop(d.streams, kind::stream);
   drop(d.events, kind::event);
   drop(d.modules, kind::module);
+  for (auto& [h, l] : d.libraries) l->per_context.erase(c);
   for (auto it = d.memory.begin(); it != d.memory.end();) {
     auto next = std::next(it);
     if (it->second.ctx == c) release(d, it->first, it->second.k, it->second.k);

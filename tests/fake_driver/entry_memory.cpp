@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's entry points for memory (allocations, host memory, pools and stream-ordered
 // allocation, memset, copies, pointer attributes).
 #include "entry_support.hpp"
@@ -19,7 +20,13 @@ CUresult CUDAAPI MemAlloc(CUdeviceptr* out, size_t size) {
   context_state* c = current_context();
   if (CUresult r = usable(c)) return r;
   void* p = nullptr;
-  if (CUresult r = allocate(d, kind::device_memory, size, c, nullptr, &p)) return r;
+  if (CUresult r = allocate(d, kind::device_memory, size, c, nullptr, &p)) {
+    if (r == oom)
+      log_failure("cuMemAlloc_v2", ("cannot allocate " + std::to_string(size) + " bytes: " +
+                                    std::to_string(d.device_memory - d.device_used[c->device]) + " bytes free")
+                                       .c_str());
+    return r;
+  }
   *out = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's entry points for modules, functions and launches.
 #include "entry_support.hpp"
 
@@ -6,8 +7,14 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
+#include <mutex>
 
 namespace sim::api {
+// The attributes of the last cuLaunchKernelEx (fake_cuda_last_launch_attributes): what cuasync asked the driver for.
+std::mutex attributes_mutex;
+std::vector<int> last_attributes;
+
 namespace {
 
 // ---- modules and launches ----
@@ -43,12 +50,74 @@ CUresult CUDAAPI ModuleGetFunction(CUfunction* out, CUmodule hm, const char* nam
   *out = reinterpret_cast<CUfunction>(f->second.get());
   return CUDA_SUCCESS;
 }
-// A function whose module is still loaded (nullptr otherwise). Lock held.
+// ---- context-independent libraries ----
+
+CUresult CUDAAPI LibraryLoadData(CUlibrary* out, const void* code, CUjit_option*, void**, unsigned, CUlibraryOption*,
+                                 void**, unsigned) {
+  ENTER(cuLibraryLoadData, CUDA_ERROR_INVALID_PTX);
+  if (!out || !code) return CUDA_ERROR_INVALID_VALUE;
+  lock_t lock(d.m);
+  const auto* bytes = static_cast<const unsigned char*>(code);
+  if (bytes[0] == 0x7f || bytes[0] == 0x50) return CUDA_ERROR_NO_BINARY_FOR_GPU;  // no machine code runs here
+  auto l = std::make_unique<library_state>();
+  l->ptx = static_cast<const char*>(code);
+  module_state probe;
+  if (!parse_ptx(l->ptx.c_str(), probe)) return CUDA_ERROR_INVALID_PTX;
+  return adopt(d, d.libraries, kind::library, std::move(l), out);
+}
+CUresult CUDAAPI LibraryUnload(CUlibrary l) {
+  ENTER_DESTROY(cuLibraryUnload, kind::library);
+  lock_t lock(d.m);
+  return forget(d, d.libraries, kind::library, l);
+}
+CUresult CUDAAPI LibraryGetKernel(CUkernel* out, CUlibrary hl, const char* name) {
+  ENTER(cuLibraryGetKernel, unknown);
+  lock_t lock(d.m);
+  auto it = d.libraries.find(hl);
+  if (it == d.libraries.end()) return CUDA_ERROR_INVALID_HANDLE;
+  library_state& l = *it->second;
+  module_state probe;
+  parse_ptx(l.ptx.c_str(), probe);
+  if (!probe.functions.count(name)) return CUDA_ERROR_NOT_FOUND;
+  auto& k = l.kernels[name];
+  if (!k) k = std::make_unique<kernel_state>(kernel_state{&l, name});
+  *out = reinterpret_cast<CUkernel>(k.get());
+  return CUDA_SUCCESS;
+}
+// The library of a kernel handle still loaded (nullptr otherwise). Lock held.
+library_state* library_of(device_model& d, CUkernel k) {
+  for (auto& [h, l] : d.libraries)
+    for (auto& [name, ks] : l->kernels)
+      if (reinterpret_cast<CUkernel>(ks.get()) == k) return l.get();
+  return nullptr;
+}
+CUresult CUDAAPI KernelGetFunction(CUfunction* out, CUkernel hk) {
+  ENTER(cuKernelGetFunction, unknown);
+  lock_t lock(d.m);
+  library_state* l = library_of(d, hk);
+  if (!l) return CUDA_ERROR_INVALID_HANDLE;
+  context_state* c = current_context();
+  if (CUresult r = usable(c)) return r;
+  auto& m = l->per_context[c];
+  if (!m) {
+    m = std::make_unique<module_state>();
+    m->ctx = c;
+    parse_ptx(l->ptx.c_str(), *m);
+  }
+  *out = reinterpret_cast<CUfunction>(m->functions.at(reinterpret_cast<kernel_state*>(hk)->name).get());
+  return CUDA_SUCCESS;
+}
+
+// A function whose module (or library) is still loaded (nullptr otherwise). Lock held.
 function_state* find_function(device_model& d, CUfunction f) {
   auto* fs = reinterpret_cast<function_state*>(f);
   for (auto& [h, m] : d.modules)
     for (auto& [name, fn] : m->functions)
       if (fn.get() == fs) return fs;
+  for (auto& [h, l] : d.libraries)
+    for (auto& [c, m] : l->per_context)
+      for (auto& [name, fn] : m->functions)
+        if (fn.get() == fs) return fs;
   return nullptr;
 }
 CUresult CUDAAPI FuncGetAttribute(int* v, CUfunction_attribute a, CUfunction hf) {
@@ -148,6 +217,17 @@ CUresult CUDAAPI LaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
 CUresult CUDAAPI LaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   ENTER(cuLaunchKernelEx, no_resources);
   if (!config) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard lock(attributes_mutex);
+    last_attributes.clear();
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      const CUlaunchAttribute& a = config->attrs[i];
+      // A programmatic serialization that is not 1 is a request the driver would take as "off": record what counts.
+      const bool off = a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+                       !a.value.programmaticStreamSerializationAllowed;
+      if (!off) last_attributes.push_back(static_cast<int>(a.id));
+    }
+  }
   const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
   const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
   return launch(d, f, grid, block, config->sharedMemBytes, config->hStream, params, extra);
@@ -160,6 +240,10 @@ std::span<const entry> module_entries() {
       CUASYNC_SIM_ENTRY(cuModuleLoadDataEx, ModuleLoadDataEx),
       CUASYNC_SIM_ENTRY(cuModuleUnload, ModuleUnload),
       CUASYNC_SIM_ENTRY(cuModuleGetFunction, ModuleGetFunction),
+      CUASYNC_SIM_ENTRY(cuLibraryLoadData, LibraryLoadData),
+      CUASYNC_SIM_ENTRY(cuLibraryUnload, LibraryUnload),
+      CUASYNC_SIM_ENTRY(cuLibraryGetKernel, LibraryGetKernel),
+      CUASYNC_SIM_ENTRY(cuKernelGetFunction, KernelGetFunction),
       CUASYNC_SIM_ENTRY(cuFuncGetAttribute, FuncGetAttribute),
       CUASYNC_SIM_ENTRY(cuFuncSetAttribute, FuncSetAttribute),
       CUASYNC_SIM_ENTRY(cuFuncGetParamInfo, FuncGetParamInfo),
@@ -171,3 +255,10 @@ std::span<const entry> module_entries() {
 }
 
 }  // namespace sim::api
+
+extern "C" int fake_cuda_last_launch_attributes(int* ids, int max) {
+  std::lock_guard lock(sim::api::attributes_mutex);
+  const auto& a = sim::api::last_attributes;
+  for (int i = 0; i < max && i < static_cast<int>(a.size()); ++i) ids[i] = a[i];
+  return static_cast<int>(a.size());
+}

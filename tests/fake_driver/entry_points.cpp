@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The Driver API entry points of the simulated driver, handed out by cuGetProcAddress_v2 (the only symbol cuasync's
 // loader looks up), each at the ABI of the version cuasync requests (driver/detail/driver_api.hpp). The entry points
-// themselves are in entry_context.cpp, entry_stream.cpp, entry_memory.cpp and entry_module.cpp; the control
+// themselves are in entry_context.cpp, entry_stream.cpp, entry_memory.cpp, entry_module.cpp and entry_logs.cpp;
+// the control
 // functions of control.h are here.
 #include "entry_support.hpp"
 
@@ -19,7 +21,7 @@ CUresult CUDAAPI NotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
 const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
                                    "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
                                    "cuGraphExecKernelNodeSetParams", "cuGraphGetNodes", "cuGraphNodeGetType",
-                                   "cuGraphKernelNodeGetParams",
+                                   "cuGraphKernelNodeGetParams", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
                                    // IPC needs a second process and a real driver; the simulation has neither.
                                    "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
                                    "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
@@ -34,7 +36,7 @@ const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture",
 extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
                                                 CUdriverProcAddressQueryResult* status) {
   *status = CU_GET_PROC_ADDRESS_SUCCESS;
-  for (const auto fragment : {context_entries, stream_entries, memory_entries, module_entries})
+  for (const auto fragment : {context_entries, stream_entries, memory_entries, module_entries, log_entries})
     for (const entry& e : fragment())
       if (!std::strcmp(symbol, e.name)) {
         *pfn = e.fn;
@@ -63,6 +65,8 @@ extern "C" void fake_cuda_drain(void) {
   std::unique_lock lock(d.m);
   wait_all_done(d, lock);
 }
+
+extern "C" long fake_cuda_calls_on_this_thread(const char* entry) { return sim::calls_here(entry); }
 
 extern "C" int fake_cuda_report(char* out, int size) {
   device_model& d = model();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's entry points for streams and events.
 #include "entry_support.hpp"
 
@@ -135,6 +136,30 @@ CUresult CUDAAPI StreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, 
   ENTER(cuStreamWriteValue32, unknown);
   return write_value<cuuint32_t>(d, s, addr, v);
 }
+// A gate (as sim_wait_u32 is): the stream's later work, and what waits on it, waits until the word compares true; a
+// host store opens it. The comparisons are the driver's, GEQ cyclic.
+CUresult CUDAAPI StreamWaitValue32(CUstream hs, CUdeviceptr addr, cuuint32_t v, unsigned flags) {
+  ENTER(cuStreamWaitValue32, unknown);
+  lock_t lock(d.m);
+  CUresult r = CUDA_SUCCESS;
+  stream_state* s = find_stream(d, hs, &r);
+  if (r) return r;
+  std::uintptr_t base = 0;
+  allocation* a = find_memory(d, addr, &base);
+  if (!a || addr + 4 > base + a->size || addr % 4) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned op = flags & 0x3u;
+  submit(d, s, [] {}, 0, [&d, addr, v, op] {
+    if (!find_memory(d, addr)) return true;  // freed meanwhile: open, as a fault would end it (lock held here)
+    const auto w = __atomic_load_n(reinterpret_cast<const cuuint32_t*>(addr), __ATOMIC_ACQUIRE);
+    switch (op) {
+      case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<std::int32_t>(w - v) >= 0;
+      case CU_STREAM_WAIT_VALUE_EQ: return w == v;
+      case CU_STREAM_WAIT_VALUE_AND: return (w & v) != 0;
+      default: return ~(w | ~v) != 0;  // NOR
+    }
+  });
+  return CUDA_SUCCESS;
+}
 
 // ---- events ----
 
@@ -227,6 +252,7 @@ std::span<const entry> stream_entries() {
       CUASYNC_SIM_ENTRY(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode),
       CUASYNC_SIM_ENTRY(cuStreamWriteValue64, StreamWriteValue64),
       CUASYNC_SIM_ENTRY(cuStreamWriteValue32, StreamWriteValue32),
+      CUASYNC_SIM_ENTRY(cuStreamWaitValue32, StreamWaitValue32),
       CUASYNC_SIM_ENTRY(cuEventCreate, EventCreate),
       CUASYNC_SIM_ENTRY(cuEventDestroy, EventDestroy),
       CUASYNC_SIM_ENTRY(cuEventRecord, EventRecord),

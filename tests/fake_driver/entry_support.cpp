@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's shared helpers (entry_support.hpp).
 #include "entry_support.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal to the simulated driver: what its entry points share (entry_*.cpp): the ENTER macros that count calls
 // and inject failures, objects' maps and live counts, memory and stream-ordered copies, and the table fragment type
@@ -86,5 +87,6 @@ std::span<const entry> context_entries();
 std::span<const entry> stream_entries();
 std::span<const entry> memory_entries();
 std::span<const entry> module_entries();
+std::span<const entry> log_entries();
 
 }  // namespace sim::api

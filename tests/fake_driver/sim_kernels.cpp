@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The kernels the simulated driver runs (any other kernel does nothing): enough for a test to see that arguments
 // arrive, that work runs in stream order, and what a faulting kernel does to its context.
 //   sim_fill_u32(u32* p, u32 n, u32 value)   p[i] = value

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The simulated driver's model: the device thread that runs queued work in order, the per-thread context stack,
 // object lookups, call counting and failure injection.
 #include "simulated_device.hpp"
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 namespace sim {
@@ -85,6 +87,8 @@ thread_local int context_depth = 0;
 device_model::device_model() {
   if (const char* n = std::getenv("FAKE_CUDA_DEVICES")) device_count = std::atoi(n);
   if (const char* m = std::getenv("FAKE_CUDA_DEVICE_MEMORY_MIB")) device_memory = std::size_t(std::atoll(m)) << 20;
+  if (const char* cc = std::getenv("FAKE_CUDA_COMPUTE_CAPABILITY"); cc && std::atoi(cc) >= 10)
+    compute_capability = std::atoi(cc);
   device_used.assign(static_cast<std::size_t>(device_count > 0 ? device_count : 0), 0);
   primary.assign(device_used.size(), nullptr);
   read_injection(inject);
@@ -104,15 +108,40 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-CUresult enter(const char* entry, CUresult injected_default) {
-  device_model& d = model();
-  std::lock_guard lock(d.m);
-  const long n = ++d.calls[d.phase][entry];
-  if (d.phase == 1 && !d.inject.fired && n == d.inject.nth && d.inject.entry == entry) {
-    d.inject.fired = true;
-    return d.inject.code ? static_cast<CUresult>(d.inject.code) : injected_default;
+// Never destroyed (a thread-local object would be, before the static destructors that still call the driver).
+using thread_calls = std::map<std::string, long, std::less<>>;
+thread_local thread_calls* calls_on_this_thread = nullptr;
+thread_calls& this_threads_calls() {
+  if (!calls_on_this_thread) {
+    // Kept reachable from a global after the thread ends, so that a leak checker does not report them.
+    static std::mutex m;
+    static auto* every_thread = new std::vector<std::unique_ptr<thread_calls>>;
+    std::lock_guard lock(m);
+    calls_on_this_thread = every_thread->emplace_back(std::make_unique<thread_calls>()).get();
   }
-  return CUDA_SUCCESS;
+  return *calls_on_this_thread;
+}
+
+long calls_here(const char* entry) {
+  const thread_calls& calls = this_threads_calls();
+  auto it = calls.find(std::string_view(entry));
+  return it == calls.end() ? 0 : it->second;
+}
+
+CUresult enter(const char* entry, CUresult injected_default) {
+  ++this_threads_calls()[entry];
+  device_model& d = model();
+  CUresult r = CUDA_SUCCESS;
+  {
+    std::lock_guard lock(d.m);
+    const long n = ++d.calls[d.phase][entry];
+    if (d.phase == 1 && !d.inject.fired && n == d.inject.nth && d.inject.entry == entry) {
+      d.inject.fired = true;
+      r = d.inject.code ? static_cast<CUresult>(d.inject.code) : injected_default;
+    }
+  }
+  if (r != CUDA_SUCCESS) log_failure(entry, "injected failure (FAKE_CUDA_FAIL)");  // as a 12.9+ driver logs one
+  return r;
 }
 
 void make_sticky(context_state* c, CUresult r) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The state of the simulated driver (tests/fake_driver): devices, contexts, streams, events, memory, modules and
 // the one work queue that a "device" thread executes in submission order. Device memory is host memory, so a device
@@ -22,9 +23,11 @@
 
 namespace sim {
 
-enum class kind { context, stream, event, device_memory, pinned_host, registered_host, managed, module, pool, count };
+enum class kind {
+  context, stream, event, device_memory, pinned_host, registered_host, managed, module, pool, library, count
+};
 inline constexpr const char* kind_names[] = {"contexts", "streams",  "events", "device_memory", "pinned_host",
-                                             "registered_host", "managed", "modules", "pools"};
+                                             "registered_host", "managed", "modules", "pools", "libraries"};
 inline constexpr int kinds = static_cast<int>(kind::count);
 
 struct context_state {
@@ -64,6 +67,19 @@ struct function_state {
   int max_dynamic_shared = 0;
 };
 
+// A context-independent library (cuLibraryLoadData): its PTX, parsed again into a module of each context that asks
+// for one of its functions (cuKernelGetFunction), as the driver loads a library into a context lazily.
+struct library_state;
+struct kernel_state {
+  library_state* library = nullptr;
+  std::string name;
+};
+struct library_state {
+  std::string ptx;
+  std::map<std::string, std::unique_ptr<kernel_state>> kernels;          // cuLibraryGetKernel's handles
+  std::map<context_state*, std::unique_ptr<module_state>> per_context;  // not live modules of their own
+};
+
 struct pool_state {
   int device = 0;
   bool is_default = false;
@@ -97,6 +113,9 @@ struct device_model {
   // Devices
   int device_count = 1;
   std::size_t device_memory = std::size_t{1} << 30;
+  //! major * 10 + minor (FAKE_CUDA_COMPUTE_CAPABILITY): 90 unless set. One NVRTC has no CUBIN for (95) makes cuasync's
+  //! JIT hand the driver PTX, which the simulated driver loads (it refuses machine code).
+  int compute_capability = 90;
   std::vector<std::size_t> device_used;
   std::vector<context_state*> primary;  // one per device, created on first retain
   // Objects (handles are the addresses of these states)
@@ -105,6 +124,7 @@ struct device_model {
   std::map<void*, std::unique_ptr<event_state>> events;
   std::map<void*, std::unique_ptr<module_state>> modules;
   std::map<void*, std::unique_ptr<pool_state>> pools;
+  std::map<void*, std::unique_ptr<library_state>> libraries;
   std::map<std::uintptr_t, allocation> memory;  // by start address
   unsigned long long next_id = 1;
   // Work
@@ -136,6 +156,12 @@ double now_ms();
 
 // Called first by every entry point: counts the call and answers an injected failure (CUDA_SUCCESS: go on).
 CUresult enter(const char* entry, CUresult injected_default);
+// Hands "[time][tid][CUDA][E][entry] text" to the callback registered with cuLogsRegisterCallback, if any, on the
+// calling thread, as drivers for CUDA 12.9+ log a failed call (entry_logs.cpp). The model's lock may be held: the
+// callback must not call the driver (cuasync's does not).
+void log_failure(const char* entry, const char* text);
+// Calls of `entry` made on the calling thread so far (fake_cuda_calls_on_this_thread).
+long calls_here(const char* entry);
 // For the entry points that observe the device (queries, synchronizes): a failure injected there is what a real
 // driver reports there, a sticky fault of the context (CUDA_ERROR_LAUNCH_FAILED): `c` is marked with it. Lock held.
 void make_sticky(context_state* c, CUresult r);

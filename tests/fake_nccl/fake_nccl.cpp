@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A fake libnccl.so.2 for the simulated driver: the entry points collectives/ resolves (declared once, in
 // nccl_api.hpp: the signatures below are checked against its function types), with faults set by knobs. It never
 // frees a communicator: an aborted or destroyed one is poisoned, and any later use of it is counted as a

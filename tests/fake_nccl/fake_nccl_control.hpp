@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The fake NCCL's controls (fake_nccl.cpp), found in the library CUASYNC_LIBNCCL names once collectives/ loaded
 // it. Tests that need them skip when another NCCL is loaded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The C ABI as a framework sees it in a fault test: libcuasync.so opened with dlopen (its own engine and driver
 // loader, beside the C++ library in the same process), a runtime on device 0's primary context, a framework's stream

@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The scenario once on the simulated driver with tracing on (CUASYNC_TRACE): every instrumented path of the driver,
-# jit, runtime and async_io layers runs, the rounds succeed, and the written trace has a span of each kind.
+# jit, runtime and async_io layers runs, the rounds succeed, and the written trace has a span of each kind and the
+# flow events that link issues to their GPU spans.
 #   cmake -DSCENARIO=... -DLIBCUDA=... -DOUT=trace.json -P check_traced_scenario.cmake
 file(REMOVE "${OUT}")
 execute_process(
@@ -22,7 +24,9 @@ foreach(expected "\"cat\":\"launch\"" "\"name\":\"H2D staged chunk\"" "\"name\":
                  "\"name\":\"cuMemAlloc\"" "\"name\":\"cuMemFree\"" "\"name\":\"cuMemHostAlloc\""
                  "\"name\":\"cuMemAllocFromPoolAsync\"" "\"name\":\"cuStreamSynchronize\""
                  "\"name\":\"cuCtxSynchronize\"" "\"name\":\"host memcpy\"" "\"name\":\"await"
-                 "\"cat\":\"module_load\"")
+                 "\"cat\":\"module_load\""
+                 # a flow from a host issue to the GPU span it issued (span::flow, given by the driver's hooks)
+                 "{\"ph\":\"s\",\"name\":\"issue\"" "{\"ph\":\"f\",\"name\":\"issue\"")
   string(FIND "${trace}" "${expected}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the trace has no span with ${expected}")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Faults on the GPU, each in a child process with a time bound: an out-of-bounds write, __trap(), a device assert
 // (the context dies: sticky), an allocation larger than the device, launches asking for too many resources (the
 // context survives), and a kernel that never ends and is abandoned. In each, the waiters of both libraries a
@@ -304,6 +305,7 @@ void abandoned_kernel() {
 }  // namespace
 
 TEST_CASE("gpu fault child", "[.gpu_fault_child]") {
+  CUASYNC_CHILD_ONLY();
   const char* kind = std::getenv("CUASYNC_FAULT_KIND");
   REQUIRE(kind);
   const std::string k = kind;

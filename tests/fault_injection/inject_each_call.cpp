@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Driver-level fault injection: runs the scenario on the simulated driver once cleanly, then once per driver call of
 // its first round with that call failing (every call of the entry points that allocate — the out-of-memory sites —
 // and the first, second, third and last call of every other entry point). Each run is a child process with a time
@@ -104,7 +105,9 @@ outcome judge(const job& j, const cuasync::test::child_result& c, const report& 
   } else if (r.round[1].rfind("error: ", 0) == 0) {
     const bool fault = observing.count(j.entry) != 0;
     const std::string must = fault ? "CUDA_ERROR_LAUNCH_FAILED" : j.entry;
-    o.named = r.round[1].find(must) != std::string::npos && (!fault || r.round[1].find("sticky") != std::string::npos);
+    // cuasync's own words must name it: the simulated driver's log line, which the error carries, names it anyway.
+    const std::string own = r.round[1].substr(0, r.round[1].find("; the driver says: "));
+    o.named = own.find(must) != std::string::npos && (!fault || own.find("sticky") != std::string::npos);
     if (!o.named) o.failure = "the error does not name " + must + (fault ? " as sticky" : "") + ": " + r.round[1];
   } else {
     o.failure = "round 1 did not finish: '" + r.round[1] + "'";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What a framework does with cuasync, run three times on the simulated driver (tests/fake_driver): a runtime on device 0,
 // a module, awaited staged and pinned copies and launches over tracked buffers, a future, plain driver-level buffers,
 // copies, a memset and a host registration, then teardown. The driver's call counts of round 1 are where
@@ -9,6 +10,7 @@
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/managed_buffer.hpp>
 #include <cuasync/driver/memory_pool.hpp>
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
@@ -255,6 +257,7 @@ int main() {
     return 2;
   }
   for (int round = 1; round <= 3; ++round) run_round(round, set_phase);
+  drain_deferred_frees();  // what coroutines freed on the io thread went to the reaper: counted once it is done
   drain();
   std::vector<char> text(static_cast<std::size_t>(report(nullptr, 0)));
   report(text.data(), static_cast<int>(text.size()));

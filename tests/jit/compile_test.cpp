@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Compiling with NVRTC on CI (no GPU): CUBIN, PTX and LTO-IR; name expressions; headers, defines, toolkit includes;
 // options; compile errors that quote the offending line.
 #include <cuasync/jit/program.hpp>

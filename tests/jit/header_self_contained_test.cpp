@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Each public header compiles on its own (STYLE.md): the umbrella header last, the others first in their test files.
 #include <cuasync/jit/nvrtc_identity.hpp>
 #include <cuasync/jit/nvrtc.hpp>
@@ -14,6 +15,7 @@ TEST_CASE("jit errors are cuda_errors", "[jit]") {
   STATIC_REQUIRE(std::is_base_of_v<cuasync::cuda_error, cuasync::jit::nvrtc_not_found_error>);
   STATIC_REQUIRE(std::is_base_of_v<cuasync::cuda_error, cuasync::jit::ptx_too_new_error>);
   STATIC_REQUIRE(std::is_base_of_v<cuasync::cuda_error, cuasync::jit::cache_error>);
+  STATIC_REQUIRE(std::is_base_of_v<cuasync::cuda_error, cuasync::jit::farm_worker_error>);
   STATIC_REQUIRE(std::is_base_of_v<cuasync::cuda_error, cuasync::jit::unsupported_architecture_error>);
   CHECK(cuasync::jit::cache_key{1, 2}.hex() == "00000000000000020000000000000001");
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The nvrtc-identity record: a disk hit in a fresh process does not load NVRTC; a changed loader fingerprint, a
 // changed library, a corrupt record or a record naming another NVRTC all end in NVRTC being loaded, with the right
 // result. Each "process" is this test binary re-executed with a hidden test case (never fork).
@@ -79,6 +80,7 @@ const std::string saxpy_lowered = "_Z5saxpyIfLi256EEvT_PKS0_PS0_i";
 // The child: compiles the templates program for compute capability 9.0 through a compiler on the given cache and
 // says where the result came from, whether NVRTC was loaded (the library's flag and /proc/self/maps), and what it got.
 TEST_CASE("jit identity child", "[.jit_identity_child]") {
+  CUASYNC_CHILD_ONLY();
   const char* cache = std::getenv("CUASYNC_TEST_IDENTITY_CACHE");
   REQUIRE(cache);
   jit::compiler c(jit::disk_cache_settings{true, cache, std::uint64_t{1} << 30});

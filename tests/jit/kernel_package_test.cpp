@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernel packages: a directory with a manifest, compiled through the caches; a malformed manifest is an error naming
 // the file, the line and the problem; no entry reads a file outside the package, symbolic links resolved.
 #include <cuasync/jit/kernel_package.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Sources shared by the jit and runtime tests. Each compile costs 10-100 ms on CI: tests compile few programs.
 #include <cuasync/jit/program.hpp>

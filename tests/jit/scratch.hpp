@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Files for the cache tests: a scratch directory removed at the end of the test, and whole-file reads and writes.
 #include <unistd.h>

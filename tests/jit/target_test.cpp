@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Target selection and the PTX ISA check: pure functions, checked without a GPU.
 #include <cuasync/jit/target.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernels for the tests and benchmarks, built by nvcc as CUBIN, PTX and fatbin (tests/CMakeLists.txt).
 #include <assert.h>
 #include <cstdint>
@@ -13,6 +14,15 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
+
+// The same as a C++ kernel: its mangled name (_Z11typed_saxpyIfEvT_PKS0_PS0_i) carries its parameter types, which
+// launches then check (tests/driver/module_launch_test.cpp; bench/driver measures what the check costs).
+template <typename T>
+__global__ void typed_saxpy(T a, const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+template __global__ void typed_saxpy<float>(float, const float*, float*, int);
 
 extern "C" __global__ void add_value(int* data, int n, int value) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,4 +81,13 @@ extern "C" __global__ void assert_zero(int v) { assert(v == 0); }
 // Built for at most 256 threads per block: a launch of 1024 asks for more than the kernel has registers for.
 extern "C" __global__ void __launch_bounds__(256) bounded_256(int* p) {
   if (p) p[threadIdx.x] = threadIdx.x;
+}
+
+// Programmatic dependent launch (tests/driver/dependent_launch_test.cpp, bench/driver/pdl_bench.cpp): waits for the
+// grid before it on the stream (its writes are visible after the wait), then lets the next one start early.
+extern "C" __global__ void chain_add_one(int* data, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] += 1;
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }

@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* The C ABI's conformance suite, in C11, as a framework would use the library: it only dlopen()s libcuasync.so.
- * Usage: cuasync_conformance PATH/libcuasync.so [--simulated | --gpu]   (CUASYNC_NO_FAULT=1: without the final fault)
+ * Usage: cuasync_conformance PATH/libcuasync.so [--simulated | --gpu | --no-driver]
+ *        (CUASYNC_NO_FAULT=1: without the final fault; --no-driver: only what a machine without a driver sees, run with
+ *        CUASYNC_LIBCUDA naming no library)
  * Without --gpu (CI): version negotiation, struct_size in both directions, NULL and stale handles, error messages,
  * the 1.1 fields checked before any handle (1.0-sized structs still accepted), a clear error without a driver, and the
- * completion queue's fd protocol under stress (host tokens, several threads).
+ * completion queue's fd protocol under stress (host tokens, several threads); ABI 1.2's version, log sink and
+ * compile_image (NVRTC, no driver).
  * With --simulated (CI, CUASYNC_LIBCUDA naming the simulated driver) or --gpu: copies, waits and the sizes refused
  * (conformance_host_work.c).
  * With --gpu (the GPU machine): also a framework's own stream (made with raw driver calls) adopted, a kernel compiled
@@ -48,6 +52,15 @@ int message_has(cuasync_error* e, const char* needle) {
   if (strstr(info.message, needle)) return 1;
   fprintf(stderr, "the message lacks '%s': %s\n", needle, info.message);
   return 0;
+}
+
+cuasync_error_info_args info_of(cuasync_error* e) {
+  cuasync_error_info_args info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = CUASYNC_ERROR_INFO_ARGS_SIZE;
+  info.error = e;
+  api->error_info(&info);
+  return info;
 }
 
 void print_error(const char* what, cuasync_error* e) {
@@ -151,10 +164,14 @@ static void test_null_and_stale(void) {
   cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL};
   CHECK(api->queue_create(&qc) == NULL);
   cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
+  /* Looked up just before its destroy (the thread's last lookup of a queue, which the library answers again without
+   * its lock while no handle is destroyed): stale after it all the same. */
+  cuasync_queue_fd_args fd = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
+  CHECK(api->queue_fd(&fd) == NULL);
+  CHECK(api->queue_fd(&fd) == NULL);
   CHECK(api->queue_destroy(&qd) == NULL);
   /* Destroyed: stale, twice. */
   CHECK(code_of(api->queue_destroy(&qd)) == CUASYNC_ERROR_STALE_HANDLE);
-  cuasync_queue_fd_args fd = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
   CHECK(code_of(api->queue_fd(&fd)) == CUASYNC_ERROR_STALE_HANDLE);
   /* NULL, made up, or of another kind. */
   cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, NULL};
@@ -205,13 +222,15 @@ static void test_abi_1_1(void) {
   la.flags = 0xff; /* past the caller's struct: not read */
   CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_STALE_HANDLE);
   la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
-  la.flags = 2; /* unknown bits: refused as such, before the handles */
+  la.flags = 4; /* unknown bits: refused as such, before the handles */
   cuasync_error* e = api->launch(&la);
   CHECK(message_has(e, "flags"));
   CHECK(code_of(e) == CUASYNC_ERROR_UNSUPPORTED);
   la.flags = CUASYNC_LAUNCH_UNTRACKED | 0x80000000u;
   CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_UNSUPPORTED);
   la.flags = CUASYNC_LAUNCH_UNTRACKED; /* known, no completion: on to the handles */
+  CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_STALE_HANDLE);
+  la.flags = CUASYNC_LAUNCH_DEPENDENT | CUASYNC_LAUNCH_UNTRACKED; /* ABI 1.2's bit is known too */
   CHECK(code_of(api->launch(&la)) == CUASYNC_ERROR_STALE_HANDLE);
   la.completion.queue = (cuasync_queue)made_up; /* untracked with a completion: the conflict, before the handles */
   e = api->launch(&la);
@@ -280,17 +299,36 @@ static void test_package_errors(void) {
   cuasync_error* e = api->package_load(&pl);
   CHECK(e != NULL);
   if (e) {
-    cuasync_error_info_args info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = CUASYNC_ERROR_INFO_ARGS_SIZE;
-    info.error = e;
-    api->error_info(&info);
+    const cuasync_error_info_args info = info_of(e);
     CHECK(info.code == CUASYNC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(info.message, "cuasync.manifest:3: unknown entry 'sourse'") != NULL);
     api->error_destroy(e);
   }
   remove(path);
   rmdir(dir);
+}
+
+/* Without a driver: the error names the call, the cause and the fix, and not cuasync's own source line (but with
+ * CUASYNC_DEBUG=1, read at each error). */
+static void test_no_driver_message(cuasync_runtime_create_args* rc) {
+  const char* debug = getenv("CUASYNC_DEBUG");
+  char* saved = debug ? strdup(debug) : NULL;
+  unsetenv("CUASYNC_DEBUG");
+  cuasync_error* e = api->runtime_create(rc);
+  CHECK(message_has(e, "runtime_create: ") && message_has(e, "CUASYNC_LIBCUDA"));
+  const cuasync_error_info_args info = info_of(e);
+  CHECK(e && strstr(info.message, ".cpp:") == NULL && strstr(info.message, "cuasync::") == NULL);
+  CHECK(code_of(e) == CUASYNC_ERROR_NO_DRIVER);
+  setenv("CUASYNC_DEBUG", "1", 1);
+  e = api->runtime_create(rc);
+  CHECK(message_has(e, "runtime_create: ") && message_has(e, ".cpp:"));
+  CHECK(code_of(e) == CUASYNC_ERROR_NO_DRIVER);
+  if (saved) {
+    setenv("CUASYNC_DEBUG", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("CUASYNC_DEBUG");
+  }
 }
 
 static int test_no_driver(void) {
@@ -303,10 +341,53 @@ static int test_no_driver(void) {
     memset(&rc, 0, sizeof rc);
     rc.struct_size = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
     CHECK(code_of(api->runtime_create(&rc)) == CUASYNC_ERROR_NO_DRIVER);
+    test_no_driver_message(&rc);
     return 0;
   }
   CHECK(dc.count >= 1);
   return dc.count;
+}
+
+cuasync_launch_args launch_args_of(cuasync_stream s, cuasync_kernel k, const cuasync_kernel_arg* args, size_t n) {
+  cuasync_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
+  la.stream = s;
+  la.kernel = k;
+  la.args = args;
+  la.num_args = n;
+  return la;
+}
+
+int open_fixture(fixture* f) {
+  memset(f, 0, sizeof *f);
+  cuasync_runtime_create_args rc;
+  memset(&rc, 0, sizeof rc);
+  rc.struct_size = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
+  if (!ok(api->runtime_create(&rc), "runtime_create")) return 0;
+  f->runtime = rc.runtime;
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.runtime = rc.runtime;
+  if (!ok(api->stream_create(&sc), "stream_create")) return 0;
+  f->stream = sc.stream;
+  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL};
+  if (!ok(api->queue_create(&qc), "queue_create")) return 0;
+  f->queue = qc.queue;
+  cuasync_queue_fd_args qf = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
+  CHECK(ok(api->queue_fd(&qf), "queue_fd"));
+  f->fd = qf.fd;
+  return 1;
+}
+
+void close_fixture(fixture* f) {
+  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, f->stream};
+  CHECK(ok(api->stream_destroy(&sd), "stream_destroy"));
+  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, f->queue};
+  CHECK(ok(api->queue_destroy(&qd), "queue_destroy"));
+  cuasync_runtime_destroy_args rd = {CUASYNC_RUNTIME_DESTROY_ARGS_SIZE, f->runtime};
+  CHECK(ok(api->runtime_destroy(&rd), "runtime_destroy"));
 }
 
 /* Records from the fd until `want` arrived (or 30 s). */
@@ -507,7 +588,7 @@ static void test_callbacks(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s PATH/libcuasync.so [--simulated | --gpu]\n", argv[0]);
+    fprintf(stderr, "usage: %s PATH/libcuasync.so [--simulated | --gpu | --no-driver]\n", argv[0]);
     return 2;
   }
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -522,6 +603,12 @@ int main(int argc, char** argv) {
   }
   test_versions(get_api);
   if (!api) return 1;
+  const char* mode = argc > 2 ? argv[2] : "";
+  if (strcmp(mode, "--no-driver") == 0) { /* CUASYNC_LIBCUDA naming no library: what a machine without one sees */
+    CHECK(test_no_driver() == 0);
+    printf("conformance: %d checks, %d failed (no-driver part)\n", checks, failures);
+    return failures ? 1 : 0;
+  }
   test_struct_sizes();
   test_null_and_stale();
   test_abi_1_1();
@@ -531,10 +618,14 @@ int main(int argc, char** argv) {
   test_fd_stress(1);
   test_fd_asked_late();
   test_callbacks();
-  const char* mode = argc > 2 ? argv[2] : "";
+  run_abi_1_2_part();
+  run_abi_1_3_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
+  run_abi_1_4_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
   if (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0) {
     CHECK(devices >= 1);
+    if (devices >= 1) run_admission_part();
     if (devices >= 1) run_host_work_part();
+    if (devices >= 1 && strcmp(mode, "--simulated") == 0) run_batches_part();
     if (devices >= 1 && strcmp(mode, "--gpu") == 0) run_gpu_part();
   }
   printf("conformance: %d checks, %d failed%s\n", checks, failures,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* Shared by the conformance suite's parts: the check macro and its counters, and reading errors through the table. */
 #ifndef CUASYNC_CONFORMANCE_H
 #define CUASYNC_CONFORMANCE_H
@@ -23,6 +24,8 @@ extern const cuasync_api* api;
 cuasync_error_code code_of(cuasync_error* e);
 /* True when the error's message contains `needle` (prints it otherwise); does not free it. */
 int message_has(cuasync_error* e, const char* needle);
+/* What error_info says of `e` (code, results, message), without freeing it. */
+cuasync_error_info_args info_of(cuasync_error* e);
 /* Prints the error (what failed, its code and message) without freeing it. */
 void print_error(const char* what, cuasync_error* e);
 /* True when `e` is NULL; otherwise prints it as a failure of `what`, frees it and counts a failure. */
@@ -30,6 +33,21 @@ int ok(cuasync_error* e, const char* what);
 
 /* Records from the fd until `want` arrived (or 30 s); returns how many. */
 int drain_until(cuasync_queue q, int fd, cuasync_completion_record* out, int want);
+
+/* Launch arguments for kernel `k` on `s` with `n` arguments (borrowed): the current struct_size, one block of one
+ * thread (grid and block 0), tracked with no completion (set flags and completion as the check needs). */
+cuasync_launch_args launch_args_of(cuasync_stream s, cuasync_kernel k, const cuasync_kernel_arg* args, size_t n);
+
+/* A runtime on device 0, a stream it creates and a queue with an fd: what the parts on a driver start with. */
+typedef struct fixture {
+  cuasync_runtime runtime;
+  cuasync_stream stream;
+  cuasync_queue queue;
+  int fd;
+} fixture;
+/* 0 when one of them could not be made (reported, and counted as a failure). */
+int open_fixture(fixture* f);
+void close_fixture(fixture* f);
 
 /* The layout of DLPack 1.x's DLManagedTensorVersioned, flattened (declared here, as cuasync does). */
 typedef struct dl_managed {
@@ -50,6 +68,17 @@ typedef struct dl_managed {
 /* The part on any driver (conformance_host_work.c: the simulated libcuda in CI, the GPU's with --gpu): copies,
  * memsets, buffers and tokens, no kernel. */
 void run_host_work_part(void);
+/* ABI 1.2 (conformance_abi_1_2.c): the version, the log sink and compile_image, with or without a driver; and the
+ * admission bounds of a runtime, on a driver. */
+void run_abi_1_2_part(void);
+void run_admission_part(void);
+/* ABI 1.3 (conformance_abi_1_3.c): the flight recorder; `with_driver`: also a stream's operations in its dump. */
+void run_abi_1_3_part(int with_driver);
+/* ABI 1.4 (conformance_abi_1_4.c): typed launch arguments; `with_driver`: compiles and launches too (the simulated
+ * driver needs FAKE_CUDA_COMPUTE_CAPABILITY=95, so that NVRTC makes PTX). */
+void run_abi_1_4_part(int with_driver);
+/* On the simulated driver only: admission places of operations without a completion (conformance_batches.c). */
+void run_batches_part(void);
 /* The GPU part (conformance_gpu.c); returns nothing, counts through CHECK. */
 void run_gpu_part(void);
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* The conformance suite's GPU part: cuasync driven through the C ABI on a stream that "a framework" made with raw
  * driver calls (libcuda opened here with dlopen, as a framework would have it): ABI 1.1's parameter sizes, untracked
  * launches, the stream captured into a CUDA graph (relaxed, and global while cuasync's poller queries events) and
@@ -77,7 +78,7 @@ static void* get_kernels(void* arg) {
   }
   for (racing_count = 0; racing_count < racing_max;) {
     cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, racing_module, racing_count % 2 ? "saxpy" : "spin",
-                                  NULL, 0, NULL, 0};
+                                  NULL, 0, NULL, 0, NULL, 0, NULL, 0};
     cuasync_error* e = api->kernel_get(&kg);
     if (e) {
       api->error_destroy(e);  /* the module went */
@@ -96,7 +97,7 @@ static void test_kernel_handles(cuasync_runtime rt, cuasync_stream s) {
   cc.name = "saxpy.cu";
   cc.source = saxpy_source;
   if (!ok(api->compile(&cc), "compile")) return;
-  cuasync_kernel_get_args a = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0};
+  cuasync_kernel_get_args a = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0, NULL, 0, NULL, 0};
   cuasync_kernel_get_args b = a, c = a;
   c.name = "spin";
   CHECK(ok(api->kernel_get(&a), "kernel_get") && ok(api->kernel_get(&b), "kernel_get again") &&
@@ -161,7 +162,7 @@ static void test_param_sizes(cuasync_module m) {
 
 /* The kernel `name` of `m` (NULL when kernel_get fails, which counts as a failure). */
 static cuasync_kernel kernel_named(cuasync_module m, const char* name) {
-  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, m, name, NULL, 0, NULL, 0};
+  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, m, name, NULL, 0, NULL, 0, NULL, 0, NULL, 0};
   return ok(api->kernel_get(&kg), name) ? kg.kernel : NULL;
 }
 
@@ -169,13 +170,7 @@ static cuasync_kernel kernel_named(cuasync_module m, const char* name) {
 static cuasync_error* launch_write(cuasync_stream s, cuasync_kernel k, void* p, int v, int untracked, cuasync_queue q,
                                    uint64_t token) {
   cuasync_kernel_arg args[2] = {{&p, sizeof p}, {&v, sizeof v}};
-  cuasync_launch_args la;
-  memset(&la, 0, sizeof la);
-  la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
-  la.stream = s;
-  la.kernel = k;
-  la.args = args;
-  la.num_args = 2;
+  cuasync_launch_args la = launch_args_of(s, k, args, 2);
   if (untracked) {
     la.flags = CUASYNC_LAUNCH_UNTRACKED;
   } else {
@@ -490,7 +485,7 @@ void run_gpu_part(void) {
   cc.options = opts;
   cc.num_options = 1;
   if (!ok(api->compile(&cc), "compile")) return;
-  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0};
+  cuasync_kernel_get_args kg = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "saxpy", NULL, 0, NULL, 0, NULL, 0, NULL, 0};
   if (!ok(api->kernel_get(&kg), "kernel_get")) return;
   CHECK(kg.num_params == 4);
 
@@ -648,7 +643,8 @@ void run_gpu_part(void) {
     free(out);
     return;
   }
-  cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0, NULL, 0};
+  cuasync_kernel_get_args kw = {CUASYNC_KERNEL_GET_ARGS_SIZE, cc.module, "write_to", NULL, 0, NULL, 0,
+                                NULL, 0, NULL, 0};
   CHECK(ok(api->kernel_get(&kw), "kernel_get write_to"));
   void* bad = (void*)(uintptr_t)0x10;
   int value = 1;

@@ -1,14 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* The conformance suite's part on any driver (CI: the simulated libcuda; --gpu: the GPU's): what a stream's events
  * do not cover, and the sizes and codes that must be refused. A pageable device-to-host copy ends on the host (cuasync
  * copies the pinned block out after the DMA) and a copy over 256 MiB is staged, enqueuing its chunks over time: a
  * later stream_wait must still complete after them, an event must never be recorded in the middle of them, and a
  * buffer or stream destroyed meanwhile must outlive them. Copies, memsets, buffers and tokens only: no kernel. */
+#define _GNU_SOURCE /* nanosleep, dlopen's RTLD_NOLOAD */
 #include "conformance.h"
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static cuasync_buffer device_buffer(cuasync_runtime rt, cuasync_stream s, size_t bytes, void** pointer) {
   cuasync_buffer_allocate_args a;
@@ -188,6 +192,133 @@ static void test_staged_copy_outlives_its_handles(cuasync_runtime rt, cuasync_qu
   free(src);
 }
 
+/* The simulated driver's count of the calls the calling thread made to an entry point (NULL on another driver). */
+typedef long (*calls_on_this_thread_fn)(const char* entry);
+static calls_on_this_thread_fn simulated_calls(void) {
+  const char* path = getenv("CUASYNC_LIBCUDA");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  return lib ? (calls_on_this_thread_fn)dlsym(lib, "fake_cuda_calls_on_this_thread") : NULL;
+}
+
+/* A stream, a device buffer and two host buffers (a pattern, zeros) of `bytes` for the pageable copy tests. */
+struct copy_fixture {
+  cuasync_stream stream;
+  cuasync_buffer buffer;
+  void* dev;
+  unsigned char *src, *back;
+  size_t bytes;
+};
+static int open_copy_fixture(struct copy_fixture* f, cuasync_runtime rt, size_t bytes) {
+  memset(f, 0, sizeof *f);
+  cuasync_stream_create_args sc;
+  memset(&sc, 0, sizeof sc);
+  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc.runtime = rt;
+  if (!ok(api->stream_create(&sc), "stream_create")) return 0;
+  f->stream = sc.stream;
+  f->bytes = bytes;
+  f->buffer = device_buffer(rt, sc.stream, bytes, &f->dev);
+  f->src = pattern(bytes);
+  f->back = calloc(bytes, 1);
+  if (f->buffer && f->src && f->back) return 1;
+  CHECK(!"allocations for a pageable copy test");
+  free(f->src);
+  free(f->back);
+  return 0;
+}
+static void close_copy_fixture(struct copy_fixture* f) {
+  free_buffer(f->buffer);
+  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, f->stream};
+  CHECK(ok(api->stream_destroy(&sd), "stream_destroy"));
+  free(f->src);
+  free(f->back);
+}
+
+/* Pageable copies up to 256 MiB never copy on the caller's thread, never allocate pinned memory there and never hold
+ * the stream: each is enqueued whole in the call, the stream waiting (cuStreamWaitValue32) for cuasync's copy threads
+ * to fill the pinned memory. The first copy of a size goes through the chunks the runtime reserved when it was
+ * created while a block of its size is allocated in the background; later ones take that block. Simulated driver
+ * only (it counts calls per thread). */
+static void test_pageable_copies_off_the_callers_thread(cuasync_runtime rt, cuasync_queue q, int fd) {
+  calls_on_this_thread_fn calls = simulated_calls();
+  struct copy_fixture f;
+  if (!calls || !open_copy_fixture(&f, rt, (3 << 20) + 5)) return;
+  const size_t bytes = f.bytes;
+  cuasync_stream stream = f.stream;
+  void* dev = f.dev;
+  unsigned char *src = f.src, *back = f.back;
+  const long allocs = calls("cuMemHostAlloc"), waits = calls("cuStreamWaitValue32");
+  long first_round_allocs = 0, before_last_round = 0;
+  int wrong_rounds = 0;
+  for (int round = 0; round < 5; ++round) {
+    src[round] ^= 0x5a; /* a new pattern every round */
+    if (round == 4) before_last_round = calls("cuMemHostAlloc");
+    cuasync_completion_record r[2];
+    /* Two calls back to back on one stream, the first cold: neither is refused (a stream held by a staged copy
+     * refuses later calls as BUSY; a copy of this size never holds it). */
+    CHECK(ok(copy(stream, dev, src, bytes, q, 40), "pageable copy to the device"));
+    CHECK(ok(copy(stream, back, dev, bytes, q, 41), "pageable copy back, right after it"));
+    CHECK(drain_until(q, fd, r, 2) == 2 && r[0].token == 40 && r[0].code == 0 && r[1].token == 41 && r[1].code == 0);
+    if (round == 0) {
+      first_round_allocs = calls("cuMemHostAlloc") - allocs;
+      CHECK(calls("cuStreamWaitValue32") > waits); /* the first copy to the device already went through a block */
+    }
+    wrong_rounds += memcmp(back, src, bytes) != 0;
+  }
+  printf("pageable copies: %ld cuMemHostAlloc calls on this thread in the cold round, %ld after it\n",
+         first_round_allocs, calls("cuMemHostAlloc") - allocs - first_round_allocs);
+  CHECK(wrong_rounds == 0);
+  CHECK(first_round_allocs == 0);             /* cold: the reserved chunks, never an allocation here */
+  CHECK(calls("cuMemHostAlloc") == allocs);   /* warm: nothing either */
+  CHECK(calls("cuMemHostAlloc") == before_last_round);
+  close_copy_fixture(&f);
+}
+
+/* A cold copy larger than the reserved chunks (4 of 2 MiB) reuses them in turn, every chunk enqueued in the call: to
+ * the device each chunk's DMA waits for its fill (6 waits for 11 MiB + 3). Nothing is copied or allocated on this
+ * thread; a later copy of the size takes the block allocated for it in the background (one wait to the device).
+ * Simulated driver only. */
+static void test_cold_copies_reuse_chunks(cuasync_runtime rt, cuasync_queue q, int fd) {
+  calls_on_this_thread_fn calls = simulated_calls();
+  struct copy_fixture f;
+  if (!calls || !open_copy_fixture(&f, rt, (11 << 20) + 3)) return; /* a size class (16 MiB) no other test copies */
+  const size_t bytes = f.bytes;
+  cuasync_stream stream = f.stream;
+  void* dev = f.dev;
+  unsigned char *src = f.src, *back = f.back;
+  const long allocs = calls("cuMemHostAlloc");
+  long waits_per_round[8] = {0}, h2d_waits = 0;
+  int wrong_rounds = 0, warm_round = -1;
+  for (int round = 0; round < 8 && warm_round < 0; ++round) {
+    const long waits = calls("cuStreamWaitValue32");
+    src[round * 4099] ^= 0xa5;
+    cuasync_completion_record r[2];
+    const long dmas = calls("cuMemcpyAsync");
+    CHECK(ok(copy(stream, dev, src, bytes, q, 50), "cold pageable copy to the device"));
+    if (round == 0) {
+      h2d_waits = calls("cuStreamWaitValue32") - waits;
+      CHECK(calls("cuMemcpyAsync") - dmas == 6); /* the chunks' DMAs, all from this call */
+    }
+    CHECK(ok(copy(stream, back, dev, bytes, q, 51), "cold pageable copy back, right after it"));
+    CHECK(drain_until(q, fd, r, 2) == 2 && r[0].code == 0 && r[1].code == 0);
+    wrong_rounds += memcmp(back, src, bytes) != 0;
+    waits_per_round[round] = calls("cuStreamWaitValue32") - waits;
+    if (waits_per_round[round] == 1) warm_round = round;
+    struct timespec t = {0, 5 * 1000 * 1000}; /* the background allocation's turn */
+    nanosleep(&t, NULL);
+  }
+  /* Back, the route depends on what the background thread has allocated by then (the block of the size, a chunk to
+   * replace those the first copy took, or neither: the ring); runtime/ordered_copy_test.cpp counts its waits. */
+  printf("cold copies through chunks: %ld waits to the device in the cold round (expected 6), %ld back, warm from "
+         "round %d\n",
+         h2d_waits, waits_per_round[0] - h2d_waits, warm_round);
+  CHECK(h2d_waits == 6);
+  CHECK(warm_round > 0);
+  CHECK(wrong_rounds == 0);
+  CHECK(calls("cuMemHostAlloc") == allocs);
+  close_copy_fixture(&f);
+}
+
 /* Sizes from a negative number cast to size_t, and shapes whose extents overflow: refused, never rounded. */
 static void test_sizes_refused(cuasync_runtime rt, cuasync_stream s) {
   cuasync_buffer_allocate_args a;
@@ -273,31 +404,15 @@ static void test_host_token_codes(cuasync_queue q, int fd) {
 }
 
 void run_host_work_part(void) {
-  cuasync_runtime_create_args rc;
-  memset(&rc, 0, sizeof rc);
-  rc.struct_size = CUASYNC_RUNTIME_CREATE_ARGS_SIZE;
-  if (!ok(api->runtime_create(&rc), "runtime_create")) return;
-  cuasync_stream_create_args sc;
-  memset(&sc, 0, sizeof sc);
-  sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
-  sc.runtime = rc.runtime;
-  if (!ok(api->stream_create(&sc), "stream_create")) return;
-  cuasync_queue_create_args qc = {CUASYNC_QUEUE_CREATE_ARGS_SIZE, CUASYNC_QUEUE_FD, NULL};
-  if (!ok(api->queue_create(&qc), "queue_create")) return;
-  cuasync_queue_fd_args qf = {CUASYNC_QUEUE_FD_ARGS_SIZE, qc.queue, -1};
-  CHECK(ok(api->queue_fd(&qf), "queue_fd"));
-
-  test_wait_after_copy_out(rc.runtime, sc.stream, qc.queue, qf.fd, 1 << 20);
-  test_wait_after_copy_out(rc.runtime, sc.stream, qc.queue, qf.fd, 64 << 20);
-  test_staged_copies_and_waits(rc.runtime, sc.stream, qc.queue, qf.fd);
-  test_staged_copy_outlives_its_handles(rc.runtime, qc.queue, qf.fd);
-  test_sizes_refused(rc.runtime, sc.stream);
-  test_host_token_codes(qc.queue, qf.fd);
-
-  cuasync_stream_destroy_args sd = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, sc.stream};
-  CHECK(ok(api->stream_destroy(&sd), "stream_destroy"));
-  cuasync_queue_destroy_args qd = {CUASYNC_QUEUE_DESTROY_ARGS_SIZE, qc.queue};
-  CHECK(ok(api->queue_destroy(&qd), "queue_destroy"));
-  cuasync_runtime_destroy_args rd = {CUASYNC_RUNTIME_DESTROY_ARGS_SIZE, rc.runtime};
-  CHECK(ok(api->runtime_destroy(&rd), "runtime_destroy"));
+  fixture f;
+  if (!open_fixture(&f)) return;
+  test_wait_after_copy_out(f.runtime, f.stream, f.queue, f.fd, 1 << 20);
+  test_wait_after_copy_out(f.runtime, f.stream, f.queue, f.fd, 64 << 20);
+  test_staged_copies_and_waits(f.runtime, f.stream, f.queue, f.fd);
+  test_staged_copy_outlives_its_handles(f.runtime, f.queue, f.fd);
+  test_pageable_copies_off_the_callers_thread(f.runtime, f.queue, f.fd);
+  test_cold_copies_reuse_chunks(f.runtime, f.queue, f.fd);
+  test_sizes_refused(f.runtime, f.stream);
+  test_host_token_codes(f.queue, f.fd);
+  close_fixture(&f);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cuasync.h compiles as C++ with -pedantic -Werror (this file is only compiled).
 #include <cuasync/cuasync.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The diagnostics (trace/diagnostics.hpp) on traces the library's own hooks record: each test provokes one diagnostic
 // through cuasync's driver and runtime API and checks that exactly that one fires; the last runs a clean program
 // (pinned memory, non-blocking streams, pools, device-side waits) and checks that none does.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The jit ↔ driver bridge: compile, load once per context, and run JIT-compiled templated kernels.
 #include <cuasync/runtime/kernel_cache.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What a framework's objects may outlive: a stream lease and a pinned block their runtime, a kernel cache the
 // contexts it loaded into. Found by a review on the simulated driver; CTest also runs these there (under the
 // sanitizers in CI), where a lease writing into its freed pool or a stale module handle shows.

@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/memcpy_team.hpp>
 
 #include <catch2/catch.hpp>
 
 #include "gpu.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -54,4 +56,16 @@ TEST_CASE("a memcpy team destroyed inside its own done call lets that thread go 
     CHECK(std::memcmp(a.data(), src.data(), src.size()) == 0);
     CHECK(std::memcmp(b.data(), src.data(), src.size()) == 0);
   }
+}
+
+TEST_CASE("a timed submission copies every byte and reports how long its parts took", "[runtime][staged]") {
+  cuasync::runtime::memcpy_team team(3);
+  const auto src = cuasync::test::random_bytes((5 << 20) + 11, 7);
+  std::vector<std::byte> dst(src.size());
+  std::promise<std::chrono::nanoseconds> took;
+  team.submit_timed(dst.data(), src.data(), src.size(), false, [&](std::chrono::nanoseconds t) { took.set_value(t); });
+  const std::chrono::nanoseconds t = took.get_future().get();
+  CHECK(t.count() > 0);
+  CHECK(t < std::chrono::seconds(10));
+  CHECK(std::memcmp(dst.data(), src.data(), src.size()) == 0);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Several devices: runtimes found by UUID, peer access on demand, peer copies, and tracked buffers whose users are
 // on different devices. [multi_gpu] cases need two devices and skip (with a warning) on one.
 #include <cuasync/runtime/copy.hpp>

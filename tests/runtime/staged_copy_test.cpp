@@ -1,8 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/copy.hpp>
 
 #include <catch2/catch.hpp>
 
 #include "gpu.hpp"
+#include "sim_gate.hpp"
+#include "simulated_driver.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 using namespace cuasync;
@@ -232,32 +236,84 @@ void copies_on_one_stream_keep_their_order(context_ref ctx, Gate& gate) {
   CHECK(std::memcmp(back.data(), other_src.data(), size) == 0);
 }
 
-// The simulated driver's gate kernel (tests/fake_driver/sim_kernels.cpp): it holds its own stream only, as the
-// spin kernel of test::gate does on a GPU.
-constexpr char sim_gate_ptx[] = R"(.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry sim_wait_u32(.param .u64 flag) { ret; }
-)";
-
-class sim_gate {
- public:
-  explicit sim_gate(context_ref ctx)
-      : module_(module::load(ctx, std::string_view(sim_gate_ptx), "sim_gate.ptx")),
-        flag_(pinned_buffer::allocate(ctx, sizeof(unsigned))) {
-    *flag_.data<unsigned>() = 0;
+using test::sim_gate;
+// A copy stays listed in the copier after its DMAs are done while its `enqueued` call has not returned (or while its
+// chunks drain): it says nothing of its stream any more. A later copy on that stream, started behind a kernel, must
+// ask the stream rather than inherit the earlier copy's "not busy": inheriting it, the later copy took every ring
+// slot behind the kernel and a copy on an idle stream waited for the kernel. Here the earlier copy (one chunk, device
+// to host) is held in its `enqueued` call, on a thread of its own, until the end.
+struct held_in_enqueued final : staged_copy_callback {
+  copy_done finished;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool entered = false, released = false;
+  void enqueued() noexcept override {
+    std::unique_lock lock(mutex);
+    entered = true;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(120), [&] { return released; });
   }
-  ~sim_gate() { open(); }
-  void close(stream_ref s) {
-    std::atomic_ref(*flag_.data<unsigned>()).store(0);
-    launch(s, module_.kernel("sim_wait_u32"), {.grid = 1, .block = 1}, flag_.data<unsigned>());
+  void done(std::error_code ec, std::exception_ptr d) noexcept override { finished.done(ec, d); }
+  bool wait_entered(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, limit, [&] { return entered; });
   }
-  void open() { std::atomic_ref(*flag_.data<unsigned>()).store(1); }
-
- private:
-  module module_;
-  pinned_buffer flag_;
+  void release() {
+    std::lock_guard lock(mutex);
+    released = true;
+    cv.notify_all();
+  }
 };
+
+template <class Gate>
+void copy_behind_a_finished_one_asks_its_stream(context_ref ctx, Gate& gate) {
+  stream s = stream::create(ctx), other = stream::create(ctx);
+  const std::size_t size = (5 << 20) + 3;
+  const auto src = test::random_bytes(size, 31), other_src = test::random_bytes(size, 32);
+  std::vector<std::byte> back(size), first_back(64);
+  device_buffer dev = device_buffer::allocate(ctx, size), other_dev = device_buffer::allocate(ctx, size);
+  staged_copier copier(ctx, staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 4});
+  held_in_enqueued first;
+  std::thread starter([&] { copier.start_to_host(s, std::span<std::byte>(first_back), dev.subspan(0, 64), &first); });
+  struct releases_at_exit {  // before the copier's destructor, which waits for the held call
+    held_in_enqueued& cb;
+    std::thread& t;
+    ~releases_at_exit() {
+      cb.release();
+      if (t.joinable()) t.join();
+    }
+  } releaser{first, starter};
+  REQUIRE(first.wait_entered(held_limit));
+  // Its DMA is done on the device; two blocking copies on another stream make sure the poller has also delivered
+  // that completion to the copier (each completes in a later pass than the one before it).
+  while (!s.query()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  copier.copy_to_host(other, std::span<std::byte>(back).first(64), other_dev.subspan(0, 64));
+  copier.copy_to_host(other, std::span<std::byte>(back).first(64), other_dev.subspan(0, 64));
+  REQUIRE_FALSE(first.finished.has_finished());  // still listed: held in `enqueued`
+
+  copy_done behind, elsewhere;
+  gate.close(s);
+  opens_at_exit<Gate> opener{gate};
+  copier.start_to_device(s, dev.span(), std::span<const std::byte>(src), &behind);
+  copier.start_to_device(other, other_dev.span(), std::span<const std::byte>(other_src), &elsewhere);
+  const bool elsewhere_finished_first = elsewhere.wait_for(held_limit);
+  const bool behind_still_held = !behind.has_finished();
+  gate.open();
+  first.release();
+  REQUIRE(behind.wait_for(finish_limit));
+  REQUIRE(elsewhere.wait_for(finish_limit));
+  REQUIRE(first.finished.wait_for(finish_limit));
+  CHECK(elsewhere_finished_first);
+  CHECK(behind_still_held);
+  CHECK_FALSE(behind.error);
+  CHECK_FALSE(elsewhere.error);
+  CHECK_FALSE(first.finished.error);
+  copier.copy_to_host(s, std::span<std::byte>(back), dev.span());
+  CHECK(std::memcmp(back.data(), src.data(), size) == 0);
+  copier.copy_to_host(other, std::span<std::byte>(back), other_dev.span());
+  CHECK(std::memcmp(back.data(), other_src.data(), size) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("a staged copy on an idle stream completes while another stream's staged copy waits behind a kernel",
@@ -278,6 +334,7 @@ TEST_CASE("staged copies on one stream keep their order while another stream's c
 TEST_CASE("a staged copy on an idle stream completes while another stream's staged copy waits behind a gate "
           "(simulated)",
           "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   const bool to_device = GENERATE(false, true);
   CAPTURE(to_device);
   sim_gate gate(test::ctx());
@@ -286,6 +343,21 @@ TEST_CASE("a staged copy on an idle stream completes while another stream's stag
 
 TEST_CASE("staged copies on one stream keep their order while another stream's copy passes them (simulated)",
           "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
   sim_gate gate(test::ctx());
   copies_on_one_stream_keep_their_order(test::ctx(), gate);
+}
+
+TEST_CASE("a staged copy behind a finished copy on its stream asks the stream, and leaves the ring to an idle stream",
+          "[runtime][staged][gpu][concurrent]") {
+  test::gate gate;
+  copy_behind_a_finished_one_asks_its_stream(test::ctx(), gate);
+}
+
+TEST_CASE("a staged copy behind a finished copy on its stream asks the stream, and leaves the ring to an idle stream "
+          "(simulated)",
+          "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  sim_gate gate(test::ctx());
+  copy_behind_a_finished_one_asks_its_stream(test::ctx(), gate);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // State that lives as long as what it describes: runtimes and contexts created and torn down again and again leave
 // no event pools behind and keep host memory flat.
 #include <cuasync/engine/completion_callbacks.hpp>

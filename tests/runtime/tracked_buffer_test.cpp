@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/copy.hpp>
 #include <cuasync/runtime/launch.hpp>
 
@@ -23,7 +24,7 @@ TEST_CASE("a buffer written on stream A and read on stream B: B waits for A", "[
   stream a = stream::create(rt->context()), b = stream::create(rt->context());
   tracked_buffer x = tracked_buffer::allocate(*rt, a, n * sizeof(int));
   tracked_buffer y = tracked_buffer::allocate(*rt, b, n * sizeof(int));
-  // Pinned: a device-to-host copy into pageable memory blocks the host until it is done (seed §8), which would
+  // Pinned: a device-to-host copy into pageable memory blocks the host until it is done, which would
   // deadlock behind the gate.
   pinned_block out_block = rt->pinned()->allocate(n * sizeof(int));
   std::span<int> out(out_block.data<int>(), n);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Soak (GPU machine): long runs of what a framework does all day, with the process's and the device's resources
 // sampled as they go: 10^6 awaited operations over many streams, 10^5 cached compiles and module loads, 10^5 pool
 // allocations (device and pinned) over many streams. After warm-up (the first fifth of each phase), host RSS, device

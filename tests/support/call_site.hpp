@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Checks that an error names the test's call site, not a line inside cuasync: write the throwing call and the check
 // on one line, `check_call_site(error_of([&] { stream::create(context_ref{}); }));`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include "child_process.hpp"
 
 #include <dirent.h>
@@ -71,6 +72,7 @@ child_result run_child(std::vector<std::string> args, std::vector<std::string> e
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   env_strings.insert(env_strings.end(), env.begin(), env.end());
+  env_strings.push_back(std::string(child_variable) + "=1");
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Runs this test executable again in a child process (posix_spawn of /proc/self/exe, never fork after CUDA was
 // initialised: CUDA state does not survive fork), for tests that fault the context or need a fresh loader.
@@ -26,4 +27,20 @@ child_result run_child(std::vector<std::string> args, std::vector<std::string> e
 //! This executable's path.
 std::string self_path();
 
+//! Set to 1 in the environment of every child `run_child` starts: a hidden case meant to run only there (it faults
+//! the context, hangs or needs a fresh loader) checks it, so no command-line filter can run it in the parent.
+inline constexpr const char* child_variable = "CUASYNC_TEST_CHILD";
+
+//! True in a child of `run_child`; otherwise a Catch2 warning says the case was skipped and why (defined in
+//! test_main.cpp: test executables only).
+bool child_or_skip();
+
 }  // namespace cuasync::test
+
+//! The first statement of a hidden case that a parent test runs in a child process (`run_child`). Catch2 2.x runs a
+//! hidden case whenever a command-line filter matches it (`"~[timing]"` matches them all): run in the parent, a case
+//! that faults the context on purpose would fail every later case. Elsewhere it returns at once, with a warning.
+#define CUASYNC_CHILD_ONLY()                          \
+  do {                                                \
+    if (!::cuasync::test::child_or_skip()) return;    \
+  } while (false)

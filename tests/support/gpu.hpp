@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Helpers for [gpu] tests: detection, device 0's context, the test kernels, and the spin-kernel gate.
 #include <cuasync/driver.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The test main of every cuasync test executable. It finds out whether a driver and a device exist: without them
 // it leaves out the [gpu] test cases and says how many and why; with them, everything runs. A crash prints the
 // crashing thread's stack (the GPU machine has no debugger): Catch2 reports the signal first, then re-raises it here.
@@ -6,12 +7,15 @@
 
 #include "child_process.hpp"
 #include "gpu.hpp"
+#include "simulated_driver.hpp"
 
 #include <execinfo.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 namespace {
 void print_stack(int sig) {
@@ -39,6 +43,21 @@ bool cuasync::test::devices_at_least(int n) {
   const int have = cuasync::device::count();
   if (have >= n) return true;
   WARN("skipped: this test needs " << n << " devices, the machine has " << have);
+  return false;
+}
+
+bool cuasync::test::simulated_or_skip() {
+  if (simulated_driver_loaded()) return true;
+  WARN("skipped: this case runs on the simulated driver only (tests/fake_driver: its gate kernel is a no-op on a GPU); "
+       "the loaded driver is another. Run it through its CTest entry, which sets CUASYNC_LIBCUDA");
+  return false;
+}
+
+bool cuasync::test::child_or_skip() {
+  const char* v = std::getenv(child_variable);
+  if (v && std::string_view(v) == "1") return true;
+  WARN("skipped: this hidden case runs only in a child process that a test of this executable starts (it may fault "
+       "the context or hang on purpose); a command-line filter matched it here");
   return false;
 }
 

@@ -1,18 +1,22 @@
 #!/usr/bin/python3
-"""The `cuasync` command's contract, for CTest: every subcommand's --help, --json output that parses, and the
-exit statuses its help documents (0 ok, 1 failure, 2 usage, 3 no usable GPU). Standard library only.
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""The `cuasync` command's contract, for CTest: every subcommand's --help, --json output that parses, the exit
+statuses its help documents (0 ok, 1 failure, 2 usage, 3 no usable GPU), --opt=value as well as --opt value, the
+nearest name for a typo, errors without cuasync's own source lines (unless CUASYNC_DEBUG=1), and the README's
+synopses equal to the usage lines the help prints. Standard library only.
 
-usage: check_cli.py CUASYNC SIMULATED_LIBCUDA TRACE_JSON
+usage: check_cli.py CUASYNC SIMULATED_LIBCUDA TRACE_JSON README
 Scratch files go to a temporary folder, not the build tree (CTest no_link_time_cuda reads the build tree meanwhile).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-tool, simulated_libcuda, recorded_trace = sys.argv[1:4]
+tool, simulated_libcuda, recorded_trace, readme = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="cuasync_check_cli_")
 failures = []
 env = dict(os.environ, CUASYNC_CACHE_DIR=os.path.join(work, "cache"))
@@ -72,6 +76,48 @@ for text in ["usage: cuasync <command>", "exit status:", "3  no usable GPU"] + c
     check(text in out, f"cuasync --help lacks {text!r}")
 check(run(["help"], 0)[0] == out, "'cuasync help' differs from 'cuasync --help'")
 
+
+def usage_of(command):
+    """The usage line `cuasync COMMAND --help` prints (wrapped lines joined), without "usage: "."""
+    lines = run([command, "--help"], 0)[0].splitlines()
+    usage = [lines[0]]
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            break
+        usage.append(line)
+    return " ".join(" ".join(usage).split())[len("usage: "):]
+
+
+# The README's Commands section shows each command's synopsis as its --help prints it (written once: in the
+# options the command declares).
+with open(readme, encoding="utf-8") as f:
+    section = re.search(r"^## Commands\n(.*?)(?=^## )", f.read(), re.S | re.M)
+check(section, f"{readme} has no '## Commands' section")
+synopses = [" ".join(span.split()) for span in re.findall(r"`(cuasync [^`]*)`", section.group(1) if section else "")]
+for command in commands:
+    usage = usage_of(command)
+    shown = [s for s in synopses if s.split()[1:2] == [command]]
+    check(shown and shown[0] == usage,
+          f"README's Commands section: the synopsis of {command} is {shown[:1]}, its --help says `{usage}`")
+    # Every option the usage lists is in the help's option list, and every listed one is in the usage.
+    out, _ = run([command, "--help"], 0)
+    for option in re.findall(r"\[(--?[a-zA-Z][-a-zA-Z]*)", usage):
+        check(re.search(rf"^  (-\w, )?{re.escape(option)}\b", out, re.M), f"{command} --help: {option} not listed")
+
+# Typos: the nearest command or option is named, in the message and in the JSON error.
+_, err = run(["infoo"], 2)
+check("did you mean info?" in err, f"cuasync infoo: no suggestion: {err}")
+check("did you mean info?" in run_json(["infoo"], 2).get("error", {}).get("message", ""), "--json infoo: no suggestion")
+check("did you mean help?" in run(["hlep"], 2)[1], "cuasync hlep: no suggestion")
+check("did you mean info?" in run(["help", "infoo"], 2)[1], "cuasync help infoo: no suggestion")
+for args, near in ((["demo", "--slotz", "3"], "--slots"), (["demo", "--slotz=3"], "--slots"),
+                   (["compile", "--arhc=sm_90", "x.cu"], "--arch"), (["compile", "-arch", "sm_90", "x.cu"], "--arch"),
+                   (["trace", "x.json", "--no-htm"], "--no-html"), (["bench", "--suite", "drivr"], "driver"),
+                   (["doctor", "--devcie", "0"], "--device"), (["--jsn", "info"], "--json")):
+    _, err = run(args, 2)
+    check(f"did you mean {near}?" in err, f"cuasync {' '.join(args)}: no suggestion of {near}: {err}")
+check("did you mean" not in run(["demo", "--completely-else"], 2)[1], "a suggestion for a word like no option")
+
 # Usage errors: status 2, with --json an error object.
 run([], 2)
 run(["no-such-command"], 2)
@@ -80,9 +126,18 @@ run(["help", "no-such-command"], 2)
 for command in commands:
     check_error(run_json([command, "--no-such-option"], 2), 2, "usage", f"{command} --no-such-option")
 for args in (["demo", "--slots", "0"], ["demo", "--requests", "x"], ["demo", "--out"], ["doctor", "--device", "x"],
-             ["bench", "--suite", "no-such-suite"], ["bench", "--timeout", "0"]):
+             ["bench", "--suite", "no-such-suite"], ["bench", "--timeout", "0"], ["demo", "--slots=0"],
+             ["demo", "--requests=x"], ["demo", "--rounds=101"], ["demo", "--mib=0"], ["demo", "--watchdog=-1"],
+             ["demo", "--device=x"], ["doctor", "--device=x"], ["bench", "--suite=no-such-suite"],
+             ["bench", "--timeout=0"], ["trace", recorded_trace, "--device=-1"], ["compile", "x.cu", "--arch=sm_x"],
+             ["compile", "x.cu", "--max-registers=0"], ["compile", "x.cu", "--ptx", "--ltoir"],
+             ["info", "unexpected"], ["compile", "a.cu", "b.cu"]):
     check_error(run_json(args, 2), 2, "usage", " ".join(args))
+    message = run_json(args, 2).get("error", {}).get("message", "")
+    check(".cpp:" not in message and " in cuasync::" not in message, f"{' '.join(args)}: a source line: {message}")
 check_error(run_json(["compile"], 2), 2, "usage", "compile without a file")
+check(run_json(["compile"], 2).get("error", {}).get("message") == "no FILE.cu given", "compile without a file: message")
+check(run_json(["demo", "--out"], 2).get("error", {}).get("message") == "--out needs DIR", "demo --out: message")
 check_error(run_json(["trace"], 2), 2, "usage", "trace without a file")
 check_error(run_json(["trace", recorded_trace, "--device", "x"], 2), 2, "usage", "trace --device x")
 check(run_json(["--version"], 0).get("version"), "--version --json has no version")
@@ -130,17 +185,28 @@ for value, where in ((info, "on the simulated driver"), (run_json(["info"], 3, n
     check("loaded" in nvrtc and (nvrtc.get("supported_archs", 0) > 0 or nvrtc.get("error")),
           f"info --json {where}: nvrtc {nvrtc}")
     check(cache.get("directory") and "entries" in cache and "bytes" in cache, f"info --json {where}: jit_cache {cache}")
-out, _ = run(["info"], 3, no_gpu_env)
+out, err = run(["info"], 3, no_gpu_env)
 check("NVRTC" in out and "disk cache" in out, f"info without a GPU does not show NVRTC and the cache: {out}")
+check((out + err).count("no usable GPU") == 1 and (out + err).count("no-such-libcuda.so.1': ") == 1,
+      f"info without a GPU does not say why exactly once: {out} {err}")
 
 # demo without a GPU: the JIT part (cold, then the caches), "no GPU: <reason>", status 3.
+# The reason is said once (on standard error, after the JIT part's figures on standard output), and no GPU is assumed:
+# the JIT part states its target and why.
 out, err = run(["demo"], 3, no_gpu_env)
-check("no GPU: " in out and "no GPU: " in err and "JIT" in out, f"demo without a GPU: {out} {err}")
+both = out + err
+check(both.count("no usable GPU") == 1 and both.count("no-such-libcuda.so.1': ") == 1 and "JIT" in out,
+      f"demo without a GPU does not say why exactly once: {out} {err}")
+check(not re.search(r"H100|H200|A100|the GPU's architecture", both), f"demo without a GPU assumes a GPU: {out}")
 demo = run_json(["demo"], 3, no_gpu_env)
 check_error(demo, 3, "no_gpu", "demo without a GPU")
-check(demo.get("error", {}).get("message", "").startswith("no GPU: ") and demo.get("gpu") is None,
+check(demo.get("error", {}).get("message", "").startswith("no usable GPU: ") and demo.get("gpu") is None,
       f"demo --json without a GPU: {demo.get('error')}")
 jit = demo.get("jit", {})
+if jit.get("nvrtc", {}).get("loaded"):
+    check(re.fullmatch(r"CUBIN sm_\d+", jit.get("target", "")) and "oldest architecture" in jit.get("target_reason", "")
+          and f"{jit.get('target')} (no GPU to match: the oldest architecture" in out,
+          f"demo without a GPU: the JIT target and its reason: {jit.get('target')} ({jit.get('target_reason')})")
 nvrtc_present = jit.get("nvrtc", {}).get("loaded")
 if nvrtc_present:
     check(jit.get("cold_ms", 0) > 0 and jit.get("memory_hit_ms", 1e9) < jit["cold_ms"] and
@@ -162,6 +228,13 @@ else:
 if nvrtc_present:
     outdir = os.path.join(work, "demo-out")
     args = ["demo", "--ptx", "--requests", "6", "--rounds", "1", "--mib", "1", "--out", outdir]
+    # The same with --opt=value: the values reach the run (its request count, its files).
+    eq_outdir = os.path.join(work, "demo-out-eq")
+    eq = run_json(["demo", "--ptx", "--requests=6", "--rounds=1", "--mib=1", "--slots=2", "--watchdog=0",
+                   "--device=0", f"--out={eq_outdir}"], 1, simulated_env)
+    check((eq.get("gpu") or {}).get("pipelined", {}).get("requests") == 6 and
+          (eq.get("gpu") or {}).get("pipelined", {}).get("slots") == 2 and (eq.get("gpu") or {}).get("watchdog") is None
+          and os.path.getsize(os.path.join(eq_outdir, "timeline.html")) > 1000, f"demo --opt=value: {eq.get('gpu')}")
     sim = run_json(args, 1, simulated_env)
     check_error(sim, 1, "wrong_result", "demo on the simulated driver (kernels that do nothing)")
     gpu = sim.get("gpu") or {}
@@ -176,11 +249,16 @@ if nvrtc_present:
     check(doctor.get("verdict") == "FAIL" and doctor.get("failures") and doctor.get("copy_engines", 0) >= 1 and
           doctor.get("await_empty_kernel", {}).get("samples") == 500, f"doctor on the simulated driver: {doctor}")
 
-# doctor and bench need a GPU: status 3 with the reason.
+# doctor and bench need a GPU: status 3 with the reason, once.
 for command in ["doctor", "bench"]:
     out, err = run([command], 3, no_gpu_env)
-    check("no usable GPU" in err, f"{command} without a GPU: {err}")
+    check((out + err).count("no usable GPU") == 1, f"{command} without a GPU: {out} {err}")
     check_error(run_json([command], 3, no_gpu_env), 3, "no_gpu", f"{command} without a GPU")
+# A device the (simulated) driver does not have, given as --device=N and as --device N.
+for args in (["doctor", "--device=7"], ["doctor", "--device", "7"]):
+    missing_device = run_json(args, 3, simulated_env)
+    check_error(missing_device, 3, "no_gpu", " ".join(args))
+    check("no device 7" in missing_device.get("error", {}).get("message", ""), f"{' '.join(args)}: {missing_device}")
 
 # bench: a stand-in suite executable (a script writing the JSON the bench harness writes) gives the table's rows and
 # verdicts; a missing or failing suite is status 1.
@@ -207,6 +285,10 @@ check(rows == {"a": "ok", "b": "MISSED", "c": "ok", "d": "-", "e": "MISSED"} and
 out, _ = run(["bench", "--suite", "driver", "--build", fake_build, "--out", os.path.join(work, "bench-out")], 0,
              simulated_env)
 check("MISSED" in out and "2 targets missed" in out, f"bench's table: {out}")
+eq = run_json(["bench", "--suite=driver", f"--build={fake_build}", f"--out={os.path.join(work, 'bench-eq')}",
+               "--timeout=60"], 0, simulated_env)
+check(eq.get("results_directory") == os.path.join(work, "bench-eq") and eq.get("missed_targets") == 2,
+      f"bench --opt=value: {eq}")
 missing = run_json(["bench", "--suite", "jit", "--build", fake_build], 1, simulated_env)
 check(missing.get("suites", [{}])[0].get("status") == "not found", f"bench of a suite not built: {missing}")
 check_error(missing, 1, "suite_failed", "bench of a suite not built")  # the documented error object, with the rows
@@ -230,9 +312,45 @@ else:
           f"compile --json: target {cold.get('target')}")
     check("scale<float>" in cold.get("lowered_names", {}), f"compile --json: lowered names {cold.get('lowered_names')}")
     check(cold.get("image_bytes", 0) > 0, "compile --json: empty image")
+    # --opt=value, -DNAME=VALUE and -IDIR: the values reach the compile (the image is written where --output says).
+    written = os.path.join(work, "scale.cubin")
+    # Given twice, the last value counts (--arch=sm_80, then sm_90). The source compiles only with -DSCALE=2 and the
+    # header found through -IDIR (not FILE's directory).
+    include_dir = os.path.join(work, "include")
+    os.makedirs(include_dir)
+    with open(os.path.join(include_dir, "scale_factor.h"), "w") as f:
+        f.write("#if SCALE != 2\n#error SCALE is not 2\n#endif\nconstexpr int scale_factor = SCALE;\n")
+    needs_options = os.path.join(work, "needs_options.cu")
+    with open(needs_options, "w") as f:
+        f.write('#include "scale_factor.h"\n'
+                'template <class T> __global__ void scale(T* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= '
+                'scale_factor; }\n')
+    eq = run_json(["compile", needs_options, "--arch=sm_80", "--arch=sm_90", "--name-expression=scale<float>",
+                   f"--output={written}", "--max-registers=32", "--std=c++17", "-DSCALE=2", f"-I{include_dir}",
+                   "--no-cache"], 0, no_gpu_env)
+    check_error(run_json(["compile", needs_options, "--arch=sm_90", f"-I{include_dir}"], 1, no_gpu_env), 1,
+                "compile_error", "compile without the -D the source needs")
+    check(eq.get("target", {}).get("architecture") == "sm_90" and "scale<float>" in eq.get("lowered_names", {}) and
+          eq.get("written") == written and os.path.getsize(written) == eq.get("image_bytes") and
+          eq.get("cache") is None,
+          f"compile --opt=value: {eq}")
+    # An architecture NVRTC does not support is a usage error naming the supported ones, as --arch X or --arch=X.
+    for arch_args in (["--arch", "sm_999"], ["--arch=sm_999"], ["--arch=compute_999"], ["--arch", "61"]):
+        bad = run_json(["compile", kernel] + arch_args, 2, no_gpu_env)
+        check_error(bad, 2, "usage", f"compile {' '.join(arch_args)}")
+        message = bad.get("error", {}).get("message", "")
+        check("sm_90" in message and "supports" in message, f"compile {' '.join(arch_args)}: {message}")
+    out, err = run(["compile", kernel, "--arch", "sm_999"], 2, no_gpu_env)
+    check("sm_90" in err and out == "", f"compile --arch sm_999 printed a report or no list: {out} {err}")
     hit = run_json(args, 0, no_gpu_env)
     check(hit.get("cache", {}).get("outcome") == "disk_hit", f"compile --json: second outcome {hit.get('cache')}")
     run(args, 0, no_gpu_env)
+    # Each of those processes added its hits and misses to the cache's counts file: info shows the hit rates.
+    counts = run_json(["info"], 3, no_gpu_env).get("jit_cache", {}).get("counts", {})
+    check(counts.get("processes", 0) >= 3 and counts.get("disk_hits", 0) >= 2 and counts.get("compiles", 0) >= 1 and
+          0 < counts.get("disk_hit_rate", 0) < 1, f"info --json: jit_cache counts {counts}")
+    out, _ = run(["info"], 3, no_gpu_env)
+    check(re.search(r"hit rates +memory \d+ hits? / \d+ miss(es)? \(", out), f"info shows no hit rates: {out}")
     broken = os.path.join(work, "broken.cu")
     with open(broken, "w") as f:
         f.write("__global__ void k() { this is not C++; }\n")
@@ -240,6 +358,16 @@ else:
     check_error(error, 1, "compile_error", "a compile error")
     check(error.get("error", {}).get("log"), "a compile error without NVRTC's log")
 check_error(run_json(["compile", os.path.join(work, "missing.cu")], 1), 1, "io_error", "compile of a missing file")
+# A library error names the cause and the fix, not cuasync's own source line; CUASYNC_DEBUG=1 adds the line.
+no_nvrtc = dict(env, CUASYNC_LIBNVRTC=os.path.join(work, "no-such-libnvrtc.so"))
+failed = run_json(["compile", kernel], 1, no_nvrtc)
+check_error(failed, 1, "nvrtc_error", "compile without NVRTC")
+message = failed.get("error", {}).get("message", "")
+check("CUASYNC_LIBNVRTC" in message and ".cpp:" not in message, f"compile without NVRTC: {message}")
+_, err = run(["compile", kernel], 1, no_nvrtc)
+check(err.startswith("cuasync compile: ") and ".cpp:" not in err, f"compile without NVRTC: {err}")
+_, err = run(["compile", kernel], 1, dict(no_nvrtc, CUASYNC_DEBUG="1"))
+check(".cpp:" in err, f"compile without NVRTC, CUASYNC_DEBUG=1, has no source line: {err}")
 
 # trace: the committed trace renders and summarizes; unreadable and malformed traces are 1.
 page = os.path.join(work, "timeline.html")
@@ -270,6 +398,10 @@ found = run_json(["trace", provoking, "--no-html"], 0).get("diagnostics", [])
 check([d.get("id") for d in found] == ["pageable_copy", "device_synchronize"] and
       all(d.get("summary") and d.get("explanation") and d.get("fix") and d.get("examples") for d in found) and
       found[0].get("occurrences") == 1, f"trace --json: diagnostics of the provoking trace: {found}")
+eq_page = os.path.join(work, "eq.html")
+eq = run_json(["trace", recorded_trace, f"--output={eq_page}", "--device=1"], 0)
+check(eq.get("html") == eq_page and eq.get("device") == 1 and os.path.getsize(eq_page) > 1000,
+      f"trace --opt=value: {eq}")
 only = run_json(["trace", recorded_trace, "--no-html", "--device", "1"], 0)
 check(only.get("html") is None and only.get("summary", {}).get("critical") == "none" and
       only.get("device_in_trace") is False, f"trace --device 1: {only}")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The blocked-call registry the io-thread watchdog reads: host_call publishes the calling thread's call while watching
 // is on, nested calls restore the outer one, other threads read it, and describe_frames names the caller's frame.
 #include <cuasync/trace/blocking_calls.hpp>

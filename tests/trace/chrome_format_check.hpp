@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Checks a JSON document against the Chrome trace event format as cuasync writes it (the JSON object form with
-// complete "X" and metadata "M" events; docs: "Trace Event Format", Google): required keys and their types per
-// phase, non-negative durations, names for every process and thread that has events, and X events that nest or are
-// disjoint on each thread (what Perfetto needs to draw them as slices).
+// complete "X", metadata "M" and flow "s"/"f" events; docs: "Trace Event Format", Google): required keys and their
+// types per phase, non-negative durations, names for every process and thread that has events, X events that nest
+// or are disjoint on each thread (what Perfetto needs to draw them as slices), and flows whose start and end pair
+// up by id and lie inside a slice of their thread (what Perfetto binds an arrow to).
 #include <cuasync/trace/json.hpp>
 
 #include <algorithm>
@@ -29,6 +31,14 @@ inline std::vector<std::string> chrome_format_problems(const json::value& root) 
   std::set<double> named_processes, pids_used;
   std::set<thread> named_threads;
   std::map<thread, std::vector<std::pair<double, double>>> slices;
+  struct flow_event {
+    std::size_t index;
+    char phase;
+    double id;
+    thread on;
+    double ts;
+  };
+  std::vector<flow_event> flows;
   const json::array& list = events->as_array();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const json::value& e = list[i];
@@ -73,10 +83,34 @@ inline std::vector<std::string> chrome_format_problems(const json::value& root) 
       } else if (n != "process_labels") {
         problem(i, "unknown metadata event \"" + n + "\"");
       }
+    } else if (ph->as_string() == "s" || ph->as_string() == "f") {
+      const json::value* ts = e.find("ts");
+      const json::value* id = e.find("id");
+      const json::value* bp = e.find("bp");
+      if (!ts || !ts->is_number()) problem(i, "flow event without a numeric \"ts\"");
+      if (!id || !id->is_integer()) problem(i, "flow event without an integer \"id\"");
+      if (ph->as_string() == "f" && (!bp || !bp->is_string() || bp->as_string() != "e"))
+        problem(i, "flow end without \"bp\": \"e\" (it would bind to the next slice, not its own)");
+      if (ts && ts->is_number() && id && id->is_integer())
+        flows.push_back({i, ph->as_string()[0], id->as_number(), key, ts->as_number()});
     } else {
-      problem(i, "phase \"" + ph->as_string() + "\" (cuasync writes only X and M)");
+      problem(i, "phase \"" + ph->as_string() + "\" (cuasync writes only X, M, s and f)");
     }
   }
+  std::map<double, std::pair<int, int>> ends_of;  // per flow id: starts, ends
+  for (const flow_event& f : flows) {
+    auto& [starts, ends] = ends_of[f.id];
+    (f.phase == 's' ? starts : ends) += 1;
+    const auto it = slices.find(f.on);
+    if (it == slices.end() || std::none_of(it->second.begin(), it->second.end(), [&](const auto& slice) {
+          return slice.first <= f.ts && f.ts <= slice.second;
+        }))
+      problem(f.index, "flow event outside every slice of its thread");
+  }
+  for (const auto& [id, count] : ends_of)
+    if (count.first != 1 || count.second != 1)
+      problems.push_back("flow " + std::to_string(id) + " has " + std::to_string(count.first) + " starts and " +
+                         std::to_string(count.second) + " ends");
   for (double pid : pids_used)
     if (!named_processes.count(pid)) problems.push_back("pid " + std::to_string(pid) + " has no process_name");
   for (auto& [key, intervals] : slices) {

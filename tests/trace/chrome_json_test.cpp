@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The Chrome trace event JSON: its structure (checked against the format), the reader's round trip, other producers'
 // traces, malformed input, and the committed test trace.
 #include <cuasync/trace/chrome_json.hpp>
@@ -24,7 +25,7 @@ TEST_CASE("the Chrome JSON of a pipeline follows the trace event format", "[trac
   for (const auto& p : problems) UNSCOPED_INFO(p);
   CHECK(problems.empty());
 
-  // One X event per span, one thread_name per lane, named processes for GPU 0 (pid 2) and the host (pid 1).
+  // One X event per span, one thread_name per lane, named processes for GPU 0 and the host (pid 1: unknown).
   std::size_t complete = 0;
   std::set<std::string> thread_names, process_names;
   for (const json::value& e : root.find("traceEvents")->as_array()) {
@@ -67,7 +68,7 @@ TEST_CASE("an X event carries the span's category, times in microseconds and its
     if (e.find("ph")->as_string() == "X") x = &e;
   REQUIRE(x);
   CHECK(x->find("cat")->as_string() == "staged_copy_chunk");
-  CHECK(x->find("pid")->as_number() == 3);  // GPU 1
+  CHECK(x->find("pid")->as_number() == static_cast<double>(trace::chrome_gpu_pid_base + 1));  // GPU 1
   const json::value& args = *x->find("args");
   CHECK(args.find("lane")->as_string() == "d2h");
   CHECK(args.find("bytes")->as_number() == 8 << 20);
@@ -107,6 +108,68 @@ TEST_CASE("the committed test trace is what the generator writes, and reads back
   const trace::timeline t = trace::read_chrome_json(committed);
   CHECK(t.spans.size() == 31);
   CHECK(t.lanes.size() == 7);
+}
+
+TEST_CASE("each host issue gets a flow to the GPU span it issued, in the host's real pid, and reads back",
+          "[trace][chrome]") {
+  trace::timeline t = trace::test::scaled_pipeline_timeline(2, 3);  // 6 batches, 3 linked issues each
+  REQUIRE(t.pid == 4242);
+  // An issue whose work was never timed (captured into a graph) has no partner: no flow.
+  t.spans.push_back(t.spans.front());
+  t.spans.back().lane = trace::lane::host_thread(1);
+  t.spans.back().begin_ns = t.spans.back().end_ns = t.last_end_ns() + 1'000;
+  t.spans.back().flow = 999'999;
+  t.normalize();
+  const std::string text = trace::to_chrome_json(t);
+  const json::value root = json::parse(text);
+  const auto problems = trace::test::chrome_format_problems(root);
+  for (const auto& p : problems) UNSCOPED_INFO(p);
+  CHECK(problems.empty());
+
+  std::map<double, std::pair<const json::value*, const json::value*>> flows;  // id: start, end
+  std::set<double> host_pids, gpu_pids;
+  for (const json::value& e : root.find("traceEvents")->as_array()) {
+    const std::string& ph = e.find("ph")->as_string();
+    if (ph == "s") flows[e.find("id")->as_number()].first = &e;
+    if (ph == "f") flows[e.find("id")->as_number()].second = &e;
+    if (ph == "X")
+      (e.find("args")->find("lane")->as_string() == "thread" ? host_pids : gpu_pids).insert(e.find("pid")->as_number());
+  }
+  CHECK(host_pids == std::set<double>{4242});
+  CHECK(gpu_pids == std::set<double>{static_cast<double>(trace::chrome_gpu_pid_base)});
+  CHECK(root.find("otherData")->find("pid")->as_number() == 4242);
+  REQUIRE(flows.size() == 18);
+  for (const auto& [id, ends] : flows) {
+    REQUIRE(ends.first);
+    REQUIRE(ends.second);
+    CHECK(ends.first->find("pid")->as_number() == 4242);
+    CHECK(ends.second->find("pid")->as_number() == static_cast<double>(trace::chrome_gpu_pid_base));
+    CHECK(ends.second->find("bp")->as_string() == "e");
+    CHECK(ends.first->find("cat")->as_string() == ends.second->find("cat")->as_string());
+    CHECK(ends.first->find("ts")->as_number() < ends.second->find("ts")->as_number());  // issue, then work
+  }
+
+  // Read back: the same spans, flow ids included; the flow events are neither spans nor skipped.
+  std::size_t skipped = 1;
+  const trace::timeline back = trace::read_chrome_json(text, &skipped);
+  CHECK(skipped == 0);
+  CHECK(back.pid == 4242);
+  REQUIRE(back.spans.size() == t.spans.size());
+  for (std::size_t i = 0; i < t.spans.size(); ++i) CHECK(back.spans[i] == t.spans[i]);
+}
+
+TEST_CASE("another tool's flow events are passed over, not counted as skipped", "[trace][chrome]") {
+  const char* kineto = R"([
+    {"ph": "X", "name": "cudaLaunchKernel", "pid": 7, "tid": 70, "ts": 10, "dur": 5, "cat": "cuda_runtime"},
+    {"ph": "s", "id": 1, "pid": 7, "tid": 70, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "X", "name": "kernel", "pid": 0, "tid": 7, "ts": 20, "dur": 5, "cat": "kernel"},
+    {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "t", "id": 1, "pid": 0, "tid": 7, "ts": 21, "cat": "ac2g", "name": "ac2g"}
+  ])";
+  std::size_t skipped = 1;
+  const trace::timeline t = trace::read_chrome_json(kineto, &skipped);
+  CHECK(skipped == 0);
+  CHECK(t.spans.size() == 2);
 }
 
 TEST_CASE("other producers' complete and duration events become thread lanes; other phases are skipped",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The map from GPU event times (elapsed after a reference event) onto the host clock.
 #include <cuasync/trace/clock.hpp>
 

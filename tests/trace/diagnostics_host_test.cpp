@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The host diagnostics on hand-made timelines: device-wide synchronization, a host wait followed by more GPU work,
 // and synchronous allocations between launches.
 #include <cuasync/trace/diagnostics.hpp>
@@ -101,6 +102,25 @@ TEST_CASE("allocation_on_hot_path fires on synchronous allocations between launc
   CHECK(names(*f, "(cuMemAlloc x2, cuMemFree x2)"));
   CHECK(names(*f, "cuMemAlloc on thread 1 at 1.200 ms"));
   CHECK(f->fix.find("rt->pinned()->allocate") != std::string::npos);
+}
+
+TEST_CASE("allocation_on_hot_path is silent on allocations of a thread that issues no GPU work",
+          "[trace][diagnostics]") {
+  // cuasync's background grower (or any helper thread) allocating pinned memory while thread 1 launches: the thread
+  // that issues work never waits for it. The same allocations on thread 1 fire.
+  span_builder background, inline_;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t at = i * 1'000;
+    launch(background, 1, "step", at + 100);
+    background.host(2, category::alloc, "cuMemHostAlloc", at + 300, at + 900);
+    launch(inline_, 1, "step", at + 100);
+    inline_.host(1, category::alloc, "cuMemHostAlloc", at + 300, at + 900);
+  }
+  CHECK_FALSE(find_kind(background.diagnose(), diagnostic::allocation_on_hot_path));
+  const auto fs = inline_.diagnose();
+  const trace::finding* f = find_kind(fs, diagnostic::allocation_on_hot_path);
+  REQUIRE(f);
+  CHECK(f->occurrences == 2);  // the third came after the last launch
 }
 
 TEST_CASE("allocation_on_hot_path is silent on pools and on allocations around the work", "[trace][diagnostics]") {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The memory-traffic diagnostics on hand-made timelines: each fires on the pattern and stays silent on its clean
 // counterpart.
 #include <cuasync/trace/diagnostics.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The stream diagnostics on hand-made timelines: the legacy default stream beside others, and a kernel that filled
 // every SM while another stream's work waited.
 #include <cuasync/trace/diagnostics.hpp>

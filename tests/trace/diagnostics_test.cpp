@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The diagnostics as a whole: a clean pipeline has no findings (in memory and read back from the committed trace),
 // and findings read as text and as JSON.
 #include <cuasync/trace/diagnostics.hpp>
@@ -22,7 +23,7 @@ TEST_CASE("a clean pipeline has no findings", "[trace][diagnostics]") {
       trace::read_chrome_json(trace::test::read_file(CUASYNC_TRACE_TEST_DATA "/pipeline_trace.json"));
   const auto findings = trace::diagnose(committed);
   CHECK(findings.empty());
-  CHECK(trace::to_text(findings) == "diagnostics: no findings (none of the 8 checks fired)\n");
+  CHECK(trace::to_text(findings) == "diagnostics: no findings (none of the 11 checks fired)\n");
   CHECK(json::parse(trace::to_json(findings)).as_array().empty());
   CHECK(trace::diagnose(trace::timeline{}).empty());
 }
@@ -85,7 +86,7 @@ TEST_CASE("a finding lists at most five examples", "[trace][diagnostics]") {
 }
 
 TEST_CASE("a trace read from a file that shows every problem: each diagnostic fires", "[trace][diagnostics]") {
-  // data/all_diagnostics.json (also a seed of the trace reader's fuzz corpus): Chrome trace events with flags,
+  // data/all_diagnostics.json (also in the trace reader's fuzz corpus): Chrome trace events with flags,
   // addresses and a described device, as the hooks write them.
   const trace::timeline t =
       trace::read_chrome_json(trace::test::read_file(CUASYNC_TRACE_TEST_DATA "/all_diagnostics.json"));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The trace's JSON reader and writer.
 #include <cuasync/trace/json.hpp>
 

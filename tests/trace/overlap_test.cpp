@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The overlap summary on hand-made spans whose answers are known.
 #include <cuasync/trace/overlap.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // A whole file as a string (empty when it cannot be read): what the tests compare and parse.
 #include <filesystem>

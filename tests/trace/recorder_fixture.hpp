@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The recorder is one per process: each test starts it from empty and leaves it off and empty.
 #include <cuasync/trace/recorder.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The recorder: off by default, on by API, per-thread buffers merged, the cap and its dropped count, labels, flush.
 #include <cuasync/trace/recorder.hpp>
 
@@ -141,4 +142,29 @@ TEST_CASE("flush writes the trace to the output path, JSON or HTML by its name",
   fresh_recorder on(o);
   CHECK_THROWS_WITH(trace::flush(), Catch::Contains("missing-folder"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("flow ids are nonzero, unique across threads, exact in a double, and a snapshot carries the pid",
+          "[trace]") {
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 1000; ++i) ids.push_back(trace::new_flow_id());
+  std::vector<std::uint64_t> other;
+  std::thread([&] {
+    for (int i = 0; i < 1000; ++i) other.push_back(trace::new_flow_id());
+  }).join();
+  ids.insert(ids.end(), other.begin(), other.end());
+  CHECK(std::set<std::uint64_t>(ids.begin(), ids.end()).size() == ids.size());
+  for (const std::uint64_t id : ids) {
+    CHECK(id != 0);
+    CHECK(id < (std::uint64_t{1} << 53));
+  }
+
+  fresh_recorder recording;
+  trace::span s = host_span(1, 2);
+  s.flow = ids.front();
+  trace::record(s);
+  const trace::timeline t = trace::snapshot();
+  CHECK(t.pid == static_cast<std::int64_t>(getpid()));
+  REQUIRE(t.spans.size() == 1);
+  CHECK(t.spans[0].flow == ids.front());
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host scopes and scoped labels.
 #include <cuasync/trace/scope.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Hand-made timelines for the diagnostics' tests: spans as the library's hooks record them (a GPU span on a stream
 // or copy lane, the host's issue span on a thread lane), times in microseconds.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Spans and lanes: the names the exporters write and read, lane order, default lane names.
 #include <cuasync/trace/span.hpp>
 

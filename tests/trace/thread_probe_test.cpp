@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The thread probes (trace/thread_probe.hpp) on this machine's kernel: another thread's accounting, state and sampled
 // stack while it computes and while it sleeps; nothing of unknown or finished threads; and sampling left off when the
 // program handles the signal itself or asks for none (each in a child process: the signal is chosen once a process).
@@ -112,6 +113,7 @@ void own_handler(int) { own_handler_calls.fetch_add(1); }
 
 // Run in a child process by the test below (hidden: each needs a process whose sampling signal is not chosen yet).
 TEST_CASE("thread probe child: the program's own handler of the sampling signal", "[.thread_probe_child_own]") {
+  CUASYNC_CHILD_ONLY();
   struct sigaction sa {};
   sa.sa_handler = own_handler;
   sigemptyset(&sa.sa_mask);
@@ -125,6 +127,7 @@ TEST_CASE("thread probe child: the program's own handler of the sampling signal"
 }
 
 TEST_CASE("thread probe child: sampling asked off", "[.thread_probe_child_off]") {
+  CUASYNC_CHILD_ONLY();
   probed_thread t;
   CHECK(trace::sample_stack(t.ordinal, 200ms).empty());
   trace::thread_times times;

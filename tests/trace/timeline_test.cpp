@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Normalizing a timeline: what every exporter and the overlap summary start from.
 #include <cuasync/trace/timeline.hpp>
 

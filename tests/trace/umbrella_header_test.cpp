@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The umbrella header compiles on its own and brings the whole layer (each header is first in its own test file).
 #include <cuasync/trace.hpp>
 

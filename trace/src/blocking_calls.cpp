@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The per-thread slots behind calls_in_flight(), and naming a call's frames for a report.
 #include <cuasync/trace/blocking_calls.hpp>
 

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Reads Chrome trace event JSON back into a timeline: cuasync's own files exactly (lanes from the events' args),
-// other producers' complete events ("X") and duration events ("B" ... "E", nested per thread) as thread lanes.
+// other producers' complete events ("X") and duration events ("B" ... "E", nested per thread) as thread lanes; flow
+// events are passed over.
 #include <cuasync/trace/chrome_json.hpp>
 
 #include <cuasync/trace/json.hpp>
@@ -162,6 +164,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
   if (const json::value* other = root.find("otherData")) {
     if (const json::value* origin = other->find("origin_ns"))
       t.origin_ns = whole(*origin, 0, "otherData.origin_ns", -max_origin_ns, max_origin_ns);
+    if (const json::value* pid = other->find("pid")) t.pid = static_cast<std::int64_t>(count(*pid, 0, "otherData.pid"));
     if (const json::value* dropped = other->find("dropped_records")) t.dropped = count(*dropped, 0, "dropped_records");
     if (const json::value* devices = other->find("devices")) t.devices = devices_of(*devices);
   }
@@ -213,6 +216,8 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
       if (begun.end_ns < begun.begin_ns) bad_event(i, "an \"E\" event before its \"B\"");
       continue;
     }
+    // Flow events link two slices and have no span of their own: cuasync's link is read from its X events' args.
+    if (phase == "s" || phase == "t" || phase == "f") continue;
     if (phase != "X" && phase != "B") {
       ++skipped;
       continue;
@@ -254,6 +259,7 @@ timeline read_chrome_json(std::string_view text, std::size_t* skipped_events) {
       if (const json::value* a = args->find("src")) field([&] { s.src = address(*a, i, "src"); });
       if (const json::value* a = args->find("dst")) field([&] { s.dst = address(*a, i, "dst"); });
       if (const json::value* f = args->find("flags")) field([&] { s.flags = flags_of(*f, i); });
+      if (const json::value* f = args->find("flow")) field([&] { s.flow = count(*f, i, "flow"); });
       if (const json::value* l = args->find("label"); l && l->is_string()) s.label = l->as_string();
       if (const json::value* c = args->find("clock"); c && c->is_string() && c->as_string() == "gpu_events")
         s.clock = clock_source::gpu_events;

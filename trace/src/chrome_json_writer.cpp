@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Writes a timeline as Chrome trace event JSON: metadata events naming processes and lanes, then one complete ("X")
-// event per span, one event per line so that committed traces read well in a diff.
+// event per span, then a flow ("s" to "f") from each host issue span to the GPU span it issued, one event per line
+// so that committed traces read well in a diff.
 #include <cuasync/trace/chrome_json.hpp>
 
 #include <cuasync/trace/json.hpp>
 
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 #include <ostream>
 #include <tuple>
 
@@ -35,18 +38,25 @@ std::string process_name(const lane& l) {
   return l.kind == lane_kind::host_thread ? "host" : "GPU " + std::to_string(l.device);
 }
 
-void metadata(json::writer& w, const char* name, int pid, int tid, const char* arg, const std::string& text) {
+void metadata(json::writer& w, const char* name, std::int64_t pid, int tid, const char* arg, const std::string& text) {
   w.newline().begin_object().member("ph", "M").member("name", name).member("pid", pid).member("tid", tid);
   w.key("args").begin_object().member(arg, text).end_object().end_object();
 }
-void metadata(json::writer& w, const char* name, int pid, int tid, int sort_index) {
+void metadata(json::writer& w, const char* name, std::int64_t pid, int tid, int sort_index) {
   w.newline().begin_object().member("ph", "M").member("name", name).member("pid", pid).member("tid", tid);
   w.key("args").begin_object().member("sort_index", sort_index).end_object().end_object();
 }
 
+// The middle of a span: a flow's end binds to the slice enclosing its time, and a span's begin may be the end of the
+// one before it on the same lane.
+std::int64_t middle(const span& s) { return s.begin_ns + (s.end_ns - s.begin_ns) / 2; }
+
 }  // namespace
 
-int chrome_pid(const lane& l) noexcept { return l.kind == lane_kind::host_thread ? 1 : 2 + l.device; }
+std::int64_t chrome_pid(const timeline& t, const lane& l) noexcept {
+  if (l.kind == lane_kind::host_thread) return t.pid > 0 ? t.pid : 1;
+  return chrome_gpu_pid_base + l.device;
+}
 
 std::string to_chrome_json(const timeline& input) {
   timeline t = input;
@@ -58,6 +68,7 @@ std::string to_chrome_json(const timeline& input) {
   w.key("otherData").begin_object();
   w.member("producer", "cuasync").member("format_version", format_version);
   w.member("origin_ns", static_cast<std::int64_t>(t.origin_ns));
+  if (t.pid > 0) w.member("pid", t.pid);
   w.member("dropped_records", static_cast<std::uint64_t>(t.dropped));
   w.member("spans", static_cast<std::uint64_t>(t.spans.size()));
   w.key("devices").begin_array();
@@ -70,10 +81,10 @@ std::string to_chrome_json(const timeline& input) {
   w.key("traceEvents").begin_array();
 
   // Lanes are in lane order: GPUs first, then the host; tids count from 1 within each process.
-  std::map<int, int> next_tid;
+  std::map<std::int64_t, int> next_tid;
   std::map<std::tuple<lane_kind, int, std::uint64_t>, int> tid_of;
   for (const lane_info& info : t.lanes) {
-    const int pid = chrome_pid(info.lane);
+    const std::int64_t pid = chrome_pid(t, info.lane);
     if (!next_tid.count(pid)) {
       metadata(w, "process_name", pid, 0, "name", process_name(info.lane));
       // GPUs above the host in the viewer, as in the HTML page.
@@ -89,7 +100,7 @@ std::string to_chrome_json(const timeline& input) {
   }
 
   for (const span& s : t.spans) {
-    const int pid = chrome_pid(s.lane);
+    const std::int64_t pid = chrome_pid(t, s.lane);
     const int tid = tid_of[{s.lane.kind, s.lane.device, s.lane.id}];
     w.newline().begin_object().member("ph", "X").member("name", s.name).member("cat", to_string(s.category));
     w.member("pid", pid).member("tid", tid);
@@ -110,7 +121,29 @@ std::string to_chrome_json(const timeline& input) {
       w.end_array();
     }
     if (!s.label.empty()) w.member("label", s.label);
+    if (s.flow) w.member("flow", static_cast<std::uint64_t>(s.flow));
     w.end_object().end_object();
+  }
+
+  // Flows: the issue (a host span with the id) to the work (a GPU span with it); an id without both ends (work
+  // captured into a graph has no GPU span) draws nothing. In the order of the work's begin.
+  std::unordered_map<std::uint64_t, const span*> issue_of;
+  for (const span& s : t.spans)
+    if (s.flow && s.lane.kind == lane_kind::host_thread) issue_of.emplace(s.flow, &s);
+  const auto flow_event = [&](const char* phase, const span& s) {
+    w.newline().begin_object().member("ph", phase).member("name", "issue").member("cat", "cuasync.flow");
+    w.member("id", static_cast<std::uint64_t>(s.flow));
+    w.member("pid", chrome_pid(t, s.lane)).member("tid", tid_of[{s.lane.kind, s.lane.device, s.lane.id}]);
+    w.key("ts").raw(microseconds(middle(s) - t.origin_ns));
+    if (phase[0] == 'f') w.member("bp", "e");
+    w.end_object();
+  };
+  for (const span& s : t.spans) {
+    if (!s.flow || s.lane.kind == lane_kind::host_thread) continue;
+    const auto it = issue_of.find(s.flow);
+    if (it == issue_of.end()) continue;
+    flow_event("s", *it->second);
+    flow_event("f", s);
   }
   w.newline().end_array().end_object();
   return w.take() + "\n";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU side of the trace's clock: cuEventElapsedTime's float milliseconds in nanoseconds.
 #include <cuasync/trace/clock.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The rules about the host: device-wide synchronization between GPU work, a host wait followed at once by more GPU
 // work, and synchronous allocations between launches.
 #include "diagnostic_rules.hpp"
@@ -6,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace cuasync::trace::detail {
 namespace {
@@ -69,6 +71,8 @@ std::optional<finding> find_host_waits(const timeline& t) {
       ++f.occurrences;
       add_clamped(blocked, w.duration_ns());
       if (w.stream_id && w.stream_id == next->stream_id) ++same_stream;
+      add_place(f, w);
+      add_place(f, *next);
       if (f.examples.size() < max_examples)
         f.examples.push_back(describe(t, w) + ", then " + format_duration(next->begin_ns - w.end_ns) +
                              " later: " + describe(t, *next));
@@ -97,8 +101,13 @@ std::optional<finding> find_allocations_on_hot_path(const timeline& t) {
   // The GPU work's issue times when the trace has them (allocations are host calls), else the GPU spans.
   const bool issues = std::any_of(t.spans.begin(), t.spans.end(), [](const span& s) { return is_issue(s); });
   std::int64_t first = INT64_MAX, last = INT64_MIN;
+  std::set<std::uint64_t> issuing_threads;  // an allocation on a thread that issues no GPU work (cuasync's
+                                            // background grower, a caller's own) stalls nothing that issues
   for (const span& s : t.spans)
-    if (issues ? is_issue(s) : is_gpu_work(s)) first = std::min(first, s.begin_ns), last = std::max(last, s.begin_ns);
+    if (issues ? is_issue(s) : is_gpu_work(s)) {
+      first = std::min(first, s.begin_ns), last = std::max(last, s.begin_ns);
+      if (issues && s.lane.kind == lane_kind::host_thread) issuing_threads.insert(s.lane.id);
+    }
   if (first >= last) return std::nullopt;
 
   finding f = new_finding(diagnostic::allocation_on_hot_path);
@@ -108,6 +117,7 @@ std::optional<finding> find_allocations_on_hot_path(const timeline& t) {
     if (a.category != category::alloc || a.lane.kind != lane_kind::host_thread || (a.flags & flag::stream_ordered))
       continue;
     if (a.begin_ns <= first || a.end_ns > last) continue;  // before the first issue or after the last
+    if (issues && !issuing_threads.contains(a.lane.id)) continue;
     ++f.occurrences;
     ++calls[a.name.empty() ? "alloc" : a.name];
     add_clamped(time, a.duration_ns());

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The rules about memory traffic: copies from pageable memory, copy directions that never ran at once, and memory
 // used by two streams at once with nothing ordering them.
 #include "diagnostic_rules.hpp"
@@ -139,6 +140,8 @@ std::optional<finding> find_buffers_reused_in_flight(const timeline& t) {
       const bool a_reads = ranges_meet(a->src, a->bytes, b->dst, b->bytes);
       if (!both_write && !b_reads && !a_reads) continue;
       ++f.occurrences;
+      add_place(f, *a);
+      add_place(f, *b);
       if (f.examples.size() < max_examples) {
         const std::uint64_t at = both_write || b_reads ? a->dst : a->src;
         f.examples.push_back(describe(t, *a) + "; and " + describe(t, *b) + ": " +

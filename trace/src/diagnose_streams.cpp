@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The rules about streams and the SMs: the legacy default stream beside other streams, and a kernel that filled
 // every SM while another stream's work waited.
 #include "diagnostic_rules.hpp"
@@ -86,6 +87,7 @@ std::optional<finding> find_kernel_filled_device(const timeline& t) {
       ++f.occurrences;
       add_clamped(waited, wait);
       if (fillers.insert(&k).second) add_example(f, t, k);
+      add_place(f, *o);
       if (f.examples.size() < max_examples) f.examples.push_back("waited: " + describe(t, *o));
     }
   }

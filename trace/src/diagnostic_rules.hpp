@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// The diagnostics' rules (one function per diagnostic, in three files by what they look at: memory traffic, streams
-// and the SMs, the host) and what they share: which spans are GPU work, which stream issued a span, how a span is
+// The diagnostics' rules (one function per diagnostic, in four files by what they look at: memory traffic, streams
+// and the SMs, the host, the GPU's idle time in a pipeline) and what they share: which spans are GPU work, which stream issued a span, how a span is
 // named in a finding.
 #include <cuasync/trace/diagnostics.hpp>
 
@@ -37,7 +38,9 @@ inline finding new_finding(diagnostic d) {
   f.kind = d;
   return f;
 }
-// Adds `s` to `f.examples` while fewer than max_examples are there.
+// Adds `s` to `f.places` while fewer than max_finding_places are there.
+void add_place(finding& f, const span& s);
+// Adds `s` to `f.examples` while fewer than max_examples are there, and to `f.places`.
 void add_example(finding& f, const timeline& t, const span& s);
 
 // Each rule: its finding, or nothing when the timeline (normalized) does not show it.
@@ -49,5 +52,8 @@ std::optional<finding> find_kernel_filled_device(const timeline& t);
 std::optional<finding> find_host_waits(const timeline& t);
 std::optional<finding> find_allocations_on_hot_path(const timeline& t);
 std::optional<finding> find_buffers_reused_in_flight(const timeline& t);
+std::optional<finding> find_host_bound_pipeline(const timeline& t);
+std::optional<finding> find_gpu_idle_round_trips(const timeline& t);
+std::optional<finding> find_too_few_slots(const timeline& t);
 
 }  // namespace cuasync::trace::detail

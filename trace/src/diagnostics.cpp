@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The diagnostics: every rule run over a normalized copy of the timeline, and the findings as text and JSON. What
 // the rules share (which spans are GPU work, how a span is named) is here too.
 #include <cuasync/trace/diagnostics.hpp>
@@ -14,7 +15,8 @@ namespace cuasync::trace {
 namespace {
 constexpr std::array<std::string_view, diagnostic_count> diagnostic_names = {
     "pageable_copy",        "default_stream_serialization", "device_synchronize",     "copies_not_overlapped",
-    "kernel_filled_device", "host_wait",                    "allocation_on_hot_path", "buffer_reused_in_flight"};
+    "kernel_filled_device", "host_wait",                    "allocation_on_hot_path", "buffer_reused_in_flight",
+    "host_bound_pipeline",  "gpu_idle_round_trip",          "too_few_slots"};
 }  // namespace
 
 std::string_view to_string(diagnostic d) noexcept {
@@ -31,7 +33,9 @@ std::vector<finding> diagnose(const timeline& input) {
       detail::find_pageable_copies,      detail::find_default_stream_serialization,
       detail::find_device_synchronize,   detail::find_copies_not_overlapped,
       detail::find_kernel_filled_device, detail::find_host_waits,
-      detail::find_allocations_on_hot_path, detail::find_buffers_reused_in_flight};
+      detail::find_allocations_on_hot_path, detail::find_buffers_reused_in_flight,
+      detail::find_host_bound_pipeline,  detail::find_gpu_idle_round_trips,
+      detail::find_too_few_slots};
   std::vector<finding> out;
   for (rule r : rules)
     if (auto f = r(t)) out.push_back(std::move(*f));
@@ -103,8 +107,13 @@ std::string describe(const timeline& t, const span& s) {
   return out;
 }
 
+void add_place(finding& f, const span& s) {
+  if (f.places.size() < max_finding_places) f.places.push_back({s.lane, s.begin_ns, s.end_ns});
+}
+
 void add_example(finding& f, const timeline& t, const span& s) {
   if (f.examples.size() < max_examples) f.examples.push_back(describe(t, s));
+  add_place(f, s);
 }
 
 }  // namespace detail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The instrumentation word, NVTX's switch, and host_call: a host span, an NVTX range and the published blocking
 // call, each only when its bit is on.
 #include <cuasync/trace/hooks.hpp>
@@ -51,6 +52,7 @@ void set_bit(std::uint32_t bit, bool on) noexcept {
 
 void set_nvtx(bool on) noexcept { set_bit(hook::nvtx, on); }
 void set_watch(bool on) noexcept { set_bit(hook::watch, on); }
+void set_flight(bool on) noexcept { set_bit(hook::flight, on); }
 
 namespace detail {
 

@@ -1,6 +1,7 @@
-// The HTML page around the SVG timeline: title and counts, the category legend, the overlap summary table, the
-// diagnostics' findings. Inline
-// CSS with generic font families only: nothing is fetched when the page opens.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// The HTML page around the timeline: title and counts, the category legend, the canvas and its viewer, the overlap
+// summary table, the diagnostics' findings. Inline CSS and script with generic font families only: nothing is
+// fetched when the page opens.
 #include "html_parts.hpp"
 
 #include <cuasync/trace/diagnostics.hpp>
@@ -34,14 +35,10 @@ constexpr std::array<std::string_view, category_count> colours = {
 constexpr std::string_view style = R"(
 body { margin: 16px 20px; font: 13px sans-serif; color: #222; background: #fff; }
 h1 { font-size: 18px; margin: 0 0 4px 0; }
+h2 { font-size: 15px; }
 p.counts { margin: 0 0 10px 0; color: #555; }
 p.warning { color: #b00020; font-weight: bold; }
-svg.timeline { display: block; shape-rendering: crispEdges; }
-svg text { font: 12px sans-serif; fill: #222; }
-svg text.g { font-weight: bold; }
-svg text.t { font-size: 11px; fill: #555; text-anchor: middle; }
-svg line.grid { stroke: #d0d4da; stroke-width: 1; }
-.legend { margin: 8px 0 14px 0; }
+.legend { margin: 8px 0 10px 0; }
 .legend span.k { display: inline-block; margin-right: 14px; }
 .legend span.c { display: inline-block; width: 12px; height: 12px; vertical-align: -2px; margin-right: 4px; }
 table { border-collapse: collapse; margin-top: 6px; }
@@ -49,16 +46,16 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 div.finding { margin: 10px 0 14px 0; padding: 6px 10px; border-left: 4px solid #b00020; background: #fbf4f4; }
 div.finding p { margin: 4px 0; }
-div.finding code { font-size: 12px; }
+div.finding code { font-size: 12px; background: #f0e4e4; padding: 0 2px; }
 div.finding ul { margin: 4px 0; padding-left: 20px; color: #555; }
+div.finding button { font: 12px sans-serif; }
 )";
-
 
 std::string summary_table(const overlap_summary& s) {
   using detail::html_escape;
   if (s.critical == stage::none)
     return "<p>No copies or kernels in this trace: nothing on H2D or D2H lanes, no launch spans on stream lanes.</p>\n";
-  std::string out = "<table>\n<tr><th>stage</th><th>spans</th><th>busy</th><th>of the window</th><th>overlapped with "
+  std::string out = "<table>\n<tr><th>stage</th><th>spans</th><th>busy</th><th>of the GPU window</th><th>overlapped with "
                     "another stage</th><th>of busy</th><th>exclusive</th></tr>\n";
   for (stage st : {stage::h2d, stage::compute, stage::d2h}) {
     const stage_time& t = s.time_of(st);
@@ -71,7 +68,11 @@ std::string summary_table(const overlap_summary& s) {
   out += "</table>\n";
   char factor[32];
   std::snprintf(factor, sizeof factor, "%.2f", s.overlap_factor());
-  out += "<p>Window " + html_escape(format_duration(s.window_ns())) + "; at least one stage busy " +
+  // Not the page's span of time (first to last span of any lane, host ones included): named apart so that the
+  // two figures cannot be taken for one another.
+  out += "<p>GPU window " + html_escape(format_duration(s.window_ns())) +
+         " (from the first copy or kernel to the end of the last: the table's percentages are of it); at least one "
+         "stage busy " +
          html_escape(format_duration(s.any_busy_ns)) + ", all idle " + html_escape(format_duration(s.idle_ns())) +
          ". At once: H2D + compute " + html_escape(format_duration(s.h2d_with_compute_ns)) + ", D2H + compute " +
          html_escape(format_duration(s.d2h_with_compute_ns)) + ", H2D + D2H " +
@@ -82,19 +83,29 @@ std::string summary_table(const overlap_summary& s) {
 }
 
 // The findings, each with its explanation, fix and examples.
+// The findings, each with its explanation, fix and examples, numbered as their markers on the lanes are; the
+// button zooms the timeline to the finding's first place (the viewer wires it up by the data-finding attribute).
 std::string findings_section(const std::vector<finding>& findings) {
   using detail::html_escape;
+  using detail::html_with_code;
   if (findings.empty())
     return "<p>No findings: none of the " + std::to_string(diagnostic_count) + " checks fired.</p>\n";
   std::string out;
-  for (const finding& f : findings) {
-    out += "<div class=\"finding\">\n<p><strong>" + std::string(to_string(f.kind)) + "</strong>: " +
-           html_escape(f.summary) + "</p>\n<p>Why: " + html_escape(f.explanation) + "</p>\n<p>Fix: " + html_escape(f.fix) + "</p>\n";
+  for (std::size_t k = 0; k < findings.size(); ++k) {
+    const finding& f = findings[k];
+    const std::string n = std::to_string(k + 1);
+    out += "<div class=\"finding\" id=\"finding-" + n + "\">\n<p><strong>" + n + ". " +
+           std::string(to_string(f.kind)) + "</strong>: " + html_with_code(f.summary) + "</p>\n<p>Why: " +
+           html_with_code(f.explanation) + "</p>\n<p>Fix: " + html_with_code(f.fix) + "</p>\n";
     if (!f.examples.empty()) {
       out += "<ul>";
-      for (const std::string& e : f.examples) out += "<li>" + html_escape(e) + "</li>";
+      for (const std::string& e : f.examples) out += "<li>" + html_with_code(e) + "</li>";
       out += "</ul>\n";
     }
+    if (!f.places.empty())
+      out += "<p>Marked on the timeline's lanes in red (" + std::to_string(f.places.size()) +
+             (f.places.size() == 1 ? " place" : " places") + "). <button type=\"button\" data-finding=\"" +
+             std::to_string(k) + "\">show the first</button></p>\n";
     out += "</div>\n";
   }
   return out;
@@ -117,13 +128,16 @@ std::string to_html(const timeline& input) {
   using detail::html_escape;
   timeline t = input;
   t.normalize();
+  const std::vector<finding> findings = diagnose(t);
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                     "<title>cuasync timeline</title>\n<style>";
   out += style;
+  out += detail::viewer_style;
   out += "</style>\n</head>\n<body>\n<h1>cuasync timeline</h1>\n";
   out += "<p class=\"counts\">" + std::to_string(t.spans.size()) + " spans on " + std::to_string(t.lanes.size()) +
-         " lanes, window " + html_escape(format_duration(t.last_end_ns() - t.first_begin_ns())) +
-         ". Hover a span for its name, category, duration, label and bytes.</p>\n";
+         " lanes, " + html_escape(format_duration(t.last_end_ns() - t.first_begin_ns())) +
+         " from the first span's begin to the last one's end (host spans included); times from the start of "
+         "recording.</p>\n";
   if (t.dropped)
     out += "<p class=\"warning\">" + std::to_string(t.dropped) +
            " records were dropped at the recorder's cap: this timeline is incomplete.</p>\n";
@@ -136,11 +150,27 @@ std::string to_html(const timeline& input) {
       out += "<span class=\"k\"><span class=\"c\" style=\"background:" +
              std::string(category_colour(static_cast<category>(c))) + "\"></span>" +
              std::string(to_string(static_cast<category>(c))) + "</span>";
+  if (!findings.empty())
+    out += "<span class=\"k\"><span class=\"c\" style=\"background:" + std::string(finding_marker_colour) +
+           "\"></span>a diagnostic's finding (numbered as below)</span>";
   out += "</div>\n";
 
-  out += detail::timeline_svg(t);
-  out += "<h2 style=\"font-size:15px\">Overlap summary</h2>\n" + summary_table(summarize(t));
-  out += "<h2 style=\"font-size:15px\">Diagnostics</h2>\n" + findings_section(diagnose(t));
+  out += "<div class=\"tl-bar\"><button type=\"button\" id=\"tl-out\" title=\"zoom out (-)\">&minus;</button>"
+         "<button type=\"button\" id=\"tl-in\" title=\"zoom in (+)\">+</button>"
+         "<button type=\"button\" id=\"tl-reset\" title=\"show everything (0)\">reset</button> "
+         "<span id=\"tl-view\"></span> <span class=\"tl-hint\">Wheel or pinch: zoom at the pointer; drag: pan; "
+         "keys + &minus; &larr; &rarr; 0. Spans narrower than a pixel are shaded by how busy their pixel column is. "
+         "Hover for details.</span></div>\n";
+  out += "<div id=\"tl\"><canvas id=\"tl-canvas\" tabindex=\"0\"></canvas><div id=\"tl-tip\"></div></div>\n";
+  out += "<noscript><p class=\"warning\">The timeline is drawn by the page's own inline script: allow scripts to "
+         "see it.</p></noscript>\n";
+  out += "<h2>Overlap summary</h2>\n" + summary_table(summarize(t));
+  out += "<h2>Diagnostics</h2>\n" + findings_section(findings);
+  // Last, so that the findings' buttons exist when the viewer wires them up; it draws before the load event.
+  out += "<script type=\"application/json\" id=\"tl-data\">" + detail::timeline_data(t, findings) + "</script>\n";
+  out += "<script>";
+  out += detail::viewer_script;
+  out += "</script>\n";
   out += "</body>\n</html>\n";
   return out;
 }
@@ -160,6 +190,22 @@ std::string html_escape(std::string_view text) {
       case '\'': out += "&#39;"; break;
       default: out += c;
     }
+  }
+  return out;
+}
+
+std::string html_with_code(std::string_view text) {
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t open = text.find('`', at);
+    const std::size_t close = open == std::string_view::npos ? open : text.find('`', open + 1);
+    if (close == std::string_view::npos) {
+      out += html_escape(text.substr(at));
+      break;
+    }
+    out += html_escape(text.substr(at, open - at)) + "<code>" + html_escape(text.substr(open + 1, close - open - 1)) +
+           "</code>";
+    at = close + 1;
   }
   return out;
 }

@@ -1,19 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// Shared by the HTML page's two parts: the SVG timeline (html_timeline.cpp) and the page around it (html_page.cpp).
+// Shared by the HTML page's parts: the page around the timeline (html_page.cpp), the timeline's data as compact
+// columns (html_timeline.cpp) and the inline viewer that draws them on a canvas (html_viewer.cpp).
+#include <cuasync/trace/diagnostics.hpp>
 #include <cuasync/trace/timeline.hpp>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cuasync::trace::detail {
 
 // Text for HTML content and attribute values: & < > " ' escaped.
 std::string html_escape(std::string_view text);
+// Escaped like html_escape, with each `code` span (Markdown backticks, as the findings' texts write them) as
+// <code>code</code>; a backtick without its pair stays as it is.
+std::string html_with_code(std::string_view text);
 
-// The page's geometry: the SVG is as wide as a 1400-pixel window's content.
-inline constexpr int svg_width = 1360;
+// The timeline of `t` (normalized) and the places of `findings` as one JSON object for the viewer: a string table,
+// per lane its spans as columns of numbers (begin deltas, durations, name, label, category, bytes), per finding its
+// places as (lane, begin, end) triples. Safe inside a <script> element ('<' written as \u003c).
+std::string timeline_data(const timeline& t, const std::vector<finding>& findings);
 
-// The SVG drawing of `t` (normalized): axis, lane groups, lanes, spans.
-std::string timeline_svg(const timeline& t);
+// The viewer: the CSS of the timeline's parts and the script that draws the data on the canvas and zooms it.
+extern const std::string_view viewer_style;
+extern const std::string_view viewer_script;
 
 }  // namespace cuasync::trace::detail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The JSON value and its reader: strict recursive descent, bounded depth, every byte checked (bytes that are not
 // UTF-8 in a string become U+FFFD).
 #include <cuasync/trace/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The JSON writer: string quoting, and commas, colons and line breaks placed for the caller.
 #include <cuasync/trace/json.hpp>
 

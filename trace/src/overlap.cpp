@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The overlap summary: one sweep over the stages' span boundaries, accumulating time per set of busy stages.
 #include <cuasync/trace/overlap.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The process-wide recorder: per-thread span buffers merged at export, a cap counted with one atomic, the
 // environment's CUASYNC_TRACE read at static initialization and the write at exit.
 #include <cuasync/trace/recorder.hpp>
@@ -7,6 +8,7 @@
 #include <cuasync/trace/html.hpp>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -193,6 +195,13 @@ lane this_thread_lane() noexcept {
   return lane::host_thread(this_thread.ordinal);
 }
 
+std::uint64_t new_flow_id() noexcept {
+  // Below 2^53, so that JSON readers holding numbers as doubles (Perfetto's) keep it exact; the ordinal is >= 1, so
+  // the id is never 0 even when the count wraps.
+  thread_local std::uint32_t count = 0;
+  return (this_thread_lane().id & 0x1F'FFFF) << 32 | ++count;
+}
+
 void name_lane(const lane& l, std::string name) {
   registry& r = the_registry();
   cut(name);
@@ -242,6 +251,7 @@ timeline snapshot() {
     t.devices = r.devices;
     t.origin_ns = r.origin_ns;
   }
+  t.pid = static_cast<std::int64_t>(getpid());
   for (const auto& buffer : buffers) {
     std::lock_guard lock(buffer->mutex);
     for (const auto& chunk : buffer->chunks) t.spans.insert(t.spans.end(), chunk.begin(), chunk.end());

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Per-thread labels (a stack of entries, each with its joined text so current_label() is a lookup) and host scopes.
 #include <cuasync/trace/scope.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Names of categories and lane kinds (the Chrome JSON's "cat" and lane arguments), lane order and default lane names.
 #include <cuasync/trace/span.hpp>
 

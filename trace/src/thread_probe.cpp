@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Probing another thread of this process: its scheduler accounting from /proc, and its stack through a signal.
 #include <cuasync/trace/thread_probe.hpp>
 

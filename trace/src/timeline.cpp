@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Normalizing a timeline: sorted spans, one named lane_info per lane in lane order.
 #include <cuasync/trace/timeline.hpp>
 

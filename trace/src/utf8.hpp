@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: UTF-8 as JSON needs it (RFC 8259: text is UTF-8). Trace files come from anyone: a name with bytes that
 // are not UTF-8 is read and written with U+FFFD in their place, so cuasync never writes JSON or a page that other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Each thread's published blocking call (trace/blocking_calls.hpp): a slot per thread, registered on first use and
 // kept (shared) so that a reader never sees a freed slot; a small mutex per slot, taken only in watch mode.

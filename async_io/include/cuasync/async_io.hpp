@@ -1,8 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Everything of async_io: GPU completion as Boost.Asio operations.
+//! @file
+//! Everything of async_io: GPU completion as Boost.Asio operations.
 #include <cuasync/async_io/async_compile.hpp>
 #include <cuasync/async_io/async_copy.hpp>
 #include <cuasync/async_io/async_copy_peer.hpp>
+#include <cuasync/async_io/async_graph.hpp>
 #include <cuasync/async_io/async_launch.hpp>
 #include <cuasync/async_io/async_pipeline.hpp>
 #include <cuasync/async_io/async_run_blocking.hpp>

@@ -1,17 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Everything in the driver layer.
+//! @file
+//! Everything in the driver layer.
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/device_span.hpp>
+#include <cuasync/driver/driver_log.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/event.hpp>
 #include <cuasync/driver/fd_passing.hpp>
+#include <cuasync/driver/green_context.hpp>
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/ipc.hpp>
 #include <cuasync/driver/kernel.hpp>
+#include <cuasync/driver/kernel_signature.hpp>
 #include <cuasync/driver/launch.hpp>
+#include <cuasync/driver/library.hpp>
 #include <cuasync/driver/managed_buffer.hpp>
 #include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/driver/module.hpp>

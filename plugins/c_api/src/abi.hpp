@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: what every C ABI call shares — version-tolerant argument structs, error objects, and the translation of
 // C++ exceptions into them (no exception crosses the boundary).

@@ -1,5 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The one exported symbol and the function table.
 #include "calls.hpp"
+
+#include <cuasync/driver/kernel_signature.hpp>
 
 #include <cstddef>
 
@@ -35,6 +38,8 @@ constexpr cuasync_api table = {
     buffer_allocate, buffer_free, copy, memset,
     compile, module_destroy, kernel_get, launch, package_load,
     buffer_import_dlpack, buffer_export_dlpack,
+    library_version, runtime_admission_get, runtime_admission_set, compile_image, image_destroy, log_sink_set,
+    flight_recorder_set, flight_recorder_dump,
 };
 }  // namespace
 
@@ -61,12 +66,46 @@ static_assert(cuasync::c_api::shipped_size_1_0<cuasync_buffer_import_dlpack_args
               CUASYNC_BUFFER_EXPORT_DLPACK_ARGS_SIZE == 56);
 
 // ABI 1.1: fields appended to three structs (the 1.0 part above unchanged).
-static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 1);
-static_assert(offsetof(cuasync_launch_args, flags) == 104 && CUASYNC_LAUNCH_ARGS_SIZE == 108);
+static_assert(CUASYNC_API_SIZE_1_1 == CUASYNC_API_SIZE_1_0);
+static_assert(offsetof(cuasync_launch_args, flags) == 104 && CUASYNC_STRUCT_SIZE(cuasync_launch_args, flags) == 108);
 static_assert(offsetof(cuasync_kernel_get_args, param_sizes) == 40 &&
-              offsetof(cuasync_kernel_get_args, param_sizes_capacity) == 48 && CUASYNC_KERNEL_GET_ARGS_SIZE == 56);
+              offsetof(cuasync_kernel_get_args, param_sizes_capacity) == 48 &&
+              CUASYNC_STRUCT_SIZE(cuasync_kernel_get_args, param_sizes_capacity) == 56);
 static_assert(offsetof(cuasync_buffer_import_dlpack_args, released) == 56 &&
               CUASYNC_BUFFER_IMPORT_DLPACK_ARGS_SIZE == 88);
+
+// ABI 1.2: six functions appended to the table (the 1.0 part above unchanged), and their structs.
+static_assert(offsetof(cuasync_api, library_version) == CUASYNC_API_SIZE_1_0 &&
+              CUASYNC_API_SIZE_1_2 == CUASYNC_API_SIZE_1_0 + 6 * 8);
+static_assert(CUASYNC_LIBRARY_VERSION_ARGS_SIZE == 32 && CUASYNC_ADMISSION_LIMITS_ARGS_SIZE == 24);
+static_assert(offsetof(cuasync_compile_image_args, image) == 80 && offsetof(cuasync_compile_image_args, kind) == 104 &&
+              CUASYNC_COMPILE_IMAGE_ARGS_SIZE == 144);
+static_assert(CUASYNC_IMAGE_DESTROY_ARGS_SIZE == 16 && CUASYNC_LOG_SINK_SET_ARGS_SIZE == 28);
+// ABI 1.3: two functions appended (the flight recorder), and their structs.
+static_assert(offsetof(cuasync_api, flight_recorder_set) == CUASYNC_API_SIZE_1_2 &&
+              CUASYNC_API_SIZE_1_3 == CUASYNC_API_SIZE_1_2 + 2 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_3);
+static_assert(CUASYNC_FLIGHT_RECORDER_SET_ARGS_SIZE == 28 && CUASYNC_FLIGHT_RECORDER_DUMP_ARGS_SIZE == 48);
+// ABI 1.4: typed arguments, fields appended to two structs (no function).
+static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 4 && CUASYNC_API_SIZE_1_4 == CUASYNC_API_SIZE_1_3);
+static_assert(offsetof(cuasync_launch_args, arg_types) == 112 && CUASYNC_LAUNCH_ARGS_SIZE == 120);
+static_assert(offsetof(cuasync_kernel_get_args, param_types) == 56 &&
+              offsetof(cuasync_kernel_get_args, param_types_capacity) == 64 &&
+              offsetof(cuasync_kernel_get_args, param_type_names) == 72 &&
+              offsetof(cuasync_kernel_get_args, typed) == 80 && CUASYNC_KERNEL_GET_ARGS_SIZE == 84);
+// The codes are the driver layer's type_code bits with bit 24 set (calls_jit.cpp converts with that alone).
+static_assert(CUASYNC_ARG_F32 == (cuasync::type_code_of<float>().bits | 1u << 24) &&
+              CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F64) == (cuasync::type_code_of<double*>().bits | 1u << 24) &&
+              CUASYNC_ARG_VOID_POINTER == (cuasync::type_code_of<void*>().bits | 1u << 24) &&
+              CUASYNC_ARG_BOOL == (cuasync::type_code_of<bool>().bits | 1u << 24) &&
+              CUASYNC_ARG_I64 == (cuasync::type_code_of<long long>().bits | 1u << 24));
+// The DLPack layouts the header declares (DLPack 1.x, LP64).
+static_assert(sizeof(cuasync_dlpack_version) == 8 && sizeof(cuasync_dl_device) == 8 &&
+              sizeof(cuasync_dl_data_type) == 4);
+static_assert(sizeof(cuasync_dl_tensor) == 48 && offsetof(cuasync_dl_tensor, ndim) == 16 &&
+              offsetof(cuasync_dl_tensor, dtype) == 20 && offsetof(cuasync_dl_tensor, byte_offset) == 40);
+static_assert(sizeof(cuasync_dl_managed_tensor_versioned) == 80 &&
+              offsetof(cuasync_dl_managed_tensor_versioned, flags) == 24 &&
+              offsetof(cuasync_dl_managed_tensor_versioned, dl_tensor) == 32);
 
 extern "C" __attribute__((visibility("default"))) cuasync_error* cuasync_get_api(uint32_t major,
                                                                                  const cuasync_api** api) {

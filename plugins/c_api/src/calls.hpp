@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: the C ABI's calls, one function per table entry (defined in calls_*.cpp).
 #include "abi.hpp"
@@ -5,6 +6,7 @@
 
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/admission.hpp>
+#include <cuasync/jit/program.hpp>
 
 namespace cuasync::c_api {
 
@@ -43,6 +45,27 @@ cuasync_error* package_load(cuasync_package_load_args* a) noexcept;
 cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexcept;
 cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexcept;
 
+// ABI 1.2
+cuasync_error* library_version(cuasync_library_version_args* a) noexcept;
+cuasync_error* runtime_admission_get(cuasync_admission_limits_args* a) noexcept;
+cuasync_error* runtime_admission_set(cuasync_admission_limits_args* a) noexcept;
+cuasync_error* compile_image(cuasync_compile_image_args* a) noexcept;
+cuasync_error* image_destroy(cuasync_image_destroy_args* a) noexcept;
+cuasync_error* log_sink_set(cuasync_log_sink_set_args* a) noexcept;
+cuasync_error* flight_recorder_set(cuasync_flight_recorder_set_args* a) noexcept;
+cuasync_error* flight_recorder_dump(cuasync_flight_recorder_dump_args* a) noexcept;
+
+//! A program and its options as a compile call's arguments give them (compile, compile_image).
+struct program_request {
+  jit::program program;
+  jit::compile_options options;
+};
+//! Reads them, refusing NULL sources, counts without arrays and NULL entries with messages naming `call`.
+//! @throws abi_error CUASYNC_ERROR_INVALID_ARGUMENT
+program_request read_program(const char* call, const char* name, const char* source, const char* const* options,
+                             std::size_t num_options, const cuasync_header* headers, std::size_t num_headers,
+                             const char* const* name_expressions, std::size_t num_name_expressions);
+
 struct stream_object;
 //! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
 admission_ticket admit(const stream_object& s, const char* call, bool hold = false);
@@ -54,7 +77,10 @@ void refuse_if_captured(const stream_object& s, const char* call);
 //! enqueued). @throws abi_error CUASYNC_ERROR_BUSY
 void refuse_if_held(const stream_object& s, const char* call);
 //! Reports `to` (if any) when the work enqueued on `s` so far completes, and gives `ticket`'s place back then (a
-//! pooled event and the engine's callbacks). Never throws once the event is recorded. @throws cuda_error
-void complete_after(stream_ref s, admission_ticket ticket, delivery to);
+//! pooled event and the engine's callbacks). `work_key` and `issue_ns`: what the work is and when it was enqueued
+//! (wait_target), so that the engine predicts repeating work's end. Never throws once the event is recorded.
+//! @throws cuda_error
+void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uint64_t work_key = 0,
+                    long long issue_ns = 0);
 
 }  // namespace cuasync::c_api

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Devices, runtimes, streams and events.
 #include "calls.hpp"
 #include "objects.hpp"
@@ -5,6 +6,9 @@
 #include <cuasync/driver/device.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
+
+#include <optional>
 
 namespace cuasync::c_api {
 
@@ -31,6 +35,64 @@ struct after_host_work final : completion_callback {
 
 }  // namespace
 
+namespace {
+// The places of a batch of launches made without a completion, held until the event recorded after the last of them
+// completes (that event carries the last one's place itself); then given back together.
+struct places_back final : completion_callback {
+  std::vector<admission_ticket> places;
+  void complete(std::error_code) noexcept override { delete this; }
+};
+}  // namespace
+
+void stream_object::give_back_after(std::vector<admission_ticket> batch) const {
+  if (batch.empty()) return;
+  admission_ticket last = std::move(batch.back());
+  batch.pop_back();
+  auto* c = new places_back;
+  c->places = std::move(batch);
+  try {
+    completion_callbacks::instance().wait(cuda_completion_source::instance().record(ref, std::move(last)).into_target(),
+                                          c);
+  } catch (...) {
+    delete c;  // the record failed after waiting for the stream (event_pool::record): the places may come back now
+    throw;
+  }
+}
+
+void stream_object::add_unreported(admission_ticket place) const {
+  std::vector<admission_ticket> full;
+  {
+    std::lock_guard lock(unreported_mutex_);
+    if (unreported_.capacity() < unreported_batch) unreported_.reserve(unreported_batch);
+    unreported_.push_back(std::move(place));
+    if (unreported_.size() < unreported_batch) return;
+    full.swap(unreported_);
+  }
+  give_back_after(std::move(full));
+}
+
+void stream_object::flush_unreported() const {
+  std::vector<admission_ticket> pending;
+  {
+    std::lock_guard lock(unreported_mutex_);
+    if (unreported_.empty()) return;
+    pending.swap(unreported_);
+  }
+  // A stream adopted and then captured (its launches were refused while capturing, not these): an event recorded now
+  // would be a graph node, never queried. Its places are given back at once; that work is older than the capture.
+  if (!owned && ref.is_capturing()) return;
+  give_back_after(std::move(pending));
+}
+
+stream_object::~stream_object() {
+  try {
+    flush_unreported();
+  } catch (...) {
+    // The record failed (it waited for the stream): the batch's places are given back with it.
+  }
+  gate.retire(ref);
+}
+
 const admission_site& stream_object::site() const {
   std::call_once(site_once_, [this] { site_ = cuda_completion_source::instance().site_of(ref); });  // retried if it throws
   return site_;
@@ -42,6 +104,8 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
     // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
     // stream and enqueues again at once): look now, then ask again. The pass queries events on this thread: in
     // relaxed capture mode, so that it cannot invalidate a global-mode capture of another thread's (torch.cuda.graph).
+    // A partial batch of launches without a completion gets its event first, so that its places can come back too.
+    s.flush_unreported();
     {
       thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
       completion_callbacks::instance().poll_once();
@@ -69,12 +133,17 @@ void refuse_if_held(const stream_object& s, const char* call) {
                                  "would come before the rest of the copy); retry after the copy's completion");
 }
 
-void complete_after(stream_ref s, admission_ticket ticket, delivery to) {
+void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uint64_t work_key, long long issue_ns) {
+  std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
+  if (trace::flight::enabled() && !trace::flight::awaited_now()) [[unlikely]]
+    awaited.emplace(0, to.record.token);
   auto* c = new gpu_completion;
   c->to = std::move(to);
   try {
-    completion_callbacks::instance().wait(cuda_completion_source::instance().record(s, std::move(ticket)).into_target(),
-                                          c);
+    wait_target t = cuda_completion_source::instance().record(s, std::move(ticket)).into_target();
+    t.work_key = work_key;
+    t.issue_ns = issue_ns;
+    completion_callbacks::instance().wait(std::move(t), c);
   } catch (...) {
     delete c;
     throw;
@@ -99,6 +168,26 @@ cuasync_error* runtime_create(cuasync_runtime_create_args* a) noexcept {
 cuasync_error* runtime_destroy(cuasync_runtime_destroy_args* a) noexcept {
   return call("runtime_destroy", a, [](args<cuasync_runtime_destroy_args>& x) {
     registry::instance().take<runtime_object>(x->runtime, kind::runtime, "runtime");
+  });
+}
+
+cuasync_error* runtime_admission_get(cuasync_admission_limits_args* a) noexcept {
+  return call("runtime_admission_get", a, [](args<cuasync_admission_limits_args>& x) {
+    const admission_limits l = runtime_of(x->runtime, "runtime")->rt->events()->get_admission_limits();
+    x->per_stream = l.per_stream;
+    x->per_context = l.per_context;
+  });
+}
+
+cuasync_error* runtime_admission_set(cuasync_admission_limits_args* a) noexcept {
+  return call("runtime_admission_set", a, [](args<cuasync_admission_limits_args>& x) {
+    auto r = runtime_of(x->runtime, "runtime");
+    if (x->per_stream != 0 && x->per_context != 0 && x->per_stream > x->per_context)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           "runtime_admission_set: per_stream " + std::to_string(x->per_stream) + " is above per_context " +
+               std::to_string(x->per_context) + ": a stream can never have more in flight than its context; lower "
+               "per_stream or raise per_context (0 means no bound)");
+    r->rt->events()->set_admission_limits({.per_stream = x->per_stream, .per_context = x->per_context});
   });
 }
 
@@ -161,6 +250,7 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
     delivery to = make_delivery(x->completion, "stream_wait");
     if (!to) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "stream_wait: no queue to complete to");
     refuse_if_captured(*s, "stream_wait");
+    s->flush_unreported();  // launches without a completion before it: their places come back with their work
     const std::uint64_t mark = s->host->mark();
     if (mark == 0) {
       complete_after(s->ref, admission_ticket(), std::move(to));  // enqueues nothing: needs no place

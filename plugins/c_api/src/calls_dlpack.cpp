@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // DLPack 1.x: tensors imported as buffers (their deleter called once, after cuasync's work on them) and buffers
 // exported as tensors (the consumer's stream made to wait on the device, never the host).
 #include "calls.hpp"
@@ -13,35 +14,10 @@
 namespace cuasync::c_api {
 
 namespace {
-// The DLPack 1.x ABI (dlpack.h), declared here rather than copied in: the layout of DLManagedTensorVersioned.
-struct dl_version {
-  std::uint32_t major, minor;
-};
-struct dl_device {
-  std::int32_t device_type, device_id;
-};
-struct dl_data_type {
-  std::uint8_t code, bits;
-  std::uint16_t lanes;
-};
-struct dl_tensor_layout {
-  void* data;
-  dl_device device;
-  std::int32_t ndim;
-  dl_data_type dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;
-  std::uint64_t byte_offset;
-};
-struct dl_managed_tensor_versioned {
-  dl_version version;
-  void* manager_ctx;
-  void (*deleter)(dl_managed_tensor_versioned*);
-  std::uint64_t flags;
-  dl_tensor_layout dl_tensor;
-};
-static_assert(sizeof(dl_tensor_layout) == 48 && sizeof(dl_managed_tensor_versioned) == 80);
-constexpr std::int32_t kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+// The DLPack 1.x layouts as cuasync.h declares them (api.cpp pins their sizes and offsets).
+using dl_managed_tensor_versioned = cuasync_dl_managed_tensor_versioned;
+constexpr std::int32_t kDLCUDA = CUASYNC_DL_CUDA, kDLCUDAHost = CUASYNC_DL_CUDA_HOST,
+                       kDLCUDAManaged = CUASYNC_DL_CUDA_MANAGED;
 
 void call_deleter(void* managed) noexcept {
   auto* m = static_cast<dl_managed_tensor_versioned*>(managed);
@@ -68,7 +44,9 @@ void delete_export(dl_managed_tensor_versioned* t) {
   delete static_cast<export_context*>(t->manager_ctx);
 }
 
-std::size_t element_bytes(const dl_data_type& t) { return (std::size_t{t.bits} * std::max<std::uint16_t>(t.lanes, 1) + 7) / 8; }
+std::size_t element_bytes(const cuasync_dl_data_type& t) {
+  return (std::size_t{t.bits} * std::max<std::uint16_t>(t.lanes, 1) + 7) / 8;
+}
 
 // The element count of a shape. Refused: a negative extent, and extents (zero ones counted as 1, so that every partial
 // product a stride check makes is bounded too) whose product passes INT64_MAX (a size computed from garbage).
@@ -136,7 +114,7 @@ cuasync_error* buffer_import_dlpack(cuasync_buffer_import_dlpack_args* a) noexce
     if (m->version.major != 1)
       fail(CUASYNC_ERROR_UNSUPPORTED, "buffer_import_dlpack: DLPack major version " +
                                           std::to_string(m->version.major) + " (1 is supported)");
-    const dl_tensor_layout& t = m->dl_tensor;
+    const cuasync_dl_tensor& t = m->dl_tensor;
     const std::int32_t type = t.device.device_type;
     if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged)
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "buffer_import_dlpack: device type " + std::to_string(type) +
@@ -174,8 +152,8 @@ cuasync_error* buffer_export_dlpack(cuasync_buffer_export_dlpack_args* a) noexce
   return call("buffer_export_dlpack", a, [](args<cuasync_buffer_export_dlpack_args>& x) {
     auto b = registry::instance().get<buffer_object>(x->buffer, kind::buffer, "buffer");
     auto s = stream_of(x->stream, "stream");
-    const dl_data_type dtype{x->dtype_code, x->dtype_bits ? x->dtype_bits : std::uint8_t{8},
-                             x->dtype_lanes ? x->dtype_lanes : std::uint16_t{1}};
+    const cuasync_dl_data_type dtype{x->dtype_code, x->dtype_bits ? x->dtype_bits : std::uint8_t{8},
+                                     x->dtype_lanes ? x->dtype_lanes : std::uint16_t{1}};
     auto ctx = std::make_unique<export_context>();
     ctx->buffer = b;
     const std::size_t elem = element_bytes(dtype);

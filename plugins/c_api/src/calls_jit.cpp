@@ -1,11 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // JIT (NVRTC through cuasync's caches) and checked launches.
 #include "calls.hpp"
 #include "objects.hpp"
+#include "typed_args.hpp"
 
 #include <cuasync/driver/launch.hpp>
+#include <cuasync/engine/work_key.hpp>
 #include <cuasync/jit/compiler.hpp>
 #include <cuasync/jit/kernel_package.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace cuasync::c_api {
@@ -27,26 +33,10 @@ std::shared_ptr<module_object> load_module(const std::shared_ptr<runtime_object>
 cuasync_error* compile(cuasync_compile_args* a) noexcept {
   return call("compile", a, [](args<cuasync_compile_args>& x) {
     auto r = runtime_of(x->runtime, "runtime");
-    if (!x->source) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: source is NULL");
-    if ((x->num_options && !x->options) || (x->num_headers && !x->headers) ||
-        (x->num_name_expressions && !x->name_expressions))
-      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a count without its array");
-    jit::program p(x->name ? x->name : "program", x->source);
-    for (std::size_t i = 0; i < x->num_headers; ++i) {
-      if (!x->headers[i].name || !x->headers[i].contents)
-        fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: header " + std::to_string(i) + " has a NULL name or contents");
-      p.add_header(x->headers[i].name, x->headers[i].contents);
-    }
-    for (std::size_t i = 0; i < x->num_name_expressions; ++i) {
-      if (!x->name_expressions[i]) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a NULL name expression");
-      p.add_name_expression(x->name_expressions[i]);
-    }
-    jit::compile_options o;
-    for (std::size_t i = 0; i < x->num_options; ++i) {
-      if (!x->options[i]) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile: a NULL option");
-      o.extra.emplace_back(x->options[i]);
-    }
-    x->module = to_handle<cuasync_module>(registry::instance().add(kind::module, load_module(r, p, o)));
+    program_request req = read_program("compile", x->name, x->source, x->options, x->num_options, x->headers,
+                                       x->num_headers, x->name_expressions, x->num_name_expressions);
+    x->module =
+        to_handle<cuasync_module>(registry::instance().add(kind::module, load_module(r, req.program, req.options)));
   });
 }
 
@@ -87,6 +77,9 @@ cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
     if (x->param_sizes_capacity && !x->param_sizes)
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: param_sizes_capacity " +
                                                std::to_string(x->param_sizes_capacity) + " without param_sizes");
+    if (x->param_types_capacity && !x->param_types)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: param_types_capacity " +
+                                               std::to_string(x->param_types_capacity) + " without param_types");
     auto m = registry::instance().get<module_object>(x->module, kind::module, "module");
     if (!x->name) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "kernel_get: name is NULL");
     std::lock_guard lock(m->mutex);  // against module_destroy, and a second handle for one name
@@ -100,6 +93,7 @@ cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
       k = std::make_shared<kernel_object>();
       k->module = m;
       k->kernel = m->mod.kernel(x->name);
+      describe_types(*k);
       auto slot = m->kernels.emplace(x->name, 0).first;  // room first: nothing can fail after the handle exists
       try {
         h = registry::instance().add(kind::kernel, k);
@@ -112,6 +106,11 @@ cuasync_error* kernel_get(cuasync_kernel_get_args* a) noexcept {
     const auto& params = k->kernel.params();
     x->num_params = params.size();
     for (std::size_t i = 0; i < params.size() && i < x->param_sizes_capacity; ++i) x->param_sizes[i] = params[i].size;
+    const bool typed = !k->arg_types.empty();
+    for (std::size_t i = 0; i < params.size() && i < x->param_types_capacity; ++i)
+      x->param_types[i] = typed ? k->arg_types[i] : CUASYNC_ARG_TYPE_NONE;
+    x->param_type_names = typed ? k->type_names.data() : nullptr;
+    x->typed = typed;
     x->kernel = to_handle<cuasync_kernel>(h);
   });
 }
@@ -120,10 +119,11 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
   return call("launch", a, [](args<cuasync_launch_args>& x) {
     // The flags first, like a struct field this library does not know: a caller's newer request is refused as such
     // whatever else is wrong.
-    if (x->flags & ~std::uint32_t{CUASYNC_LAUNCH_UNTRACKED})
+    if (x->flags & ~std::uint32_t{CUASYNC_LAUNCH_UNTRACKED | CUASYNC_LAUNCH_DEPENDENT})
       fail(CUASYNC_ERROR_UNSUPPORTED, "launch: flags " + std::to_string(x->flags) + " has bits this library (ABI " +
                                           std::to_string(CUASYNC_ABI_MAJOR) + "." + std::to_string(CUASYNC_ABI_MINOR) +
-                                          ") does not know (it knows CUASYNC_LAUNCH_UNTRACKED = 1)");
+                                          ") does not know (it knows CUASYNC_LAUNCH_UNTRACKED = 1 and "
+                                          "CUASYNC_LAUNCH_DEPENDENT = 2)");
     const bool untracked = x->flags & CUASYNC_LAUNCH_UNTRACKED;
     if (untracked && (x->completion.queue || x->completion.callback))
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: CUASYNC_LAUNCH_UNTRACKED with a completion (an untracked launch "
@@ -140,7 +140,12 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     void* small[16];
     std::vector<void*> big;
     void** values = x->num_args <= 16 ? small : (big.resize(x->num_args), big.data());
+    // ABI 1.4: typed arguments are compared with the kernel's precomputed codes (an extern "C" kernel has none: its
+    // sizes alone are checked); a code that differs is looked at closely, and refused unless it fits.
+    const std::uint32_t* types = k->arg_types.empty() ? nullptr : x->arg_types;
     for (std::size_t i = 0; i < x->num_args; ++i) {
+      if (types && types[i] != k->arg_types[i] && types[i] != CUASYNC_ARG_TYPE_NONE) [[unlikely]]
+        check_arg_type(*k, i, types[i]);
       if (x->args[i].size != params[i].size || !x->args[i].value)
         fail(CUASYNC_ERROR_INVALID_ARGUMENT, "launch: kernel '" + k->kernel.name() + "' parameter " +
                                                  std::to_string(i) + " is " + std::to_string(params[i].size) +
@@ -154,6 +159,7 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     config.grid = dim(x->grid);
     config.block = dim(x->block);
     config.shared_memory_bytes = x->shared_memory_bytes;
+    config.dependent_launch = (x->flags & CUASYNC_LAUNCH_DEPENDENT) != 0;  // set only for a kernel that waits
     // The configuration is checked before a place is taken (bad input costs none); the launch checks it again, cheaply.
     const detail::kernel_info& info = k->kernel.info();
     if (!detail::config_fits(info, config) || !(info.ctx == s->ref.context()))
@@ -164,8 +170,14 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     }
     refuse_if_captured(*s, "launch");
     admission_ticket ticket = admit(*s, "launch");
+    std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
+    if (trace::flight::enabled()) [[unlikely]]
+      awaited.emplace(reinterpret_cast<std::uintptr_t>(x->completion.queue), x->completion.token);
+    // The work's start, at the latest (its predicted end): read only for a completion (a clock read per launch).
+    const long long issued = to ? completion_queues::now_ns() : 0;
     launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-    complete_after(s->ref, std::move(ticket), std::move(to));
+    if (!to) return s->add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch
+    complete_after(s->ref, std::move(ticket), std::move(to), launch_work_key(k->kernel.get(), config), issued);
   });
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Memory (stream-ordered device memory, pooled pinned memory) and copies (pageable memory staged).
 #include "calls.hpp"
 #include "objects.hpp"
@@ -6,7 +7,11 @@
 #include <cuasync/driver/pointer_info.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/runtime/ordered_copy.hpp>
+#include <cuasync/runtime/pageable_copy.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
+
+#include <algorithm>
 
 namespace cuasync::c_api {
 
@@ -39,10 +44,6 @@ struct staged_completion final : runtime::staged_copy_callback {
 
 CUdeviceptr device_address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-// Copies up to this size through one pinned block of their whole size, in stream order (larger ones through the
-// staged copier's ring, which holds the stream until its last chunk is enqueued).
-constexpr std::size_t whole_staging_limit = std::size_t{256} << 20;
-
 // D2H through a whole pinned block: once the DMA into it completes, the copy threads copy it out, then the
 // completion is reported. Deletes itself. A piece of the stream's host-side work from the call to the end of the
 // copy out (a later stream_wait waits for it).
@@ -69,23 +70,65 @@ struct copy_out final : completion_callback {
   }
 };
 
-// Pageable memory through a pinned block of the copy's size: the host copy happens in the call (H2D, on the copy
-// threads, no GPU wait) or after the DMA (D2H), and the DMA is enqueued in the call, so stream order is call order.
-void copy_whole(stream_object& s, runtime::device_runtime& rt, void* dst, const void* src, std::size_t size,
-                bool to_device, admission_ticket ticket, delivery to) {
-  runtime::staged_copier& staging = rt.staging();
-  runtime::pinned_block block = rt.pinned()->allocate(size);
-  if (to_device) {
-    staging.team().copy(block.get(), src, size, staging.options().h2d_streaming_stores);
-    copy_async(s.ref, device_span{device_address(dst), size}, std::span<const std::byte>(block.bytes()));
-    block.record_use(s.ref);  // the pool hands it out again only after the DMA
-    complete_after(s.ref, std::move(ticket), std::move(to));
-    return;
+// H2D through a whole pinned block: the block, kept by the copy threads until filled and by the completion until the
+// DMA out of it is done.
+struct copy_in_done final : completion_callback {
+  delivery to;
+  std::shared_ptr<runtime::pinned_block> block;
+  void complete(std::error_code ec) noexcept override {
+    to(ec);
+    delete this;
   }
+};
+
+// H2D, warm: the stream waits on its gate (runtime/stream_gate.hpp) for this copy's number, then DMAs the block, all
+// enqueued here in call order; the copy threads fill the block and release the number. Nothing of `src` is read on
+// this thread. The fill is submitted before the DMA and the completion's record, whose failure paths wait for the
+// stream: the release that lets the stream go on is then already on its way.
+// False (nothing enqueued) when the device has no stream memory operations.
+bool copy_in_whole(const std::shared_ptr<stream_object>& s, runtime::device_runtime& rt, void* dst, const void* src,
+                   runtime::pinned_block taken, admission_ticket& ticket, delivery& to) {
+  runtime::staged_copier& staging = rt.staging();
+  const std::size_t size = taken.size();
+  const std::uint32_t n = s->gate.enqueue_wait(s->ref);
+  if (n == 0) return false;
+  std::shared_ptr<runtime::pinned_block> block;
+  std::unique_ptr<copy_in_done> done;
+  try {
+    block = std::make_shared<runtime::pinned_block>(std::move(taken));
+    done = std::make_unique<copy_in_done>();
+  } catch (...) {
+    s->gate.release(n);
+    throw;
+  }
+  done->to = std::move(to);
+  done->block = block;
+  try {
+    staging.team().submit(block->get(), src, size, staging.streaming_stores(true, size),
+                          [s, n, block]() mutable {
+                            s->gate.release(n);
+                            block.reset();  // the completion's reference keeps it until the DMA is done
+                          });
+  } catch (...) {
+    s->gate.release(n);
+    throw;
+  }
+  copy_async(s->ref, device_span{device_address(dst), size}, std::span<const std::byte>(block->bytes()));
+  completion_callbacks::instance().wait(
+      cuda_completion_source::instance().record(s->ref, std::move(ticket)).into_target(), done.get());
+  done.release();  // the engine calls it
+  return true;
+}
+
+// D2H, warm: the DMA into the block is enqueued here, in stream order; the copy threads copy it out afterwards.
+void copy_out_whole(stream_object& s, runtime::device_runtime& rt, void* dst, const void* src,
+                    runtime::pinned_block block, admission_ticket ticket, delivery to) {
+  runtime::staged_copier& staging = rt.staging();
+  const std::size_t size = block.size();
   auto c = std::make_unique<copy_out>();
   c->dst = static_cast<std::byte*>(dst);
   c->team = &staging.team();
-  c->streaming = size >= staging.options().d2h_streaming_from_bytes;
+  c->streaming = staging.streaming_stores(false, size);
   c->host = s.host;
   c->piece = s.host->start();
   try {
@@ -99,6 +142,135 @@ void copy_whole(stream_object& s, runtime::device_runtime& rt, void* dst, const 
     s.host->finish(c->piece);
     throw;
   }
+}
+
+// Through the staged copier's ring: the stream is held (later calls on it are BUSY, event records refused) until the
+// last chunk is enqueued; the ring's memory, when it is not there yet, is allocated in the background and waited for.
+void copy_through_ring(const std::shared_ptr<stream_object>& s, runtime::device_runtime& rt, void* dst,
+                       const void* src, std::size_t size, bool to_device, delivery to) {
+  runtime::staged_copier& staging = rt.staging();
+  auto c = std::make_unique<staged_completion>();
+  c->ticket = admit(*s, "copy", true);
+  c->stream = s;
+  c->piece = s->host->start();
+  try {
+    s->host->hold();
+    c->holding = true;
+    c->to = std::move(to);
+    if (to_device)
+      staging.start_to_device(s->ref, {device_address(dst), size}, {static_cast<const std::byte*>(src), size},
+                              c.get());
+    else
+      staging.start_to_host(s->ref, {static_cast<std::byte*>(dst), size}, {device_address(src), size}, c.get());
+    c.release();  // the copier calls it
+  } catch (...) {
+    c->let_go();
+    s->host->finish(c->piece);
+    throw;
+  }
+}
+
+// A copy through a few pinned chunks (runtime/ordered_copy.hpp), every chunk enqueued in the call: its completion
+// and, D2H, a piece of the stream's host-side work (the bytes reach host memory after the stream's events).
+struct chunks_done final : runtime::ordered_copy_callback {
+  delivery to;
+  admission_ticket ticket;  // its place until done
+  std::shared_ptr<stream_object> stream;  // the gate lives in it
+  std::uint64_t piece = 0;
+  void done(std::error_code ec) noexcept override {
+    ticket.reset();
+    to(ec);
+    if (piece) stream->host->finish(piece);
+    delete this;
+  }
+};
+
+// Cold, without a block of the copy's size: through the reserved chunks, in stream order in the call. False (nothing
+// enqueued) when the device has no stream memory operations.
+bool copy_through_chunks(const std::shared_ptr<stream_object>& s, runtime::device_runtime& rt, void* dst,
+                         const void* src, std::size_t size, bool to_device, std::vector<runtime::pinned_block> chunks,
+                         delivery& to) {
+  runtime::staged_copier& staging = rt.staging();
+  auto c = std::make_unique<chunks_done>();
+  c->ticket = admit(*s, "copy");
+  c->stream = s;
+  if (!to_device) c->piece = s->host->start();
+  try {
+    c->to = std::move(to);
+    runtime::ordered_copy_request r{
+        .s = s->ref,
+        .gate = &s->gate,
+        .to_device = to_device,
+        .host = static_cast<std::byte*>(to_device ? const_cast<void*>(src) : dst),
+        .device = device_address(to_device ? dst : src),
+        .bytes = size,
+        .chunks = std::move(chunks),
+        .team = &staging.team(),
+        .streaming_stores = staging.streaming_stores(to_device, size),
+        .events = rt.events()};
+    if (!runtime::start_ordered_copy(std::move(r), c.get())) {
+      if (c->piece) s->host->finish(c->piece);
+      to = std::move(c->to);  // for the ring
+      return false;
+    }
+    c.release();  // the copy calls it
+    return true;
+  } catch (...) {
+    if (c->piece) s->host->finish(c->piece);
+    throw;
+  }
+}
+
+// Idle chunks for a cold copy of `size`, as many as it uses up to the policy's count (none taken when none is idle);
+// each one taken is replaced in the background.
+std::vector<runtime::pinned_block> take_chunks(runtime::pinned_pool& pool, const runtime::pageable_copy_policy& p,
+                                               std::size_t size) {
+  std::vector<runtime::pinned_block> chunks;
+  const std::size_t wanted = std::min(p.cold_chunks, (size + p.cold_chunk_bytes - 1) / p.cold_chunk_bytes);
+  while (chunks.size() < wanted) {
+    runtime::pinned_block b = pool.try_allocate(p.cold_chunk_bytes);
+    if (!b) break;
+    chunks.push_back(std::move(b));
+  }
+  if (chunks.size() < p.cold_chunks) pool.warm_async(p.cold_chunk_bytes);
+  return chunks;
+}
+
+// Pageable memory: never copied on the caller's thread, never waiting there for pinned memory nor allocating it:
+// where the policy (runtime/pageable_copy.hpp) sends a non-blocking copy.
+void copy_pageable(const std::shared_ptr<stream_object>& s, void* dst, const void* src, std::size_t size,
+                   bool to_device, delivery to) {
+  runtime::device_runtime& rt = s->staging_runtime("copy");
+  const runtime::pageable_copy_policy& policy = rt.options().pageable;
+  const std::shared_ptr<runtime::pinned_pool>& pool = rt.pinned();
+  runtime::pageable_resources ready;
+  runtime::pinned_block block;
+  std::vector<runtime::pinned_block> chunks;
+  if (size <= policy.whole_block_up_to_bytes) {
+    ready.gate = s->gate.ready(pool);  // (a miss asks for its word in the background)
+    block = pool->try_allocate(size);
+    ready.whole_block = static_cast<bool>(block);
+    if (!block) {
+      pool->warm_async(size);  // the next copy of this size finds its block
+      if (ready.gate) chunks = take_chunks(*pool, policy, size);
+      ready.chunks = !chunks.empty();
+    }
+  }
+  switch (runtime::choose_pageable_route(policy, runtime::pageable_caller::non_blocking, size, to_device, ready)) {
+    case runtime::pageable_route::whole_block: {
+      admission_ticket ticket = admit(*s, "copy");
+      if (!to_device) return copy_out_whole(*s, rt, dst, src, std::move(block), std::move(ticket), std::move(to));
+      if (copy_in_whole(s, rt, dst, src, std::move(block), ticket, to)) return;
+      break;  // no stream memory operations on this device: the ring
+    }
+    case runtime::pageable_route::chunks:
+      if (copy_through_chunks(s, rt, dst, src, size, to_device, std::move(chunks), to)) return;
+      break;
+    case runtime::pageable_route::driver:
+    case runtime::pageable_route::ring:
+      break;
+  }
+  copy_through_ring(s, rt, dst, src, size, to_device, std::move(to));
 }
 }  // namespace
 
@@ -153,36 +325,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     const bool src_host = sk == memory_kind::pageable_host || sk == memory_kind::pinned_host;
     if (dst_host && src_host) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: host to host (use memcpy)");
     const bool pageable = dk == memory_kind::pageable_host || sk == memory_kind::pageable_host;
-    if (pageable && x->size <= whole_staging_limit) {
-      // Staged: the driver's own pageable copy would wait on this thread for the work ahead of it on the stream.
-      copy_whole(*s, s->staging_runtime("copy"), x->dst, x->src, x->size, src_host, admit(*s, "copy"),
-                 std::move(to));
-      return;
-    }
-    if (pageable) {
-      runtime::staged_copier& staging = s->staging_runtime("copy").staging();
-      auto c = std::make_unique<staged_completion>();
-      c->ticket = admit(*s, "copy", true);
-      c->stream = s;
-      c->piece = s->host->start();
-      try {
-        s->host->hold();
-        c->holding = true;
-        c->to = std::move(to);
-        if (src_host)
-          staging.start_to_device(s->ref, {device_address(x->dst), x->size},
-                                  {static_cast<const std::byte*>(x->src), x->size}, c.get());
-        else
-          staging.start_to_host(s->ref, {static_cast<std::byte*>(x->dst), x->size},
-                                {device_address(x->src), x->size}, c.get());
-        c.release();  // the copier calls it
-      } catch (...) {
-        c->let_go();
-        s->host->finish(c->piece);
-        throw;
-      }
-      return;
-    }
+    if (pageable) return copy_pageable(s, x->dst, x->src, x->size, src_host, std::move(to));
     admission_ticket ticket = admit(*s, "copy");
     if (src_host)
       copy_async(s->ref, device_span{device_address(x->dst), x->size},
@@ -203,6 +346,7 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
     refuse_if_captured(*s, "memset");
     admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
+    if (!to) return s->add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch
     complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Completion queues and host tokens.
 #include "calls.hpp"
 #include "objects.hpp"

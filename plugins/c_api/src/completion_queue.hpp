@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: a completion queue of the C ABI — records for an eventfd-watching host, and/or a thread of its own that
 // runs C callbacks — and how an operation's completion reaches it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: handles. A handle is a number that is never reused (the kind in its low byte), mapped to a shared object:
 // a destroyed, never-created or other-kind handle is refused with CUASYNC_ERROR_STALE_HANDLE instead of touching freed
@@ -12,7 +13,7 @@
 
 namespace cuasync::c_api {
 
-enum class kind : std::uint8_t { runtime = 1, stream, event, buffer, module, kernel, queue, host_token };
+enum class kind : std::uint8_t { runtime = 1, stream, event, buffer, module, kernel, queue, host_token, image };
 
 const char* kind_name(kind k) noexcept;
 
@@ -27,10 +28,12 @@ class registry {
     objects_.emplace(h, std::move(object));
     return h;
   }
-  //! The object of `h`, or a stale-handle error naming `what` (the argument).
+  //! The object of `h`, or a stale-handle error naming `what` (the argument). The thread's last lookup of each kind
+  //! is answered again without the lock while no handle was taken since (a call per launch looks up the same stream
+  //! and kernel every time).
   template <class T>
   std::shared_ptr<T> get(const void* h, kind k, const char* what) const {
-    return std::static_pointer_cast<T>(find(reinterpret_cast<std::uintptr_t>(h), k, what, false));
+    return std::static_pointer_cast<T>(lookup(reinterpret_cast<std::uintptr_t>(h), k, what));
   }
   //! Takes the object of `h` out of the registry (its handle is stale from now on).
   template <class T>
@@ -41,7 +44,10 @@ class registry {
 
  private:
   std::shared_ptr<void> find(std::uintptr_t h, kind k, const char* what, bool erase) const;
+  std::shared_ptr<void> lookup(std::uintptr_t h, kind k, const char* what) const;
   mutable std::mutex mutex_;
+  //! Counts the handles taken (take): a thread's cached lookup from an earlier count is not used.
+  mutable std::atomic<std::uint64_t> taken_{0};
   mutable std::unordered_map<std::uintptr_t, std::shared_ptr<void>> objects_;
   std::atomic<std::uintptr_t> next_{1};
 };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: what a stream's events do not cover. A pageable device-to-host copy ends on the host (the copy threads
 // copy its pinned block out after the DMA), and a staged copy enqueues its chunks over time, holding the stream until

@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: what the C ABI's handles refer to.
 #include "completion_queue.hpp"
 #include "handles.hpp"
 #include "host_side_work.hpp"
+#include <cuasync/runtime/stream_gate.hpp>
 
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
@@ -45,10 +47,30 @@ struct stream_object {
   //! Its copies' host-side work and staged copies' holds (shared: a copy finishing on a copy thread reports to it
   //! after the handle may be gone).
   const std::shared_ptr<host_side_work> host = std::make_shared<host_side_work>();
+  //! The word its pageable host-to-device copies wait on while the copy threads fill their pinned blocks (a copy in
+  //! flight holds the stream object, so the gate outlives it).
+  runtime::stream_gate gate;
+
+  //! Launches made without a completion give their places back in batches: `add_unreported` keeps the launch's
+  //! place until `unreported_batch` have gathered, then records one event after the last of them, and the whole
+  //! batch's places come back when it completes (one event per batch instead of one per launch). Admission still
+  //! bounds what is in flight: a place is never given back before its work is done, only later. `flush_unreported`
+  //! records the event for a partial batch now (an admission that found no room, a stream_wait, the stream's end).
+  //! Thread-safe. @throws cuda_error, std::bad_alloc (the places of a batch whose event could not be recorded are
+  //! given back: the record's failure waited for the stream)
+  static constexpr std::size_t unreported_batch = 16;
+  void add_unreported(admission_ticket place) const;
+  void flush_unreported() const;
+  //! Flushes the unreported batch, then retires the gate's word (before `owned` goes: the word is kept until the
+  //! stream's waits ran).
+  ~stream_object();
 
  private:
   std::mutex fallback_mutex_;
   std::shared_ptr<runtime::device_runtime> fallback_;  // for_device, for adopted streams on a primary context
+  mutable std::mutex unreported_mutex_;
+  mutable std::vector<admission_ticket> unreported_;  // places of launches without a completion, no event yet
+  void give_back_after(std::vector<admission_ticket> batch) const;
 };
 
 struct event_object {
@@ -85,6 +107,10 @@ struct module_object {
 struct kernel_object {
   std::shared_ptr<module_object> module;  // the module stays loaded while a call uses the kernel
   kernel_ref kernel;
+  // ABI 1.4: each parameter's cuasync_arg_type, computed once (a launch compares codes), and the spellings' C
+  // strings (the kernel's own, alive with the module); both empty for a kernel without decoded types.
+  std::vector<std::uint32_t> arg_types;
+  std::vector<const char*> type_names;
 };
 
 //! The objects of the handles in a call's arguments.

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// Internal: the size of each arguments struct as ABI 1.0 shipped it — the smallest struct_size a caller can have. A
+// Internal: the size of each arguments struct as ABI 1.0 shipped it (or the version that added it: 1.2's below) — the
+// smallest struct_size a caller can have. A
 // smaller one would cut a field in two (a pointer half copied is a wild pointer), so it is refused. When a field is
 // added, this stays the 1.0 size (spelled out with the struct's last 1.0 field, as the structs that grew in 1.1 are)
 // and args<T> reads the sizes in between as older versions.
@@ -70,5 +72,24 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_kernel_get_args> =
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_launch_args> =
     CUASYNC_STRUCT_SIZE(cuasync_launch_args, completion);  // 1.1 appended `flags`
+
+// Structs that first shipped in ABI 1.2: their first version is their smallest.
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_library_version_args> = CUASYNC_LIBRARY_VERSION_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_admission_limits_args> = CUASYNC_ADMISSION_LIMITS_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_args> = CUASYNC_COMPILE_IMAGE_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_image_destroy_args> = CUASYNC_IMAGE_DESTROY_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_log_sink_set_args> = CUASYNC_LOG_SINK_SET_ARGS_SIZE;
+
+// Structs that first shipped in ABI 1.3.
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_flight_recorder_set_args> = CUASYNC_FLIGHT_RECORDER_SET_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_flight_recorder_dump_args> =
+    CUASYNC_FLIGHT_RECORDER_DUMP_ARGS_SIZE;
 
 }  // namespace cuasync::c_api

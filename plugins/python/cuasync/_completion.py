@@ -1,14 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Operations: `issue()` runs a C call that enqueues work with a completion, awaitable inside an event loop (its
 queue: `_loop.py`), a `Pending` to `.wait()` on outside one; host tokens complete through the same queues.
 
 Queues and blocking waits: `_queues.py` (`reaper()`, `collect()`, `thread_waiter()`).
 """
+from __future__ import annotations
+
 import threading
 import time
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from . import _capi, errors
 from ._loop import for_loop, running_loop, settle
 from ._queues import block_until, collect, reaper, thread_waiter
+
+if TYPE_CHECKING:
+    from ._runtime import Stream
 
 __all__ = ["HostToken", "Pending", "collect", "for_loop", "host_token", "issue", "reaper", "thread_waiter"]
 
@@ -18,7 +25,7 @@ class Pending:
 
     __slots__ = ("_stream", "_state", "what")
 
-    def __init__(self, stream, what, tracked):
+    def __init__(self, stream: Stream, what: Union[str, Callable[[], str]], tracked: bool) -> None:
         self._stream = stream
         self.what = what
         self._state = [] if tracked else None  # tracked: [ (code, cuda_result) ] once complete
@@ -31,11 +38,13 @@ class Pending:
             return keep
         return reaper().token(done)
 
-    def done(self):
+    def done(self) -> bool:
+        """True once the operation has completed (never blocks)."""
         collect()
         return bool(self._state)
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Blocks until the operation has completed (at most `timeout` seconds); raises its error if it failed."""
         if self._state is None:  # no completion of its own: the stream's completion covers it
             thread_waiter().wait_stream(self._stream, timeout)
             return
@@ -101,7 +110,7 @@ class BusyBackoff:
         self.delay = min(max(self.delay * 2, 20e-6), 1e-3)
 
 
-def host_token():
+def host_token() -> HostToken:
     """A host completion: `complete()` it from any thread; awaitable in the loop that made it (or `.wait()`)."""
     return HostToken()
 
@@ -109,7 +118,7 @@ def host_token():
 class HostToken:
     """Host work that completes through the same queues as GPU work (the asyncio plumbing without a GPU)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         loop = running_loop()
         self._lock = threading.Lock()
         self.handle = None
@@ -132,7 +141,7 @@ class HostToken:
             raise
         self._fd = queue.fd
 
-    def complete(self, error_code=0):
+    def complete(self, error_code: int = 0) -> None:
         """Completes it (from any thread), with CUASYNC_OK or an error code. Once: a refused call (a code that is no
         cuasync error code) leaves it to be completed."""
         if isinstance(error_code, bool) or not isinstance(error_code, int):
@@ -157,7 +166,8 @@ class HostToken:
             raise RuntimeError("this host token was made outside an event loop: call .wait()")
         return self._future.__await__()
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Blocks until the token is completed (a token made outside an event loop); raises its error code."""
         if self._future is not None:  # its completion settles the loop's future, drained only by that loop
             raise RuntimeError("this host token was made inside an event loop: await it")
         r = reaper()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """DLPack capsules from Python with ctypes: the struct layouts (declared here, as dlpack.h defines them), capsules
 for exports, and reading a producer's capsule for imports.
 

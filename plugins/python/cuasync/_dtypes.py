@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Element types by name, without numpy: the array-interface typestr and the DLPack (code, bits) of each."""
 
 # name: (typestr, DLPack code, bits). DLPack codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool.

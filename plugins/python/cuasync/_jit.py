@@ -1,12 +1,18 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """NVRTC compiles (through cuasync's memory and disk caches), kernel packages, and checked launches."""
+from __future__ import annotations
+
 import ctypes
 import math
-import operator
 import struct
 import sys
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
 
-from . import _capi, _completion, errors
+from . import _argtypes, _capi, _completion, _fastpath, errors
 from ._runtime import Runtime, Stream, as_stream
+
+if TYPE_CHECKING:
+    import os
 
 
 def _strings(items):
@@ -14,23 +20,32 @@ def _strings(items):
     return (ctypes.c_char_p * max(1, len(items)))(*items), len(items)
 
 
-def compile(source, name="kernel.cu", options=(), headers=None, name_expressions=(), runtime=None):
-    """Compiles CUDA C++ `source` with NVRTC for `runtime`'s device (default: device 0) and loads it. `headers` maps
-    include names to contents; `name_expressions` ("scale<float>") make template instances reachable by
-    `Module.kernel`. A compile error raises CompileError with NVRTC's log. Blocks while NVRTC runs (a cache hit
-    takes microseconds): compile before a CUDA graph capture, or in an executor from a coroutine."""
+def _header_array(headers):
+    """A C array of cuasync_header for a {include name: contents} dict, and its length."""
+    headers = dict(headers or {})
+    items = [_capi.Header(k.encode(), v.encode()) for k, v in headers.items()]
+    return (_capi.Header * max(1, len(items)))(*items), len(items)
+
+
+def compile(source: str, name: str = "kernel.cu", options: Iterable[str] = (), headers: Optional[Dict[str, str]] = None,
+            name_expressions: Iterable[str] = (), runtime: Optional[Runtime] = None) -> Module:
+    """Compiles CUDA C++ `source` with NVRTC for `runtime`'s device (default: device 0) and loads it into the
+    runtime's context: this needs a GPU. To compile without one (for a named architecture, the image as bytes), use
+    `cuasync.compile_to_bytes(source, arch="sm_90")`. `headers` maps include names to contents; `name_expressions`
+    ("scale<float>") make template instances reachable by `Module.kernel`. A compile error raises CompileError with
+    NVRTC's log. Blocks while NVRTC runs (a cache hit takes microseconds): compile before a CUDA graph capture, or in
+    an executor from a coroutine."""
     runtime = runtime or Runtime.for_device(0)
     opts, n_opts = _strings(options)
     exprs, n_exprs = _strings(name_expressions)
-    headers = dict(headers or {})
-    hdrs = (_capi.Header * max(1, len(headers)))(*[_capi.Header(k.encode(), v.encode()) for k, v in headers.items()])
+    hdrs, n_hdrs = _header_array(headers)
     a = _capi.call("compile", _capi.CompileArgs(
         runtime=runtime.handle, name=name.encode(), source=source.encode(), options=opts, num_options=n_opts,
-        headers=hdrs, num_headers=len(headers), name_expressions=exprs, num_name_expressions=n_exprs))
+        headers=hdrs, num_headers=n_hdrs, name_expressions=exprs, num_name_expressions=n_exprs))
     return Module(a.module, runtime, name)
 
 
-def load_package(directory, runtime=None):
+def load_package(directory: Union[str, os.PathLike[str]], runtime: Optional[Runtime] = None) -> Module:
     """Loads a kernel package (a directory with a `cuasync.manifest`), compiled for `runtime`'s device."""
     runtime = runtime or Runtime.for_device(0)
     a = _capi.call("package_load", _capi.PackageLoadArgs(runtime=runtime.handle, directory=str(directory).encode()))
@@ -40,25 +55,34 @@ def load_package(directory, runtime=None):
 class Module:
     """A compiled program loaded into a runtime's context. Its kernels are valid while it lives."""
 
-    def __init__(self, handle, runtime, name):
+    def __init__(self, handle: int, runtime: Runtime, name: str) -> None:
         self.handle = handle
         self.runtime = runtime
         self.name = name
         self._kernels = {}
 
-    def kernel(self, name):
+    def kernel(self, name: str) -> Kernel:
         """The kernel `name` (an extern "C" name, or a name expression given to compile)."""
         k = self._kernels.get(name)
         if k is None:
-            sizes = (ctypes.c_size_t * 64)()
-            a = _capi.call("kernel_get", _capi.KernelGetArgs(module=self.handle, name=name.encode(),
-                                                             param_sizes=sizes, param_sizes_capacity=64))
+            typed = _capi.abi_version() >= (1, 4)  # an older library has no types to say (and refuses the fields)
+
+            def get(capacity):
+                sizes = (ctypes.c_size_t * capacity)()
+                types = (ctypes.c_uint32 * capacity)()
+                a = _capi.KernelGetArgs(module=self.handle, name=name.encode(), param_sizes=sizes,
+                                        param_sizes_capacity=capacity)
+                if typed:
+                    a.param_types, a.param_types_capacity = types, capacity
+                return _capi.call("kernel_get", a), sizes, types
+            a, sizes, types = get(64)
             if a.num_params > 64:
-                sizes = (ctypes.c_size_t * a.num_params)()
-                a = _capi.call("kernel_get", _capi.KernelGetArgs(module=self.handle, name=name.encode(),
-                                                                 param_sizes=sizes,
-                                                                 param_sizes_capacity=a.num_params))
-            k = self._kernels[name] = Kernel(self, a.kernel, name, tuple(sizes[i] for i in range(a.num_params)))
+                a, sizes, types = get(a.num_params)
+            n = a.num_params
+            param_types = tuple(types[i] for i in range(n)) if typed and a.typed else ()
+            names = tuple(a.param_type_names[i].decode() for i in range(n)) if param_types else ()
+            k = self._kernels[name] = Kernel(self, a.kernel, name, tuple(sizes[i] for i in range(n)), param_types,
+                                             names)
         return k
 
     def __getattr__(self, name):
@@ -79,18 +103,35 @@ _FLOAT = {2: "e", 4: "f", 8: "d"}
 
 def _pointer_of(value):
     """A device address for a Buffer, a PyTorch tensor or anything with the CUDA array interface; else None."""
-    ptr = getattr(value, "ptr", None)
-    if isinstance(ptr, int) and hasattr(value, "nbytes") and hasattr(value, "kind"):  # a cuasync Buffer
-        if not (value._parent if value._parent is not None else value).handle:  # inline: on every launch
-            value._check_alive()
-        return ptr
+    from ._memory import Buffer
+    if isinstance(value, Buffer):  # by type: a failed getattr(tensor, "ptr") per tensor cost ~1 us
+        return _buffer_pointer(value)
     data_ptr = getattr(value, "data_ptr", None)
     if data_ptr is not None and callable(data_ptr):
+        if getattr(value, "is_cuda", True) is False and not _pinned(value):
+            raise _HostMemory(getattr(value, "device", "cpu"))
         return data_ptr()
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         return cai["data"][0]
     return None
+
+
+def _is_pointer(value):
+    """True for what _pointer_of converts (host tensors too: a plan by type serves their CUDA siblings)."""
+    try:
+        return _pointer_of(value) is not None
+    except _HostMemory:
+        return True
+
+
+class _HostMemory(errors.InvalidArgumentError):
+    """A host tensor (pageable) given for a device pointer: pack_argument names the parameter."""
+
+
+def _pinned(tensor):
+    is_pinned = getattr(tensor, "is_pinned", None)
+    return bool(is_pinned()) if callable(is_pinned) else False
 
 
 def pack_argument(kernel, i, size, value):
@@ -122,7 +163,11 @@ def pack_argument(kernel, i, size, value):
     elif hasattr(value, "tobytes") and getattr(value, "shape", None) == ():  # a numpy scalar / 0-d array
         data = value.tobytes()
     else:
-        ptr = _pointer_of(value)
+        try:
+            ptr = _pointer_of(value)
+        except _HostMemory as e:
+            raise bad(f"a host tensor (device {e.args[0]}, not pinned) cannot be a device pointer: move it to the "
+                      "GPU (.cuda()) or pin it") from None
         if ptr is None:
             raise bad(f"cannot pass a {type(value).__name__}")
         if size != 8:
@@ -131,6 +176,14 @@ def pack_argument(kernel, i, size, value):
     if len(data) != size:
         raise bad(f"the value has {len(data)} bytes")
     return data
+
+
+def _typed_pointee(code):
+    """True for a pointer parameter whose pointee has a type (not void*, not a class): a tensor's elements must be
+    of it."""
+    if not code or not _argtypes.pointers(code) or _argtypes.kind(code) == _argtypes.OPAQUE:
+        return False
+    return not (_argtypes.pointers(code) == 1 and _argtypes.kind(code) == _argtypes.VOID)
 
 
 def _dims(d):
@@ -147,26 +200,55 @@ def _dims(d):
     return d + (1,) * (3 - len(d))
 
 
-# cuasync_launch_args (ABI 1.1) as struct fields: struct_size, stream, kernel, grid[3], block[3], shared_memory_bytes,
-# args, num_args, completion {queue, token, callback, user_data}, flags.
-_LAUNCH_HEAD = "<QQQ3I3II4xQQQQQQI4x"
+# cuasync_launch_args (ABI 1.4) as struct fields: struct_size, stream, kernel, grid[3], block[3], shared_memory_bytes,
+# args, num_args, completion {queue, token, callback, user_data}, flags, arg_types (always NULL: the package checks
+# types itself, before packing, so that its messages name Python's values).
+_LAUNCH_HEAD = "<QQQ3I3II4xQQQQQQI4xQ"
 _LAUNCH_ARGS_SIZE = struct.calcsize(_LAUNCH_HEAD)
 _COMPLETION_OFFSET = _capi.LaunchArgs.completion.offset
 _COMPLETION = struct.Struct("<QQ")
-_BUFFER_POINTER = operator.attrgetter("ptr")
+
+
+def _buffer_pointer(buffer):
+    """A cuasync Buffer's address; StaleHandleError once it (or the buffer it views) was freed."""
+    if not (buffer._parent if buffer._parent is not None else buffer).handle:
+        buffer._check_alive()
+    return buffer.ptr
+
+
 _DIM_END = 1 << 31  # a grid or block dimension is in [1, 2^31)
 _addressof = ctypes.addressof
+_running_loop, _collect, _Pending = _completion.running_loop, _completion.collect, _completion.Pending
 assert _LAUNCH_ARGS_SIZE == ctypes.sizeof(_capi.LaunchArgs) and _capi.LaunchArgs.args.offset == 56
 
 
-class Kernel:
-    """A kernel of a Module: `launch(stream, grid, block, *args)` checks the arguments against its parameters."""
+def _torch_current_stream(device):
+    """PyTorch's current CUstream on a torch.device, as an int (without a torch.cuda.Stream object where torch
+    has the raw call)."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device.index if device.index is not None else torch.cuda.current_device())
+    return torch.cuda.current_stream(device).cuda_stream
 
-    def __init__(self, module, handle, name, param_sizes):
+
+class Kernel:
+    """A kernel of a Module: `launch(stream, grid, block, *args)` checks the arguments against its parameters: their
+    count and sizes, and for a C++ kernel (whose mangled name says them: `param_types`) their types, refused with
+    InvalidArgumentError naming the parameter (a float for an int, a float64 tensor for a float*, an int for a
+    pointer; an int for a float is converted)."""
+
+    def __init__(self, module: Module, handle: int, name: str, param_sizes: Sequence[int],
+                 param_types: Sequence[int] = (), param_type_names: Sequence[str] = ()) -> None:
         self.module = module
         self.handle = handle
         self.name = name
         self.param_sizes = param_sizes
+        #: Each parameter's type code (C ABI 1.4's cuasync_arg_type) for a C++ kernel, whose mangled name says them;
+        #: empty for an extern "C" kernel, whose arguments keep the size checks alone.
+        self.param_types = tuple(param_types)
+        #: Their C++ spellings ("const float*"), as param_types.
+        self.param_type_names = tuple(param_type_names) or tuple(_argtypes.describe(t) for t in self.param_types)
         # Values follow the kernel_arg array, each aligned to its size (at most 8).
         self._values_offset = _LAUNCH_ARGS_SIZE + 16 * len(param_sizes)
         off, self._pads, self._offsets = self._values_offset, [], []
@@ -184,6 +266,9 @@ class Kernel:
         self._launch = _capi.function("launch")
         self._head_format = _LAUNCH_HEAD + "QQ" * len(param_sizes)
         self._head = struct.Struct(self._head_format)
+        fast = _fastpath.get()
+        # The compiled fast path: the kernel and its parameter sizes bound once, each call packs only its values.
+        self._fast = fast.Launcher(handle, tuple(param_sizes), self.param_types) if fast is not None else None
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
@@ -192,8 +277,7 @@ class Kernel:
         for i in indices:
             value = args[i]
             if hasattr(value, "data_ptr") and getattr(value, "is_cuda", False):
-                torch = sys.modules["torch"]
-                _order_after(stream, torch.cuda.current_stream(value.device).cuda_stream)
+                _order_after(stream, _torch_current_stream(value.device))
                 continue
             cai = getattr(value, "__cuda_array_interface__", None)
             if cai is not None and cai.get("stream") is not None:
@@ -206,21 +290,25 @@ class Kernel:
         numpy scalars, bytes)."""
         from ._memory import Buffer
         fmt, convs, buffers, foreign = "", [], [], []
+        types = self.param_types
         for i, (size, value, pad) in enumerate(zip(self.param_sizes, args, self._pads)):
             t = type(value)
-            if t is int and size in _INT:
+            if types:  # a C++ kernel: what its type decides is checked once per plan, what its value does per launch
+                self._check_type(i, value)
+            p = types[i] if types else 0
+            if t is int and size in _INT and not (p and _argtypes.kind(p) == _argtypes.FLOAT):
                 fmt += "x" * pad + _INT[size]
                 convs.append(None)
-            elif t is float and size in _FLOAT:
+            elif (t is float or t is int) and size in _FLOAT:  # an int for a float parameter is converted
                 fmt += "x" * pad + _FLOAT[size]
                 convs.append(None)
             elif size == 8 and t is Buffer:
                 fmt += "x" * pad + "Q"
-                convs.append(_BUFFER_POINTER)
+                convs.append(_buffer_pointer)
                 buffers.append(i)
-            elif size == 8 and t not in (bool, bytes, bytearray) and _pointer_of(value) is not None:
+            elif size == 8 and t not in (bool, bytes, bytearray) and _is_pointer(value):
                 fmt += "x" * pad + "Q"
-                convs.append(_pointer_of)
+                convs.append(_pointer_of if not _typed_pointee(p) else self._checked_pointer(i))
                 foreign.append(i)
             else:
                 return None
@@ -237,8 +325,61 @@ class Kernel:
         return buffers, foreign
 
     def _general_values(self, args):
+        if self.param_types:
+            args = [self._check_type(i, v) for i, v in enumerate(args)]
         return b"".join(b"\0" * pad + pack_argument(self.name, i, size, value)
                         for i, (size, value, pad) in enumerate(zip(self.param_sizes, args, self._pads)))
+
+    def _type_error(self, i, given, hint=""):
+        return errors.InvalidArgumentError(f"kernel '{self.name}' parameter {i} is {self.param_type_names[i]} but "
+                                           f"the argument given is {given}{hint}")
+
+    def _check_type(self, i, value):
+        """`value` for parameter `i` of this C++ kernel (an int converted for a floating-point one), or raises
+        InvalidArgumentError naming the parameter, its type and what was given."""
+        p = self.param_types[i]
+        pointer = _argtypes.pointers(p) > 0
+        if isinstance(value, (bool, int)):
+            if pointer:
+                raise self._type_error(i, f"an {type(value).__name__}", " (a number, not an address: pass a Buffer, "
+                                       "a tensor, an array, or ctypes.c_void_p(address))")
+            if _argtypes.kind(p) != _argtypes.FLOAT:
+                return value
+            try:
+                return float(value)
+            except OverflowError:
+                raise self._type_error(i, "an int too large for a float") from None
+        if isinstance(value, float):
+            if pointer or _argtypes.kind(p) in (_argtypes.INTEGER, _argtypes.BOOL):
+                raise self._type_error(i, "a float")
+            return value
+        if isinstance(value, (bytes, bytearray)):
+            return value  # no type: its size is checked
+        if isinstance(value, (ctypes._SimpleCData, ctypes.Structure)):
+            code, what = _argtypes.code_of_ctypes(value), type(value).__name__
+        elif hasattr(value, "tobytes") and getattr(value, "shape", None) == ():  # a numpy scalar
+            code, what = _argtypes.element_of_dtype(getattr(value, "dtype", None)), f"a {type(value).__name__}"
+        else:
+            from ._memory import Buffer
+            if isinstance(value, Buffer):
+                code, what = _argtypes.VOID_POINTER, "a Buffer"
+            elif _is_pointer(value):
+                element = _argtypes.element_of(value)
+                code = _argtypes.element_pointer(element)
+                what = f"a {type(value).__name__} of {getattr(value, 'dtype', None) or 'unknown elements'}"
+            else:
+                return value  # pack_argument refuses it
+        if code is not None and not _argtypes.compatible(p, code):
+            raise self._type_error(i, f"{_argtypes.describe(code)} ({what})")
+        return value
+
+    def _checked_pointer(self, i):
+        """The converter of a framework's memory for pointer parameter `i`, whose pointee has a type: the elements'
+        type checked, then the address."""
+        def convert(value):
+            self._check_type(i, value)
+            return _pointer_of(value)
+        return convert
 
     def _blob(self, stream, grid, block, args, shared_memory, flags):
         """The launch's arguments struct, its kernel_arg array and the argument values, laid out in one buffer (a
@@ -253,7 +394,7 @@ class Kernel:
         blob = self._blob_type()
         base = _addressof(blob)
         head = (_LAUNCH_ARGS_SIZE, stream.handle, self.handle, *g, *b, shared_memory,
-                base + _LAUNCH_ARGS_SIZE if n else 0, n, 0, 0, 0, 0, flags)
+                base + _LAUNCH_ARGS_SIZE if n else 0, n, 0, 0, 0, 0, flags, 0)
         kargs = self._kargs_template.copy()
         kargs[::2] = [base + o for o in self._offsets]
         plan = self._plans.get(tuple(map(type, args)), False)
@@ -266,7 +407,7 @@ class Kernel:
             packer.pack_into(blob, 0, *head, *kargs,
                              *(args if convs is None else [v if c is None else c(v) for c, v in zip(convs, args)]))
             return blob, plan[2], plan[3]
-        except (struct.error, OverflowError):  # a type the plan does not cover, or a value out of range
+        except (struct.error, OverflowError, _HostMemory):  # a type the plan does not cover, a value out of range
             values = self._general_values(args)
             try:
                 self._head.pack_into(blob, 0, *head, *kargs)
@@ -276,12 +417,27 @@ class Kernel:
             ctypes.memmove(base + self._values_offset, values, len(values))
         return (blob, *self._general_uses(args))
 
-    def launch(self, stream, grid, block, *args, shared_memory=0):
+    def launch(self, stream: Any, grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]], *args: Any,
+               shared_memory: int = 0) -> Any:
         """Enqueues the kernel on `stream` (a Stream, or any framework stream). Bad arguments raise here, before
         anything reaches the GPU. In a coroutine, `await` the result (a full stream makes it wait its turn without
         blocking the loop); outside one, the call returns a Pending (`.wait()`) and waits like the driver when the
         stream is full."""
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
+        fast = self._fast
+        if fast is not None:
+            packed = fast.pack(s, grid, block, shared_memory, 0, args)
+            if packed is not NotImplemented:
+                blob, uses = packed
+                if uses is not None:
+                    self._note_uses(s, args, uses, True)
+                if _running_loop() is None:  # outside a loop: no completion of its own (Pending waits on the stream)
+                    _collect()
+                    err = fast.fire(blob, 0, 0)
+                    if not err:
+                        return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                    _capi.code_of(err)  # raises every error but BUSY, which _launch_fast retries like the driver
+                return self._launch_fast(fast, s, blob)
         blob, buffers, foreign = self._blob(s, grid, block, args, shared_memory, 0)
         for i in buffers:
             args[i].note_use(s)
@@ -296,11 +452,54 @@ class Kernel:
             return _capi.code_of(err) if err else 0
         return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
 
-    def launch_untracked(self, stream, grid, block, *args, shared_memory=0):
+    def _launch_fast(self, fast, s, blob):
+        """A tracked launch whose arguments the compiled fast path packed (`blob`), issued with a completion in a
+        loop, or retried while the stream is full outside one."""
+        fire = fast.fire
+
+        def enqueue(queue, token):
+            err = fire(blob, queue, token)
+            return _capi.code_of(err) if err else 0
+        return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
+
+    def _note_uses(self, s, args, uses, tracked):
+        """What the fast path found among `args`: (indices of cuasync buffers not last used on `s`, indices of a
+        framework's memory, the
+        producer stream of each of those: an int CUstream to order after, None, or False where only this package can
+        tell). Buffers are noted (ordered after their home stream when `tracked`); framework memory is ordered after
+        its producer's stream on tracked launches (an untracked launch's framework orders its own streams)."""
+        buffers, foreign, producers = uses
+        for i in buffers:
+            b = args[i]
+            if (b._parent if b._parent is not None else b)._streams[-1] is not s:  # else: used on `s` last already
+                b.note_use(s, tracked)
+        if tracked and foreign:
+            from ._memory import _order_after
+            done = set()  # tensors of one framework stream: ordered after it once
+            for i, producer in zip(foreign, producers):
+                if producer is False:
+                    self._order_inputs(s, args, (i,))
+                elif producer is not None and producer not in done:
+                    done.add(producer)
+                    _order_after(s, producer)
+
+    def launch_untracked(self, stream: Any, grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]],
+                         *args: Any, shared_memory: int = 0) -> None:
         """Enqueues the kernel with no completion, no admission place and no event: for a stream its framework
         orders (PyTorch's current stream in a custom op, XLA's) and for streams being captured into a CUDA graph.
         Arguments are checked as in `launch`. Like any driver launch it can block when the hardware queue is full."""
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
+        fast = self._fast
+        if fast is not None:
+            packed = fast.pack(s, grid, block, shared_memory, _capi.LAUNCH_UNTRACKED, args)
+            if packed is not NotImplemented:
+                blob, uses = packed
+                if uses is not None:
+                    self._note_uses(s, args, uses, False)
+                err = fast.fire(blob, 0, 0)
+                if err and _capi.code_of(err):
+                    raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
+                return
         blob, buffers, _ = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
         for i in buffers:
             args[i].note_use(s, order=False)
@@ -308,9 +507,11 @@ class Kernel:
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
 
     def __repr__(self):
+        if self.param_types:
+            return f"<cuasync.Kernel {self.name}({', '.join(self.param_type_names)})>"
         return f"<cuasync.Kernel {self.name}({', '.join(str(s) for s in self.param_sizes)} bytes)>"
 
 
-def grid_for(n, block=256):
+def grid_for(n: int, block: int = 256) -> int:
     """The number of blocks of `block` threads that cover `n` items."""
     return max(1, math.ceil(n / block))

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The completion queue of an asyncio event loop (`for_loop(loop)`), watched with `loop.add_reader` (the default loop
 and uvloop). Operations that find their stream full (BUSY) wait in a per-stream backlog and are issued, in call
 order, as places come back. When the loop goes, the references of its unfinished operations move to the reaper, so
@@ -20,6 +21,26 @@ SPIN_S = float(os.environ.get("CUASYNC_PY_SPIN_US", "200")) * 1e-6
 # The longest an idle loop (asyncio's ready queue empty) drains without yielding: long enough to catch a short kernel's
 # completion without another loop iteration, short beside asyncio's own timer granularity (~1 ms).
 _IDLE_SPIN_S = float(os.environ.get("CUASYNC_PY_IDLE_SPIN_US", "50")) * 1e-6
+# How long an `await` of an operation polls its queue inline, before the task yields, when the loop has nothing else
+# ready: work that is done or about to be (a short kernel) then completes the await without any loop iteration, at
+# the cost of a blocking synchronize; longer work goes to the fd and the loop stays free. 0 turns it off.
+_INLINE_POLL_S = float(os.environ.get("CUASYNC_PY_INLINE_POLL_US", "50")) * 1e-6
+
+
+class _OpFuture(asyncio.Future):
+    """An operation's future, whose `await` first polls the operation's queue inline (bounded by _INLINE_POLL_S, only
+    while the loop has nothing else ready). Otherwise an asyncio.Future in every way."""
+
+    __slots__ = ("_poll",)
+
+    def __await__(self):
+        if not self.done():
+            poll = self._poll
+            if poll is not None:
+                poll(self)
+        return super().__await__()
+
+    __iter__ = __await__
 
 
 def settle(fut, code, cuda_result, what, result):
@@ -60,6 +81,7 @@ class LoopCompletions(_Queue):
         self._retry_armed = False
         self._spinning = False
         self._last_activity = 0.0
+        self._spin_handle = None  # the spin's pending call_soon: not something the inline poll would hold up
         loop.add_reader(self.fd, self._readable)
         r = reaper()
         loop.add_reader(r.fd, r.drain)
@@ -74,7 +96,7 @@ class LoopCompletions(_Queue):
         self._last_activity = time.perf_counter()
         if not self._spinning and SPIN_S > 0:
             self._spinning = True
-            self._loop().call_soon(self._spin)
+            self._spin_handle = self._loop().call_soon(self._spin)
 
     def _spin(self):
         if self.handle is None:
@@ -102,14 +124,34 @@ class LoopCompletions(_Queue):
         # issues the next from the wake-up scheduled just before this, so this pass, in the same loop iteration,
         # already polls for it (stopping at the last completion cost a whole loop iteration per await).
         if now - self._last_activity < SPIN_S:
-            loop.call_soon(self._spin)
+            self._spin_handle = loop.call_soon(self._spin)
         else:
             self._spinning = False
+
+    def _poll_inline(self, fut):
+        """Takes this queue's records one at a time until `fut` is done or _INLINE_POLL_S has passed, when `fut`'s
+        operation is the only one in flight on this loop's queue (a coroutine awaiting one operation at a time; with
+        more in flight the loop's spin and fd serve them all) and the loop has no callbacks ready (they would wait
+        meanwhile; uvloop does not say: there only the first condition holds). The fd stays readable after
+        take_one: the spin armed by the operation's submit drains it."""
+        if self.handle is None or len(self._handlers) != 1:
+            return
+        loop = self._loop()
+        ready = getattr(loop, "_ready", None)
+        if loop is None or (ready and not (len(ready) == 1 and ready[0] is self._spin_handle)):
+            return
+        take = self.take_one
+        until = time.perf_counter() + _INLINE_POLL_S
+        while not fut.done():
+            if not take() and time.perf_counter() >= until:
+                return
 
     def submit(self, loop, stream, issue, keep, what, result=None):
         """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
         the future of its completion. `loop`: this queue's loop, running (the caller has it at hand)."""
-        op = _Op(stream, issue, loop.create_future(), keep, what, result)
+        fut = _OpFuture(loop=loop)
+        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
+        op = _Op(stream, issue, fut, keep, what, result)
         if self._backlogs and stream.handle in self._backlogs:
             self._backlogs[stream.handle].append(op)
         elif not self._issue(op, raise_errors=True):
@@ -208,7 +250,7 @@ def _sweep_closed_loops(force=False):
     """Hands over the operations of loops that were closed but are not collected (their pending futures keep them):
     at most every 50 ms from collect(), and whenever a new loop comes."""
     global _next_sweep
-    if not _loops:
+    if not _loops.data:  # the mapping's own dict: WeakKeyDictionary.__len__ is Python code, and this runs per call
         return
     now = time.monotonic()
     if not force and now < _next_sweep:

@@ -1,10 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Buffers (stream-ordered device memory, pooled pinned memory, imported tensors), copies, memsets, and the
 exchanges: DLPack both ways and the CUDA array interface v3."""
+from __future__ import annotations
+
 import ctypes
 import math
-import sys
+from typing import Any, Optional, Sequence, Union
 
-from . import _capi, _completion, _dlpack, _dtypes, _queues, errors
+from . import _capi, _completion, _dlpack, _dtypes, _fastpath, _queues, errors
 from ._runtime import Runtime, Stream, as_stream
 
 _MAX_BYTES = 1 << 63  # no allocation or copy reaches it: larger numbers are negative ones wrapped, or garbage
@@ -40,7 +43,9 @@ class Buffer:
     home stream (`stream`); uses on other streams are ordered before the free, on the device. Exports `__dlpack__`
     (DLPack 1.x, the consumer's stream made to wait on the device) and `__cuda_array_interface__` (v3)."""
 
-    def __init__(self, handle, pointer, nbytes, dtype, shape, runtime, stream, kind, parent=None, readonly=False):
+    def __init__(self, handle: Optional[int], pointer: int, nbytes: int, dtype: str, shape: Sequence[int],
+                 runtime: Optional[Runtime], stream: Stream, kind: str, parent: Optional[Buffer] = None,
+                 readonly: bool = False) -> None:
         self.handle = handle
         self.ptr = pointer
         self.nbytes = nbytes
@@ -55,11 +60,13 @@ class Buffer:
 
     # -- properties --
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of elements."""
         return math.prod(self.shape)
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
+        """Bytes per element."""
         return _dtypes.itemsize(self.dtype)
 
     def __len__(self):
@@ -71,7 +78,7 @@ class Buffer:
     def _owner(self):
         return self._parent._owner() if self._parent is not None else self
 
-    def note_use(self, stream, order=True):
+    def note_use(self, stream: Stream, order: bool = True) -> None:
         """Records that work on `stream` uses the buffer (so that a free or an export waits for it). Its first use on
         a stream other than the home one is ordered, on the device, after the home stream's work so far: the
         stream-ordered allocation and what filled it there (a `zeros`, a copy in). Later writes on one stream and
@@ -91,7 +98,7 @@ class Buffer:
             producer.wait_stream(s)
         return producer
 
-    def view(self, dtype=None, shape=None):
+    def view(self, dtype: Optional[str] = None, shape: Optional[Union[int, Sequence[int]]] = None) -> Buffer:
         """The same memory with another dtype and shape (no copy)."""
         dtype = _dtypes.canonical(dtype or self.dtype)
         if shape is None:
@@ -110,7 +117,7 @@ class Buffer:
             raise errors.StaleHandleError(f"{self!r} was freed")
 
     # -- lifetime --
-    def free(self):
+    def free(self) -> None:
         """Gives the memory back (device memory in its home stream's order, after every other stream's use of it).
         Never waits on the host. A view's free does nothing: its buffer owns the memory."""
         if self._parent is not None or not self.handle or _capi.exiting:
@@ -181,13 +188,15 @@ class Buffer:
                 "version": 3, "strides": None, "stream": producer.native}
 
     # -- convenience --
-    def copy_from(self, src, stream=None):
+    def copy_from(self, src: Any, stream: Any = None) -> Any:
+        """`copy(self, src, stream=stream)`: awaitable (or `.wait()`)."""
         return copy(self, src, stream=stream)
 
-    def copy_to(self, dst, stream=None):
+    def copy_to(self, dst: Any, stream: Any = None) -> Any:
+        """`copy(dst, self, stream=stream)`: awaitable (or `.wait()`)."""
         return copy(dst, self, stream=stream)
 
-    def tobytes(self):
+    def tobytes(self) -> bytes:
         """The contents as bytes: copies to the host and blocks until they arrived (pinned memory: once the work of
         its streams so far is done)."""
         self._check_alive()
@@ -217,7 +226,8 @@ def _retry_deferred_frees():
 _queues._sweeps.append(_retry_deferred_frees)
 
 
-def empty(shape, dtype="float32", stream=None, runtime=None, pinned=False):
+def empty(shape: Union[int, Sequence[int]], dtype: str = "float32", stream: Any = None,
+          runtime: Optional[Runtime] = None, pinned: bool = False) -> Buffer:
     """A new buffer of `shape` and `dtype`, uninitialized: device memory allocated in `stream`'s order (default: the
     runtime's stream), or pooled pinned host memory."""
     dtype = _dtypes.canonical(dtype)
@@ -231,14 +241,16 @@ def empty(shape, dtype="float32", stream=None, runtime=None, pinned=False):
     return Buffer(a.buffer, a.pointer, nbytes, dtype, shape, runtime, s, "pinned" if pinned else "device")
 
 
-def zeros(shape, dtype="float32", stream=None, runtime=None):
+def zeros(shape: Union[int, Sequence[int]], dtype: str = "float32", stream: Any = None,
+          runtime: Optional[Runtime] = None) -> Buffer:
+    """`empty()` set to zero on `stream` (a memset enqueued, not waited for)."""
     b = empty(shape, dtype, stream, runtime)
     if b.nbytes:
         memset(b, 0, stream=b.stream)
     return b
 
 
-def from_dlpack(obj, stream=None, runtime=None):
+def from_dlpack(obj: Any, stream: Any = None, runtime: Optional[Runtime] = None) -> Buffer:
     """Imports anything with `__dlpack__` (a PyTorch tensor, a CuPy or JAX array) as a Buffer, without a copy.
     `stream` is where cuasync will use it: it is passed in the handshake, so the producer makes it wait, on the
     device, for its pending writes. The producer's deleter runs once, after cuasync's work on it is done and the
@@ -251,6 +263,10 @@ def from_dlpack(obj, stream=None, runtime=None):
     runtime = runtime or (stream.runtime if isinstance(stream, Stream) and stream.runtime else None) or \
         Runtime.for_device(dev_id if dev_type == _dlpack.KDL_CUDA else 0)
     s = as_stream(stream, runtime)
+    fast = _fastpath.get()
+    imported = fast.dlpack_import(obj) if fast is not None else None
+    if imported is not None:
+        return _from_exchange(fast, imported, s, runtime)
     handshake = s.native if dev_type != _dlpack.KDL_CUDA_HOST else None
     try:
         capsule = obj.__dlpack__(stream=handshake, max_version=(1, 0))
@@ -266,6 +282,28 @@ def from_dlpack(obj, stream=None, runtime=None):
             runtime=runtime.handle, stream=s.handle, managed=pointer, released=released))
     except BaseException:
         _completion.reaper().forget(released)  # the capsule stays the producer's
+        raise
+    return Buffer(a.buffer, a.pointer, a.size, dtype, shape, runtime, s, "imported",
+                  readonly=bool(flags & _dlpack.FLAG_READ_ONLY))
+
+
+def _from_exchange(fast, imported, s, runtime):
+    """from_dlpack through the producer's DLPack C exchange API: an owning tensor without a capsule, `s` ordered
+    after the producer's current work stream here (the exchange does not synchronize), the deleter called by the
+    reaper once cuasync is done with the memory."""
+    managed, _dev_type, _dev_id, work_stream, (code, bits, lanes), shape, flags = imported
+    released = None
+    try:
+        dtype = _dtypes.from_dlpack(code, bits, lanes)
+        if work_stream is not None:
+            _order_after(s, work_stream)
+        released = _completion.reaper().completion(lambda code, cuda_result: fast.delete_managed(managed), gpu=False)
+        a = _capi.call("buffer_import_dlpack", _capi.ImportDlpackArgs(
+            runtime=runtime.handle, stream=s.handle, managed=managed, released=released))
+    except BaseException:
+        if released is not None:
+            _completion.reaper().forget(released)
+        fast.delete_managed(managed)  # a failed import leaves the tensor ours to delete
         raise
     return Buffer(a.buffer, a.pointer, a.size, dtype, shape, runtime, s, "imported",
                   readonly=bool(flags & _dlpack.FLAG_READ_ONLY))
@@ -312,8 +350,8 @@ def _device_span(obj, stream, writable):
     if hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False):  # a PyTorch tensor
         if not obj.is_contiguous():
             raise errors.InvalidArgumentError("tensor is not contiguous")
-        torch = sys.modules["torch"]
-        _order_after(stream, torch.cuda.current_stream(obj.device).cuda_stream)
+        from ._jit import _torch_current_stream
+        _order_after(stream, _torch_current_stream(obj.device))
         return obj.data_ptr(), obj.numel() * obj.element_size(), obj
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
@@ -342,11 +380,28 @@ def _c_contiguous(shape, strides, itemsize):
     return True
 
 
+_adopted = {}  # (runtime, CUstream) -> the cuasync Stream adopting a framework's stream, made once
+
+
+def _adopt_cached(producer, runtime):
+    s = _adopted.get((runtime, producer))
+    if s is None:
+        if len(_adopted) >= 256:  # streams of frameworks come from pools; a bound all the same
+            _adopted.clear()
+        s = _adopted[(runtime, producer)] = Stream.adopt(producer, runtime)
+    return s
+
+
 def _order_after(stream, producer):
     """Makes `stream` wait, on the device, for the work enqueued so far on a framework's stream `producer` (a
-    CUstream as an int; 0, 1 and 2 are the default streams of the stream's context)."""
-    if producer != stream.native:
-        stream.wait_stream(Stream.adopt(producer, stream.runtime))
+    CUstream as an int; 0, 1 and 2 are the default streams of the stream's context). The framework's stream is
+    adopted once (cached), and the fast path records and waits on the event in one call."""
+    if producer == stream.native:
+        return
+    other = _adopt_cached(producer, stream.runtime)
+    fast = _fastpath.get()
+    if fast is None or fast.stream_order(stream.handle, other.handle) == errors.BUSY:
+        stream.wait_stream(other)  # a staged copy holds `other`: this waits for it, as without the fast path
 
 
 def _span(obj, stream, writable):
@@ -367,7 +422,7 @@ def _default_stream(*objs):
     return Runtime.for_device(0).default_stream
 
 
-def copy(dst, src, nbytes=None, stream=None):
+def copy(dst: Any, src: Any, nbytes: Optional[int] = None, stream: Any = None) -> Any:
     """Copies `src` to `dst` on `stream` (host to device, device to host, device to device); either side may be a
     Buffer, a tensor or array (CUDA array interface, PyTorch, numpy, bytes-like) or an address. Never waits for the
     GPU: pageable host memory is staged through pinned memory by cuasync. `await` it in a coroutine, `.wait()` it
@@ -398,7 +453,7 @@ def copy(dst, src, nbytes=None, stream=None):
     return _completion.issue(s, lambda: f"copy of {nbytes} bytes on {s!r}", enqueue, keep=(dkeep, skeep, s))
 
 
-def memset(dst, value, nbytes=None, stream=None):
+def memset(dst: Any, value: int, nbytes: Optional[int] = None, stream: Any = None) -> Any:
     """Sets `nbytes` bytes of device memory to `value` (a byte) on `stream`; awaitable like `copy`."""
     s = as_stream(stream) if stream is not None else _default_stream(dst)
     ptr, n, keep = _span(dst, s, True)

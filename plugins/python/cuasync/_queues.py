@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Completion queues: a C completion queue (eventfd) whose records run Python handlers on the thread that drains it,
 so no Python ever runs on a driver or cuasync thread.
 
@@ -9,13 +10,15 @@ so no Python ever runs on a driver or cuasync thread.
 
 The asyncio side (a queue per event loop) is `_loop.py`; operations and host tokens are `_completion.py`.
 """
+from __future__ import annotations
+
 import ctypes
 import itertools
 import select
 import threading
 import time
 
-from . import _capi, errors
+from . import _capi, _fastpath, errors
 
 _CAPACITY = 64
 tokens = itertools.count(1)  # next() is atomic under the GIL: one sequence for every queue's tokens
@@ -37,6 +40,10 @@ class _Queue:
         self._take_address = ctypes.addressof(self._take_args)
         self._drain_call = _capi.function("queue_drain")
         self._handlers = {}
+        fast = _fastpath.get()
+        # The compiled drains: records read and handlers popped and called in C (same protocol, no ctypes).
+        self._fast_drain = fast.drain if fast is not None else None
+        self._fast_take = fast.take_one if fast is not None else None
 
     def completion(self, handler, **kind):
         """A `cuasync_completion` that runs `handler(code, cuda_result)` when drained; `forget` it if unused."""
@@ -57,6 +64,8 @@ class _Queue:
     def drain(self):
         """Runs the handlers of every queued record; returns how many ran. The fd protocol: drain until a call
         returns fewer records than asked for."""
+        if self._fast_drain is not None:
+            return self._fast_drain(self.handle, self._handlers)
         ran = 0
         while True:
             err = self._drain_call(self._drain_address)
@@ -78,6 +87,8 @@ class _Queue:
         eventfd write to finish, then reads it: two syscalls between the record and its handler), whereas one that
         fills its buffer leaves that to the next drain. The fd stays readable until a `drain()`: call one soon after
         (the spin does, on its next pass; or the fd wakes the loop, level-triggered, to do it)."""
+        if self._fast_take is not None:
+            return self._fast_take(self.handle, self._handlers)
         err = self._drain_call(self._take_address)
         if err:
             _capi.raise_error("queue_drain", err)
@@ -161,7 +172,7 @@ def reaper():
     return _reaper
 
 
-def collect():
+def collect() -> None:
     """Runs what finished work left to do (references dropped, imported tensors given back). Cheap; cuasync calls it
     itself on most calls."""
     if _reaper is not None:

@@ -1,22 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Devices, runtimes, streams and events."""
+from __future__ import annotations
+
 import threading
+from typing import Any, Optional, Tuple
 
 from . import _capi, _completion, errors
 
 
-def device_count():
+def device_count() -> int:
     """The number of CUDA devices (raises NoDriverError without a usable driver)."""
     return _capi.call("device_count", _capi.DeviceCountArgs()).count
 
 
 class Runtime:
-    """cuasync's runtime of one device, on its primary context (the one PyTorch, JAX and CuPy use), or on an adopted
-    CUcontext. `Runtime.for_device(n)` is the process's shared one."""
+    """A cuasync runtime of one device, on its primary context (the one PyTorch, JAX and CuPy use), or on an adopted
+    CUcontext. Each `Runtime(...)` is a new one with pools of its own (streams, pinned memory, staging); the context,
+    its events and admission bounds are shared with every other runtime on it. `Runtime.for_device(n)` is the
+    process's shared one."""
 
     _shared = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, device=0, context=None):
+    def __init__(self, device: int = 0, context: Optional[int] = None) -> None:
         errors.check_int(device, "Runtime: device", 0, 1 << 31)
         if context is not None:
             errors.check_int(context, "Runtime: context (a CUcontext as an int)", 1, 1 << 64)
@@ -27,7 +33,8 @@ class Runtime:
         self._default_streams = {}  # the context's legacy (1) and per-thread (2) default streams, once adopted
 
     @classmethod
-    def for_device(cls, device=0):
+    def for_device(cls, device: int = 0) -> Runtime:
+        """The process's shared runtime of `device` (created on first use, on its primary context)."""
         r = cls._shared.get(device)
         if r is None:
             with cls._shared_lock:
@@ -37,11 +44,27 @@ class Runtime:
         return r
 
     @property
-    def default_stream(self):
+    def default_stream(self) -> Stream:
         """A non-blocking stream of this runtime's own (never the legacy default stream)."""
         if self._default_stream is None:
             self._default_stream = Stream(self)
         return self._default_stream
+
+    def admission_limits(self) -> Tuple[int, int]:
+        """The admission bounds of this runtime's context, `(per_stream, per_context)`: how many copies, memsets and
+        tracked launches may be in flight at once on one stream and on the context before a call raises BusyError
+        (0: no bound). Shared by every runtime on the context. Needs a library of ABI 1.2."""
+        a = _capi.call("runtime_admission_get", _capi.AdmissionLimitsArgs(runtime=self.handle))
+        return (a.per_stream, a.per_context)
+
+    def set_admission_limits(self, per_stream: int, per_context: int) -> None:
+        """Sets the admission bounds of this runtime's context (every runtime on it shares them) for the operations
+        admitted from now on. 0 means no bound; above the defaults (64, 500), or unbounded, a call can block while the
+        driver's queue is full. A non-zero `per_stream` above a non-zero `per_context` raises InvalidArgumentError."""
+        per_stream = errors.check_int(per_stream, "set_admission_limits: per_stream", 0, 1 << 32)
+        per_context = errors.check_int(per_context, "set_admission_limits: per_context", 0, 1 << 32)
+        _capi.call("runtime_admission_set", _capi.AdmissionLimitsArgs(runtime=self.handle, per_stream=per_stream,
+                                                                      per_context=per_context))
 
     def __repr__(self):
         return f"<cuasync.Runtime device={self.device}>"
@@ -72,7 +95,18 @@ class Stream:
     """A cuasync stream: created (non-blocking) in a runtime, or a framework's stream adopted (`Stream.adopt`).
     Implements `__cuda_stream__`. Work issued on it inside a coroutine is awaitable."""
 
-    def __init__(self, runtime=None, priority=0, *, _native=None, _owner=None):
+    def __init__(self, runtime: Optional[Runtime] = None, priority: int = 0) -> None:
+        """A new non-blocking stream of `runtime` (default: device 0's shared runtime) at `priority`."""
+        self._init(runtime, priority, None, None)
+
+    @classmethod
+    def _wrap(cls, runtime, native, owner):
+        """A Stream over the native CUstream `native` (not created here), keeping `owner` alive with it."""
+        s = cls.__new__(cls)
+        s._init(runtime, 0, native, owner)
+        return s
+
+    def _init(self, runtime, priority, _native, _owner):
         if runtime is not None and not isinstance(runtime, Runtime):
             raise TypeError(f"Stream: runtime must be a cuasync.Runtime, not {type(runtime).__name__} ({runtime!r})")
         errors.check_int(priority, "Stream: priority", -(1 << 31), 1 << 31)
@@ -91,7 +125,7 @@ class Stream:
         self.context = n.context or 0
 
     @classmethod
-    def adopt(cls, obj, runtime=None):
+    def adopt(cls, obj: Any, runtime: Optional[Runtime] = None) -> Stream:
         """Wraps a framework's stream (anything `__cuda_stream__`, torch.cuda.Stream, cupy.cuda.Stream, an int
         CUstream). Its context is read from the stream. The default streams (0 or 1: the legacy one, PyTorch's and
         CuPy's default; 2: the per-thread one) belong to a context, so they are taken in `runtime`'s (default:
@@ -102,36 +136,36 @@ class Stream:
             key = 2 if handle == 2 else 1
             s = runtime._default_streams.get(key)
             if s is None:
-                s = runtime._default_streams[key] = cls(runtime, _native=key, _owner=key)
+                s = runtime._default_streams[key] = cls._wrap(runtime, key, key)
             return s
-        return cls(runtime, _native=handle, _owner=None if isinstance(obj, int) else obj)
+        return cls._wrap(runtime, handle, None if isinstance(obj, int) else obj)
 
     def __cuda_stream__(self):
         return (0, self.native)
 
-    def wait(self):
+    def wait(self) -> Any:
         """Completes when everything enqueued so far has completed: `await stream.wait()` in a coroutine (the event
         loop stays free); outside one, use synchronize()."""
         return _completion.issue(self, lambda: f"wait on {self!r}", lambda queue, token: _capi.call_code(
             "stream_wait", _capi.StreamWaitArgs(stream=self.handle, completion=_capi.Completion(queue, token))),
             keep=self)
 
-    def synchronize(self, timeout=None):
+    def synchronize(self, timeout: Optional[float] = None) -> None:
         """Blocks this thread until the stream's work so far has completed (raises its error)."""
         _completion.thread_waiter().wait_stream(self, timeout)
 
-    def record(self, wait_for_staging=True):
+    def record(self, wait_for_staging: bool = True) -> Event:
         """A pooled event recorded on the stream now. While a staged copy (a pageable copy above the staging
         threshold) is still enqueueing its chunks on the stream, no event can follow them yet: this waits, sleeping,
         until it has (like the driver's own pageable copy, which returns once the data is staged), or raises
         BusyError at once with `wait_for_staging=False`."""
         return Event(self, wait_for_staging)
 
-    def wait_event(self, event):
+    def wait_event(self, event: Event) -> None:
         """Makes this stream wait, on the device, for `event`."""
         _capi.call("event_wait", _capi.EventWaitArgs(event=event.handle, stream=self.handle))
 
-    def wait_stream(self, other, wait_for_staging=True):
+    def wait_stream(self, other: Stream, wait_for_staging: bool = True) -> None:
         """Makes this stream wait, on the device, for the work enqueued on `other` so far (see record() for a staged
         copy still enqueueing on `other`)."""
         self.wait_event(other.record(wait_for_staging))
@@ -154,7 +188,7 @@ class Stream:
 class Event:
     """A pooled, timing-disabled event recorded on a stream."""
 
-    def __init__(self, stream, wait_for_staging=True):
+    def __init__(self, stream: Stream, wait_for_staging: bool = True) -> None:
         args = _capi.EventRecordArgs(stream=stream.handle)
         backoff = _completion.BusyBackoff()
         while _capi.call_code("event_record", args) == errors.BUSY:  # a staged copy holds the stream
@@ -164,7 +198,7 @@ class Event:
         self.handle = args.event
         self.stream = stream
 
-    def query(self):
+    def query(self) -> bool:
         """True when the recorded work has completed (raises its error if it failed). Never blocks."""
         return bool(_capi.call("event_query", _capi.EventQueryArgs(event=self.handle)).done)
 

@@ -1,5 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Exceptions: one class per cuasync_error_code, each carrying the CUresult / nvrtcResult and cuasync's message
 (which names the call, the kernel, the stream and the device where it can)."""
+from __future__ import annotations
+
 import operator
 
 
@@ -13,7 +16,7 @@ class CuasyncError(Exception):
 
     code = INTERNAL
 
-    def __init__(self, message, cuda_result=0, nvrtc_result=0):
+    def __init__(self, message: str, cuda_result: int = 0, nvrtc_result: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.cuda_result = cuda_result
@@ -21,14 +24,17 @@ class CuasyncError(Exception):
 
 
 class InvalidArgumentError(CuasyncError, ValueError):
+    """Bad input, refused before it reached the GPU."""
     code = INVALID_ARGUMENT
 
 
 class StaleHandleError(CuasyncError):
+    """A handle that was destroyed, never created, or of another kind."""
     code = STALE_HANDLE
 
 
 class UnsupportedError(CuasyncError):
+    """An ABI version, field or feature this library does not have."""
     code = UNSUPPORTED
 
 
@@ -53,14 +59,17 @@ class CompileError(CuasyncError):
 
 
 class OutOfMemoryError(CuasyncError, MemoryError):
+    """Device or pinned host memory ran out."""
     code = OUT_OF_MEMORY
 
 
 class CancelledError(CuasyncError):
+    """A completion cancelled (its GPU work goes on)."""
     code = CANCELLED
 
 
 class InternalError(CuasyncError):
+    """A bug in cuasync: please report it with the message."""
     code = INTERNAL
 
 

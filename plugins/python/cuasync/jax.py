@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """JAX: cuasync JIT kernels inside `jax.jit`, through XLA's published FFI and nothing else (no build-time dependency).
 
 - `build_handler(cache_dir=None)`: compiles plugins/jax/cuasync_xla_ffi.cpp with the system C++ compiler against the
@@ -12,20 +13,17 @@
 jax is imported when these are used, so `import cuasync.jax` works without it.
 """
 import ctypes
-import hashlib
 import operator
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections import namedtuple
 
-from . import _capi, _jit, _runtime, errors
+from . import _capi, _jit, _plugin_build, _runtime, errors
 
 TARGET = "cuasync_kernel_call"
 _MARK = "cuasync XLA FFI handler"  # how every refusal of the handler begins (cuasync_xla_ffi.cpp)
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 KernelSpec = namedtuple("KernelSpec", "source name options", defaults=((),))
 KernelSpec.__doc__ = """A kernel by source: compiled (through cuasync's caches) for each local CUDA device."""
@@ -47,14 +45,8 @@ def _jax():
 # ---- building ------------------------------------------------------------------------------------------------------
 
 def _paths():
-    source = os.environ.get("CUASYNC_XLA_FFI_SOURCE") or os.path.join(_HERE, "..", "..", "jax", "cuasync_xla_ffi.cpp")
-    include = os.environ.get("CUASYNC_INCLUDE_DIR") or os.path.join(_HERE, "..", "..", "include")
-    source, include = os.path.normpath(source), os.path.normpath(include)
-    for what, path, var in (("the handler's source", source, "CUASYNC_XLA_FFI_SOURCE"),
-                            ("cuasync.h", os.path.join(include, "cuasync", "cuasync.h"), "CUASYNC_INCLUDE_DIR")):
-        if not os.path.isfile(path):
-            raise RegistrationError(f"{what} is not at {path}: set {var}")
-    return source, include
+    return _plugin_build.sources("cuasync_xla_ffi.cpp", "jax", "CUASYNC_XLA_FFI_SOURCE", "the handler's source",
+                                 RegistrationError)
 
 
 def _ffi_headers(jax_include):
@@ -76,9 +68,7 @@ def header_ffi_api_version(jax_include):
 
 
 def _default_cache_dir():
-    base = os.environ.get("CUASYNC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cuasync")
-    return os.path.join(base, "xla_ffi")
+    return os.path.join(_plugin_build.cache_root(), "xla_ffi")
 
 
 def _compile(jax, cache_dir):
@@ -89,27 +79,15 @@ def _compile(jax, cache_dir):
     cxx = shutil.which(os.environ.get("CXX", "c++"))
     if not cxx:
         raise RegistrationError(f"no C++ compiler ({os.environ.get('CXX', 'c++')}) to build the XLA FFI handler")
-    key = hashlib.sha256()
-    for path in [source, os.path.join(include, "cuasync", "cuasync.h")] + _ffi_headers(jax_include):
-        try:
-            with open(path, "rb") as f:
-                key.update(f.read())
-        except OSError as e:
-            raise RegistrationError(f"cannot build the XLA FFI handler: {e}") from e
-    key.update(f"{jax.__version__} {getattr(jaxlib, '__version__', '?')} {cxx}".encode())
-    os.makedirs(cache_dir, exist_ok=True)
-    out = os.path.join(cache_dir, f"cuasync_xla_ffi-{key.hexdigest()[:20]}.so")
+    key = _plugin_build.key_of([source, os.path.join(include, "cuasync", "cuasync.h")] + _ffi_headers(jax_include),
+                               f"{jax.__version__} {getattr(jaxlib, '__version__', '?')} {cxx}", RegistrationError,
+                               "the XLA FFI handler")
+    out = os.path.join(cache_dir, f"cuasync_xla_ffi-{key[:20]}.so")
     if os.path.exists(out):
         return out
-    tmp = f"{out}.{os.getpid()}.tmp"
-    cmd = [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-I" + jax_include, "-I" + include, source, "-o", tmp]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RegistrationError(f"building the XLA FFI handler failed: {' '.join(cmd)}: {e}") from e
-    if r.returncode != 0:
-        raise RegistrationError(f"building the XLA FFI handler failed ({' '.join(cmd)}):\n{r.stderr[-8000:]}")
-    os.replace(tmp, out)  # atomic: concurrent builders (pytest workers) each install a whole file
+    cmd = [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-I" + jax_include, "-I" + include, source, "-o",
+           _plugin_build.temporary(out)]
+    _plugin_build.compile_into(cmd, out, RegistrationError, "the XLA FFI handler", 600)
     return out
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch: cuasync kernels as `torch.library` custom ops on PyTorch's current stream.
 
 - `current_stream(device)`: PyTorch's current stream as a cuasync Stream (adopted once per torch stream; PyTorch's
@@ -7,13 +8,18 @@
   capture. Compile and load the kernel before a capture (`scale_add.warm_up()` for the op below).
 - `cuasync::scale_add(x, y, alpha) -> alpha * x + y`: a custom op backed by a cuasync JIT kernel, with a fake (meta)
   implementation and autograd, so it passes `torch.library.opcheck`, runs under `torch.compile(fullgraph=True)` and
-  in CUDA graphs. It is also the template for ops of your own.
+  in CUDA graphs. It is also the template for ops of your own. Two implementations, one schema: the C++ ops
+  (plugins/torch/cuasync_torch_ops.cpp: PyTorch's dispatcher calls C++ directly, near `torch.add`'s cost), built
+  against the running torch and cached, and the `torch.library.custom_op` fallback (Python dispatch per call).
+  `CUASYNC_TORCH_OPS` picks at import (auto: the C++ ops when already built for this torch; native; python);
+  `build_ops()` or `python -m cuasync.torch build` builds them; `implementation()` says which is in use.
 """
+import sys
 import threading
 
 import torch
 
-from . import _jit, _runtime
+from . import _jit, _log, _runtime, _torch_ops
 
 _streams = {}  # (device, CUstream) -> cuasync Stream: PyTorch's streams come from pools it never destroys
 _streams_lock = threading.Lock()
@@ -84,8 +90,7 @@ def _check(x, y):
         raise ValueError(f"cuasync::scale_add: devices {x.device} and {y.device}")
 
 
-@torch.library.custom_op("cuasync::scale_add", mutates_args=(), device_types="cuda")
-def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+def _scale_add_python(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
     """alpha * x + y, computed by a cuasync JIT kernel on PyTorch's current stream."""
     _check(x, y)
     x, y = x.contiguous(), y.contiguous()
@@ -98,7 +103,6 @@ def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
     return out
 
 
-@scale_add.register_fake
 def _scale_add_fake(x, y, alpha):
     _check(x, y)
     return torch.empty_like(x)
@@ -112,5 +116,58 @@ def _backward(ctx, grad):
     return grad * ctx.alpha, grad, None
 
 
-scale_add.register_autograd(_backward, setup_context=_setup_context)
-scale_add.warm_up = _SCALE_ADD.warm_up
+def _load_native():
+    """The C++ ops, as CUASYNC_TORCH_OPS asks (None: the Python op is to be defined)."""
+    m = _torch_ops.mode()
+    if m == "python":
+        return None
+    path = _torch_ops.build(torch) if m == "native" else _torch_ops.cached(torch)
+    if path is None:
+        return None
+    try:
+        return _torch_ops.NativeOps(torch, path)
+    except _torch_ops.BuildError as e:
+        if m == "native":
+            raise
+        _log.logger.warning("cuasync.torch: the cached C++ ops did not load (%s); using the Python custom op", e)
+        return None
+
+
+_native = _load_native()
+if _native is None:
+    scale_add = torch.library.custom_op("cuasync::scale_add", mutates_args=(), device_types="cuda")(_scale_add_python)
+    scale_add.register_fake(_scale_add_fake)
+    scale_add.register_autograd(_backward, setup_context=_setup_context)
+else:
+    scale_add = torch.ops.cuasync.scale_add  # the C++ op: Python only for tracing (fake) and autograd
+    torch.library.register_fake("cuasync::scale_add")(_scale_add_fake)
+    torch.library.register_autograd("cuasync::scale_add", _backward, setup_context=_setup_context)
+
+
+def implementation():
+    """"native" (the C++ ops) or "python" (the custom op): which one `torch.ops.cuasync.scale_add` runs."""
+    return "python" if _native is None else "native"
+
+
+def warm_up(device_index=None):
+    """Compiles and loads the op's kernel for a device now (before a CUDA graph capture, which must not compile)."""
+    device = torch.cuda.current_device() if device_index is None else device_index
+    if _native is None:
+        _SCALE_ADD.warm_up(device)
+    else:
+        _native.warm_up(device)
+
+
+scale_add.warm_up = warm_up
+
+
+def build_ops(cache_dir=None):
+    """Builds the C++ ops for the running torch into the cache (once; ~1 min) and returns the library's path. The
+    next process that imports cuasync.torch uses them (this one keeps the implementation it started with)."""
+    return _torch_ops.build(torch, cache_dir)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["build"]:
+        raise SystemExit("usage: python -m cuasync.torch build")
+    print(build_ops())

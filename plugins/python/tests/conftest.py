@@ -1,10 +1,13 @@
-"""pytest setup: the package from this repository, and a `gpu` marker for tests that need a CUDA device."""
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""pytest setup: the package from this repository (or, with CUASYNC_TEST_INSTALLED=1, the one the interpreter has
+installed: a wheel), and a `gpu` marker for tests that need a CUDA device."""
 import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+if os.environ.get("CUASYNC_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
 import cuasync  # noqa: E402
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """asyncio plumbing without a GPU: host completions through the C ABI's eventfd, on the default loop and on uvloop.
 The same queues carry GPU completions; tests/gpu/ repeats the loads with kernels."""
 import asyncio

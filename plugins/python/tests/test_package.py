@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The package without a GPU: loading the library, errors, argument checks, dtypes."""
 import ctypes
 import os
@@ -10,13 +11,13 @@ import cuasync
 from cuasync import _capi, _dtypes, _jit, errors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE_ROOT = os.path.dirname(HERE)
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cuasync.__file__)))  # the package under test
 
 
 def test_library_and_abi():
     assert os.path.exists(cuasync.library_path())
     major, minor = cuasync.abi_version()
-    assert major == 1 and minor >= 1, "this package declares the ABI 1.1 structs"
+    assert major == 1 and minor >= 2, "this package declares the ABI 1.2 structs"
     assert _capi.api().struct_size >= ctypes.sizeof(_capi.Api)
 
 
@@ -24,9 +25,25 @@ def test_struct_sizes_match_the_header():
     # The C header's sizes on x86-64, as tests/plugins/conformance.c prints them; a drift breaks every call.
     assert ctypes.sizeof(_capi.Completion) == 32
     assert ctypes.sizeof(_capi.CompletionRecord) == 16
-    assert ctypes.sizeof(_capi.LaunchArgs) == 112 and _capi.LaunchArgs.flags.offset == 104
-    assert _capi.KernelGetArgs.param_sizes_capacity.offset == 48 and ctypes.sizeof(_capi.KernelGetArgs) == 56
+    assert _capi.LaunchArgs.flags.offset == 104 and _capi.KernelGetArgs.param_sizes_capacity.offset == 48
     assert _capi.ImportDlpackArgs.released.offset == 56 and ctypes.sizeof(_capi.ImportDlpackArgs) == 88
+    # ABI 1.2 (plugins/c_api/src/api.cpp pins the same numbers)
+    assert ctypes.sizeof(_capi.LibraryVersionArgs) == 32 and _capi.LibraryVersionArgs.version.offset == 24
+    assert ctypes.sizeof(_capi.AdmissionLimitsArgs) == 24 and _capi.AdmissionLimitsArgs.per_context.offset == 20
+    assert _capi.CompileImageArgs.image.offset == 80 and _capi.CompileImageArgs.kind.offset == 104
+    assert _capi.CompileImageArgs.lowered_names.offset == 136 and ctypes.sizeof(_capi.CompileImageArgs) == 144
+    assert ctypes.sizeof(_capi.ImageDestroyArgs) == 16
+    assert _capi.LogSinkSetArgs.level.offset == 24 and ctypes.sizeof(_capi.LogSinkSetArgs) == 32  # 28 and padding
+    assert _capi.Api.library_version.offset == 256
+    # ABI 1.3
+    assert ctypes.sizeof(_capi.FlightRecorderSetArgs) == 32 and _capi.FlightRecorderSetArgs.signal.offset == 24
+    assert ctypes.sizeof(_capi.FlightRecorderDumpArgs) == 48 and _capi.FlightRecorderDumpArgs.size.offset == 40
+    assert _capi.Api.flight_recorder_set.offset == 256 + 6 * 8 and ctypes.sizeof(_capi.Api) == 256 + 8 * 8
+    # ABI 1.4: typed arguments (fields appended to two structs)
+    assert ctypes.sizeof(_capi.LaunchArgs) == 120 and _capi.LaunchArgs.arg_types.offset == 112
+    assert _capi.KernelGetArgs.param_types.offset == 56 and _capi.KernelGetArgs.param_types_capacity.offset == 64
+    assert _capi.KernelGetArgs.param_type_names.offset == 72 and _capi.KernelGetArgs.typed.offset == 80
+    assert ctypes.sizeof(_capi.KernelGetArgs) == 88  # 84 and padding
 
 
 def test_missing_library_is_a_clear_import_error():

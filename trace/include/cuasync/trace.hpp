@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Everything in the trace layer: the recorder, scoped labels and spans, the GPU clock map, the exporters
+//! @file
+//! Everything in the trace layer: the recorder, scoped labels and spans, the GPU clock map, the exporters
 //! (Chrome trace JSON and its reader, the HTML page), the overlap summary and the diagnostics. docs/tracing.md
 //! describes them.
 #include <cuasync/trace/chrome_json.hpp>

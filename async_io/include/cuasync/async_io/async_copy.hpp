@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_copy`: copy between host and device memory (or device and device) and await its completion:
+//! @file
+//! `async_copy`: copy between host and device memory (or device and device) and await its completion:
 //! `co_await async_copy(stream, dst, src)`, optionally with a keep-alive and any completion token as the last
 //! arguments (`async_copy(s, dst, src, owner, use_future)`).
 //!
@@ -24,6 +26,7 @@
 //!   operation completes at once with `operation_canceled`.
 
 #include <cuasync/async_io/detail/copy_work.hpp>
+#include <cuasync/engine/work_key.hpp>
 #include <cuasync/async_io/detail/initiate.hpp>
 
 #include <cuasync/driver/launch.hpp>
@@ -44,11 +47,14 @@ struct copy_starter {
   copy_work work;
   std::shared_ptr<void> keep_alive;
   void operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h, wait_hints hints) && {
-    if (work.staging)
+    if (work.staging) {
       svc.start_task(std::move(ex), s, task_ref::of(work), std::move(keep_alive), std::move(h), hints);
-    else
+    } else {
+      // Copies of one size between the same kinds of memory take alike.
+      hints.work_key = copy_work_key((work.dst.host ? 1u : 0u) | (work.src.host ? 2u : 0u), work.bytes);
       svc.start_operation(std::move(ex), s, enqueue_ref::of(work), std::move(keep_alive), std::move(h), hints,
                           work.where);
+    }
   }
 };
 

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_copy_peer`: an awaitable copy between two devices' tracked buffers (`cuMemcpyPeerAsync`, peer access
+//! @file
+//! `async_copy_peer`: an awaitable copy between two devices' tracked buffers (`cuMemcpyPeerAsync`, peer access
 //! enabled on demand; runtime/peer.hpp): `co_await async_copy_peer(stream, dst, src)`, or any completion token last.
 //!
 //! - `stream` may be on either buffer's device (the copy engines of that device do the work). It first waits, on

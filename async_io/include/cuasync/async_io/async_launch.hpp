@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_launch`: launch a kernel and await its completion: `co_await async_launch(stream, kernel, config,
+//! @file
+//! `async_launch`: launch a kernel and await its completion: `co_await async_launch(stream, kernel, config,
 //! args...)`, or with any completion token as the last argument (`async_launch(s, k, cfg, x, n, use_future)`).
 //!
 //! - Arguments are checked against the kernel's parameters, and the configuration against the device's limits, in
@@ -17,6 +19,8 @@
 //!   the operation completes at once.
 
 #include <cuasync/async_io/detail/initiate.hpp>
+
+#include <cuasync/engine/work_key.hpp>
 
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/runtime/launch.hpp>
@@ -58,6 +62,8 @@ struct launch_work {
         },
         args);
   }
+  //! Launches of one function and shape are predicted to take as long as the last ones.
+  std::uint64_t work_key() const noexcept { return launch_work_key(kernel.get(), config); }
 };
 
 template <class Token, class... A>

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_run`: the slot pipeline (runtime/slot_pipeline.hpp, seed §9, §16) driven from a coroutine. The same
+//! @file
+//! `async_run`: the slot pipeline (runtime/slot_pipeline.hpp) driven from a coroutine. The same
 //! stages as `slot_pipeline::run`, but the thread that drives it never waits for the GPU: a slot's previous batch is
 //! awaited (its done event, through the completion engine), then postprocessed, then the slot is refilled. `pre` and
 //! `post` run on the coroutine's executor (the io thread), between other handlers; GPU stages overlap across slots.

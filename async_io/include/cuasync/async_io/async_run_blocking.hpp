@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_run_blocking`: run blocking CPU work (an NVRTC compile, file I/O) on a thread pool and complete on the
+//! @file
+//! `async_run_blocking`: run blocking CPU work (an NVRTC compile, file I/O) on a thread pool and complete on the
 //! handler's executor, so an Asio thread never blocks. `async_compile` is this with a compile function.
 //!
 //! Completion signature `void(std::exception_ptr, R)` (`void(std::exception_ptr)` when `R` is void): the exception

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `async_wait`: completion of GPU work (an event, or everything enqueued on a stream so far) as an Asio
+//! @file
+//! `async_wait`: completion of GPU work (an event, or everything enqueued on a stream so far) as an Asio
 //! asynchronous operation, so a coroutine `co_await`s a kernel without blocking a thread.
 //!
 //! - Completion signature `void(std::error_code)`: empty when the work completed; the `CUresult` (`cu_category()`)

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `completion_service`: the Asio front-end of the completion engine, one per execution context. Every
+//! @file
+//! `completion_service`: the Asio front-end of the completion engine, one per execution context. Every
 //! `async_wait`, `async_launch` and `async_copy` starts here: the service attaches the operation to the engine's
 //! FIFOs (engine/completion_queues.hpp: one per stream, searched with one query of finished work per stream and
 //! pass), decides who polls, and hands completions to the operations' executors.
@@ -52,6 +54,7 @@ struct wait_hints {
   bool handler_on_io = false;      //!< its associated executor is the I/O executor (one work guard, no re-dispatch)
   bool default_allocator = false;  //!< it has no allocator of its own (the state is recycled per thread)
   std::source_location where{};    //!< the awaiting caller's line, when known (the trace's name, the error's line)
+  std::uint64_t work_key = 0;      //!< what the work is (wait_target::work_key); 0: unknown, not predicted
 };
 //! The work an operation enqueues on its stream (a launch, a copy), not owned: called at once when the operation is
 //! admitted at once, or copied into a `std::function` when it has to wait for admission. Throws `cuda_error`.

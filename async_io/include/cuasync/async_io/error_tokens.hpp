@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file How completion tokens treat the `void(std::error_code)` signature of every async_io operation.
+//! @file
+//! How completion tokens treat the `void(std::error_code)` signature of every async_io operation.
 //!
 //! Asio raises a failed `boost::system::error_code` as an exception for `use_awaitable` and `use_future`, and
 //! `redirect_error` stores it; for `std::error_code` it has no such rules (the code would be returned as a value,

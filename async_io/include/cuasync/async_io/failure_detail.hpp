@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `failure_detail()`: the whole story of the failure a completion handler is called with. A handler's
+//! @file
+//! `failure_detail()`: the whole story of the failure a completion handler is called with. A handler's
 //! signature carries only a `std::error_code`; the description — a `cuda_error` that names the failed driver call
 //! (`cuMemcpyAsync`, `cuLaunchKernelEx`, ...), the stream, the device and the caller's line, or for GPU work that
 //! faulted the stream it was awaited on and whether the context is lost — is there while the handler runs.

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `io_watchdog`: debug mode for io threads. A thread of its own posts a heartbeat handler to each watched
+//! @file
+//! `io_watchdog`: debug mode for io threads. A thread of its own posts a heartbeat handler to each watched
 //! executor every threshold / 4; when one is overdue by more than the threshold, the thread that runs that executor is
 //! stuck in a handler, and the watchdog reports it once per stall — with the driver call the thread is blocked in
 //! (`cuMemFree`, a synchronize, a pageable copy: every `trace::host_call`), since when, the caller's source location

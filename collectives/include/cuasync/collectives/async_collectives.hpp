@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Awaitable collectives: `co_await async_all_reduce(comm, send, recv, type, op, stream)`, or any completion
+//! @file
+//! Awaitable collectives: `co_await async_all_reduce(comm, send, recv, type, op, stream)`, or any completion
 //! token as the last argument (`use_future`, callbacks, `as_tuple`, ...). Needs `cuasync::async_io` (Boost.Asio).
 //!
 //! - The collective is enqueued in the call, not when the operation starts: every rank must issue its collectives

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Completion of collectives through the completion engine. A wait is a pooled event recorded on the stream
+//! @file
+//! Completion of collectives through the completion engine. A wait is a pooled event recorded on the stream
 //! after the collective; while it is pending, each poll also asks NCCL for the fault domain's asynchronous errors
 //! (`ncclCommGetAsyncError`, a read of a flag). A fault — NCCL's error, a device error in the event, or the
 //! communicator's timeout — aborts every communicator of the domain (`ncclCommAbort`, so ranks spinning in a kernel

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Collectives and point-to-point transfers enqueued on cuasync streams. Each call checks its arguments (sizes
+//! @file
+//! Collectives and point-to-point transfers enqueued on cuasync streams. Each call checks its arguments (sizes
 //! against the element type and the communicator's size, the stream's device) before NCCL sees them, then only
 //! enqueues: it returns once NCCL has queued the work (inside a `group`, once the group ends). To learn that it is
 //! done, await it (async_collectives.hpp) or wait for the stream.

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file NCCL communicators, owned. Two ways to make them, as NCCL has:
+//! @file
+//! NCCL communicators, owned. Two ways to make them, as NCCL has:
 //! - one process driving several GPUs: `communicator::init_all({0, 1})` (`ncclCommInitAll`), one per device;
 //! - one process per GPU (how PyTorch and JAX run): rank 0 makes a `unique_id`, the application hands its 128 bytes
 //!   to every other rank (`unique_id_exchange.hpp` has a helper for a local Unix socket; across nodes, the

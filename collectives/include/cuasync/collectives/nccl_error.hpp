@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file NCCL's errors as cuasync errors: `nccl_category()` for `ncclResult_t` values (so they travel through
+//! @file
+//! NCCL's errors as cuasync errors: `nccl_category()` for `ncclResult_t` values (so they travel through
 //! completions as `std::error_code`s like `CUresult`s), and the loader's typed errors, all `cuda_error`s.
 
 #include <cuasync/driver/error.hpp>

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Handing rank 0's `unique_id` to the other ranks of one host over a Unix socket: a helper for one process per
+//! @file
+//! Handing rank 0's `unique_id` to the other ranks of one host over a Unix socket: a helper for one process per
 //! GPU on one machine. Across nodes the application uses its own bootstrap (a launcher's key-value store, MPI, a TCP
 //! rendezvous): the id is 128 plain bytes.
 //!

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Contexts: the device's primary context (retained with RAII), foreign contexts adopted without ownership,
+//! @file
+//! Contexts: the device's primary context (retained with RAII), foreign contexts adopted without ownership,
 //! and the guard that every entry point uses to make an object's context current only when it is not.
 
 #include <cuasync/driver/detail/driver_api.hpp>
@@ -34,7 +36,7 @@ class context_ref {
   }
   explicit operator bool() const noexcept { return ctx_ != nullptr; }
 
-  //! Host-blocking: waits for all work of every stream in the context. A sledgehammer (seed §7): prefer waiting on
+  //! Host-blocking: waits for all work of every stream in the context. A sledgehammer: prefer waiting on
   //! a stream or an event. Reports a failure that an earlier destructor deferred. @throws cuda_error
   void synchronize(std::source_location where = std::source_location::current()) const;
   //! {least, greatest} stream priority (greatest is numerically smaller).

@@ -1,11 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Copies and memsets, all enqueued on a stream. Sizes and ranges are checked before anything is enqueued:
+//! @file
+//! Copies and memsets, all enqueued on a stream. Sizes and ranges are checked before anything is enqueued:
 //! a zero-size copy, a copy that does not fit its destination, an overlapping device-to-device copy and a null
 //! pointer are `cuda_error(CUDA_ERROR_INVALID_VALUE)`s that name the sizes and the stream.
 //!
 //! Host memory must stay valid (and, for a device-to-host copy, unread) until the copy completes: the call returns
-//! when the copy is enqueued, not when it is done (seed §2, §15.2). Pageable host memory makes the copy staged and
-//! partly synchronous (seed §8): use pinned memory or runtime/'s staged copies.
+//! when the copy is enqueued, not when it is done. Pageable host memory makes the copy staged and
+//! partly synchronous: use pinned memory or runtime/'s staged copies.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/device_span.hpp>

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file CUDA devices: enumeration, identity and the attributes a framework needs.
+//! @file
+//! CUDA devices: enumeration, identity and the attributes a framework needs.
 
 #include <cuasync/driver/error.hpp>
 
@@ -21,7 +23,7 @@ struct device_properties {
   std::string pci_bus_id;  //!< `0000:3b:00.0`
   std::size_t total_memory = 0;
   int multiprocessor_count = 0;
-  int async_engine_count = 0;  //!< copy engines: how many copies can run beside kernels (seed §8.1)
+  int async_engine_count = 0;  //!< copy engines: how many copies can run beside kernels
   bool concurrent_kernels = false;
   bool memory_pools_supported = false;
   bool unified_addressing = false;

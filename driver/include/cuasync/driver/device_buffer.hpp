@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `device_buffer`: device memory from `cuMemAlloc`. Allocation and freeing synchronise the device and cost
-//! ~60 µs: use `memory_pool` (stream-ordered, ~1 µs) on hot paths (seed §10).
+//! @file
+//! `device_buffer`: device memory from `cuMemAlloc`. Allocation and freeing synchronise the device and cost
+//! ~60 µs: use `memory_pool` (stream-ordered, ~1 µs) on hot paths.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/device_span.hpp>

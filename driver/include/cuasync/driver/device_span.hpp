@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `device_span`: a range of device memory (address and size), what copies and memsets take so that their
+//! @file
+//! `device_span`: a range of device memory (address and size), what copies and memsets take so that their
 //! sizes can be checked before anything reaches the GPU.
 
 #include <cuasync/driver/error.hpp>

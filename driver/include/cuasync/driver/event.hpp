@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Events: `event_ref` (non-owning) and `event` (owning, move-only). Timing is disabled unless asked for:
-//! timing events cost more to record and query (seed §6.3).
+//! @file
+//! Events: `event_ref` (non-owning) and `event` (owning, move-only). Timing is disabled unless asked for:
+//! timing events cost more to record and query.
 
 #include <cuasync/driver/stream.hpp>
 
@@ -11,7 +13,7 @@ namespace cuasync {
 
 //! Options for `event::create`.
 struct event_options {
-  bool timing = false;         //!< allow `elapsed_ms`; costs more (seed §6.3)
+  bool timing = false;         //!< allow `elapsed_ms`; costs more to record and query
   bool blocking_sync = false;  //!< `synchronize()` sleeps instead of spinning
   bool interprocess = false;   //!< shareable with `cuIpcGetEventHandle` (needs timing off)
 };

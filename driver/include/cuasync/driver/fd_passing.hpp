@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Passing a file descriptor to another process over a connected Unix socket (`SCM_RIGHTS`), with a payload
+//! @file
+//! Passing a file descriptor to another process over a connected Unix socket (`SCM_RIGHTS`), with a payload
 //! that says what it is (for exported device memory: its size and device). The receiver gets its own descriptor of
 //! the same open file; the sender keeps and closes its own.
 

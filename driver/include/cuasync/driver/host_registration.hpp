@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `host_registration`: pins existing host memory (`cuMemHostRegister`) for as long as the object lives.
+//! @file
+//! `host_registration`: pins existing host memory (`cuMemHostRegister`) for as long as the object lives.
 //! Registration is expensive (≈10–12 ms for 256 MiB on the H200): do it once for long-lived buffers, never per copy.
 
 #include <cuasync/driver/context.hpp>

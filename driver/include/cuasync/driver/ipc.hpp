@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Device memory and events shared between processes on one host (one process per GPU, as PyTorch and JAX
+//! @file
+//! Device memory and events shared between processes on one host (one process per GPU, as PyTorch and JAX
 //! run), with the driver's legacy IPC handles: the exporter turns a `cuMemAlloc` allocation (`device_buffer`) or an
 //! interprocess event (`event_options::interprocess`) into a handle of plain bytes, the application carries the
 //! bytes to the other process (a Unix socket, a pipe, shared memory), and the importer opens them.

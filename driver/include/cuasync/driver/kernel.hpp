@@ -1,8 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `kernel_ref`: a kernel of a loaded module, with its parameter layout (`cuFuncGetParamInfo`) and the device's
+//! @file
+//! `kernel_ref`: a kernel of a loaded module, with its parameter layout (`cuFuncGetParamInfo`) and the device's
 //! launch limits read once when it is looked up, so launches check their arguments without extra driver calls.
 
 #include <cuasync/driver/context.hpp>
+#include <cuasync/driver/kernel_signature.hpp>
 
 #include <cstddef>
 #include <string>
@@ -24,6 +27,13 @@ struct kernel_info {
   std::vector<kernel_param> params;
   const device_properties* device = nullptr;  //!< the limits launches are checked against
   int max_threads_per_block = 0;               //!< this kernel's limit (registers may lower it)
+  //! The image's code for this kernel waits on the grid it depends on (`griddepcontrol.wait`), so a programmatic
+  //! dependent launch of it is safe (`launch_config::dependent_launch`).
+  bool waits_on_grid_dependency = false;
+  //! Each parameter's type, decoded from a mangled name (`kernel_signature.hpp`); empty for an `extern "C"` kernel
+  //! or a name the decoder does not read: then only sizes are checked.
+  std::vector<type_code> param_types;
+  std::vector<std::string> param_type_names;  //!< their C++ spellings, for messages
 };
 //! The parameter layout of `f` if it is a kernel of a module cuasync loaded (and has not unloaded), else nullptr:
 //! lets code that holds only the CUfunction (a captured graph's kernel node) check arguments without probing the
@@ -45,6 +55,14 @@ class kernel_ref {
   context_ref context() const noexcept { return or_empty().ctx; }
   //! Parameter count and sizes as the driver reports them.
   const std::vector<detail::kernel_param>& params() const noexcept { return or_empty().params; }
+  //! True when the module image's code for this kernel waits on the grid it depends on (PTX `griddepcontrol.wait`,
+  //! or the instruction it compiles to in a CUBIN for sm_90 to sm_12x): the condition for a programmatic dependent
+  //! launch (`launch_config::dependent_launch`). False for an image that does not say (a compressed fatbin entry).
+  bool waits_on_grid_dependency() const noexcept { return or_empty().waits_on_grid_dependency; }
+  //! Parameter types decoded from the kernel's mangled name; empty when it has none (`extern "C"`).
+  const std::vector<type_code>& param_types() const noexcept { return or_empty().param_types; }
+  //! Their C++ spellings ("const float*"), as `param_types`.
+  const std::vector<std::string>& param_type_names() const noexcept { return or_empty().param_type_names; }
   //! What a launch checks. Only for a non-empty kernel_ref (launches check: `detail::launched_kernel`).
   const detail::kernel_info& info() const noexcept { return *info_; }
   explicit operator bool() const noexcept { return info_ != nullptr; }

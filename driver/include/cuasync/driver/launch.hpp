@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Kernel launches through `cuLaunchKernelEx`. `launch(stream, kernel, config, args...)` checks, before
+//! @file
+//! Kernel launches through `cuLaunchKernelEx`. `launch(stream, kernel, config, args...)` checks, before
 //! anything is enqueued, the argument count and every argument's size against the kernel's parameters
 //! (`cuFuncGetParamInfo`, read once per kernel) and the configuration against the device's limits. All checks are
 //! compares against cached values: no extra driver call on the hot path.
@@ -30,6 +32,13 @@ struct launch_config {
   std::optional<dims> cluster;       //!< thread block cluster dimensions (compute capability ≥ 9.0)
   bool cooperative = false;          //!< grid-wide synchronisation (all blocks resident)
   std::optional<int> priority;       //!< per-launch priority, overriding the stream's
+  //! Programmatic dependent launch (PDL, compute capability 9.0+): the kernel may start while the previous kernel on
+  //! the stream still runs (once that one triggers, `griddepcontrol.launch_dependents`, or ends), hiding the launch
+  //! gap of a chain of short kernels. Safe only for a kernel that waits for its predecessor's results
+  //! (`griddepcontrol.wait` / `cudaGridDependencySynchronize()`) before reading them, so cuasync sets the driver's
+  //! programmatic-stream-serialization attribute only when the kernel's image holds that wait
+  //! (`kernel_ref::waits_on_grid_dependency()`); any other kernel is launched in plain stream order.
+  bool dependent_launch = false;
 };
 
 namespace detail {
@@ -44,11 +53,18 @@ inline const kernel_info& launched_kernel(kernel_ref k, const char* api, stream_
 [[noreturn]] void throw_argument_count(const kernel_info& k, std::size_t given, stream_ref s, std::source_location w);
 [[noreturn]] void throw_argument_size(const kernel_info& k, std::size_t index, std::size_t given, stream_ref s,
                                       std::source_location w);
+//! Throws unless an argument of type `given` may be passed for parameter `index` of `k` (`compatible`): reached only
+//! when the codes differ.
+void check_argument_type(const kernel_info& k, std::size_t index, type_code given, stream_ref s,
+                         std::source_location w);
 [[noreturn]] void throw_bad_config(const kernel_info& k, const launch_config& c, stream_ref s, std::string what,
                                    std::source_location w);
 [[noreturn]] void throw_launch(CUresult r, const kernel_info& k, const launch_config& c, stream_ref s,
                                std::source_location w);
 void check_config_slow(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location w);
+//! The device's and kernel's limits alone (`s`, which may be empty, only names the stream in the message): for a
+//! configuration that is not launched on a stream now (a graph's kernel node). @throws cuda_error
+void check_config_limits(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location w);
 
 //! True when the whole configuration is surely within the kernel's and device's limits (the common case);
 //! otherwise `check_config_slow` finds out which limit is broken and throws.
@@ -65,8 +81,12 @@ inline bool config_fits(const kernel_info& k, const launch_config& c) noexcept {
 //! The launch itself, checks done, uninstrumented.
 inline void launch_unhooked(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
                             std::source_location where) {
-  CUlaunchAttribute attrs[3];
+  CUlaunchAttribute attrs[4];
   unsigned n = 0;
+  if (c.dependent_launch && k.waits_on_grid_dependency) [[unlikely]] {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
   if (c.cooperative) [[unlikely]] {
     attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attrs[n++].value.cooperative = 1;
@@ -103,7 +123,8 @@ inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_con
 }  // namespace detail
 
 namespace detail {
-//! Checks the argument count and sizes of a launch of `k` with arguments of types `Args` (compares only).
+//! Checks the argument count and sizes of a launch of `k` with arguments of types `Args`, and their types where the
+//! kernel's are known (compares only).
 template <class... Args>
 void check_arguments(const kernel_info& k, stream_ref s, std::source_location where) {
   if (k.params.size() != sizeof...(Args)) [[unlikely]]
@@ -112,6 +133,11 @@ void check_arguments(const kernel_info& k, stream_ref s, std::source_location wh
     constexpr std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
     for (std::size_t i = 0; i < sizes.size(); ++i)
       if (k.params[i].size != sizes[i]) [[unlikely]] throw_argument_size(k, i, sizes[i], s, where);
+    if (!k.param_types.empty()) {  // a C++ kernel: its types are known, one compare per argument
+      constexpr std::array<type_code, sizeof...(Args)> types{type_code_of<Args>()...};
+      for (std::size_t i = 0; i < types.size(); ++i)
+        if (k.param_types[i] != types[i]) [[unlikely]] check_argument_type(k, i, types[i], s, where);
+    }
   }
 }
 //! Everything `launch` checks before enqueuing, without enqueuing: for launches enqueued later (async_io's
@@ -129,9 +155,12 @@ template <class T>
 concept kernel_argument = std::is_trivially_copyable_v<T> && !requires { typename T::is_tracked_access; };
 
 //! Enqueues `kernel<<<config>>>(args...)` on `s`. Each argument is passed by value, byte for byte: its type's size
-//! must equal the kernel parameter's (pass `int` for `int`, a pointer or `CUdeviceptr` for a pointer).
-//! @throws cuda_error before enqueuing when the count or a size does not match (naming the kernel, the parameter
-//! index and both sizes), when the configuration exceeds a limit, when the stream and kernel belong to different
+//! must equal the kernel parameter's (pass `int` for `int`, a pointer or `CUdeviceptr` for a pointer). For a C++
+//! kernel (a mangled name: a name expression, or the symbol itself) each argument's type must also fit the
+//! parameter's (`compatible` in kernel_signature.hpp): a `double*` for a `float*`, or an `int` for a `float`, is
+//! refused.
+//! @throws cuda_error before enqueuing when the count, a size or a type does not match (naming the kernel, the
+//! parameter index and both sizes or types), when the configuration exceeds a limit, when the stream and kernel belong to different
 //! contexts or either is empty; and with the driver's error if the launch itself fails.
 template <kernel_argument... Args>
 void launch(located_stream ls, kernel_ref kernel, const launch_config& config, const Args&... args) {

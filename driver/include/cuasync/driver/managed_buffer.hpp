@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `managed_buffer`: unified (managed) memory with `prefetch_async` and advice (seed §12.3). Without a
-//! prefetch, first touches on the GPU page-fault and migrate page by page.
+//! @file
+//! `managed_buffer`: unified (managed) memory with `prefetch_async` and advice (managed memory still needs its
+//! prefetches and waits). Without a prefetch, first touches on the GPU page-fault and migrate page by page.
 
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/stream.hpp>

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Memory pools: stream-ordered allocation (`cuMemAllocFromPoolAsync` / `cuMemFreeAsync`, ≈1 µs against
-//! ≈60 µs for `cuMemAlloc` + free on the H200; seed §10). `memory_pool_ref` for the device's default pool or a
+//! @file
+//! Memory pools: stream-ordered allocation (`cuMemAllocFromPoolAsync` / `cuMemFreeAsync`, ≈1 µs against
+//! ≈60 µs for `cuMemAlloc` + free on the H200). `memory_pool_ref` for the device's default pool or a
 //! foreign pool, `memory_pool` for created pools, `pool_buffer` for an allocation freed in stream order.
 
 #include <cuasync/driver/device_span.hpp>

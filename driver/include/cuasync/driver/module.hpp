@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Modules: code loaded into a context from CUBIN, PTX or fatbin bytes or a file. PTX is compiled by the
+//! @file
+//! Modules: code loaded into a context from CUBIN, PTX or fatbin bytes or a file. PTX is compiled by the
 //! driver's JIT at load time (up to ~110 ms); a PTX that fails to JIT reports the driver's JIT log.
 
 #include <cuasync/driver/kernel.hpp>

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `pinned_buffer`: page-locked host memory (`cuMemHostAlloc`), the only host memory that asynchronous copies
-//! read and write without an extra staging copy (seed §8). Allocation is slow: pool it (runtime/).
+//! @file
+//! `pinned_buffer`: page-locked host memory (`cuMemHostAlloc`), the only host memory that asynchronous copies
+//! read and write without an extra staging copy. Allocation is slow: pool it (runtime/).
 
 #include <cuasync/driver/context.hpp>
 
@@ -11,7 +13,7 @@
 namespace cuasync {
 
 //! Owned pinned host memory, mapped into every context's address space (portable, device-mapped). Move-only.
-//! It must outlive every copy that reads or writes it (seed §12.1).
+//! It must outlive every copy that reads or writes it.
 class pinned_buffer {
  public:
   pinned_buffer() = default;

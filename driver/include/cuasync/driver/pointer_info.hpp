@@ -1,13 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file What the driver knows about a pointer: pinned or pageable host memory, device or managed memory. Later
-//! layers use it to diagnose pageable memory passed to an asynchronous copy (seed §8).
+//! @file
+//! What the driver knows about a pointer: pinned or pageable host memory, device or managed memory. Later
+//! layers use it to diagnose pageable memory passed to an asynchronous copy.
 
 #include <cuasync/driver/error.hpp>
 
 namespace cuasync {
 
 enum class memory_kind {
-  pageable_host,  //!< ordinary host memory: asynchronous copies from it are staged and synchronous (seed §8)
+  pageable_host,  //!< ordinary host memory: asynchronous copies from it are staged and synchronous
   pinned_host,    //!< cuMemHostAlloc or registered memory
   device,         //!< device memory
   managed,        //!< cuMemAllocManaged

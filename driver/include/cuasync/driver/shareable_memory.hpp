@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Device memory shared between processes through a POSIX file descriptor (the driver's virtual memory
+//! @file
+//! Device memory shared between processes through a POSIX file descriptor (the driver's virtual memory
 //! management, VMM): the exporter makes a `shareable_allocation` (`cuMemCreate` with the POSIX fd handle type, mapped
 //! at an address range of its own), exports it as a file descriptor, and sends the descriptor to the other process
 //! over a Unix socket (`send_fd`, fd_passing.hpp); the importer maps it with `shareable_mapping::open`.

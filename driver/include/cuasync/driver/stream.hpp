@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Streams: `stream_ref` (non-owning; adopts a framework's CUstream) and `stream` (owning, move-only).
-//! Streams are non-blocking by default: the legacy default stream is never used implicitly (seed §5).
+//! @file
+//! Streams: `stream_ref` (non-owning; adopts a framework's CUstream) and `stream` (owning, move-only).
+//! Streams are non-blocking by default: the legacy default stream is never used implicitly (it serializes with every
+//! blocking stream).
 
 #include <cuasync/driver/context.hpp>
 
@@ -14,10 +17,10 @@ class event_ref;
 
 //! Options for `stream::create`.
 struct stream_options {
-  //! `CU_STREAM_NON_BLOCKING`: no implicit synchronisation with the legacy default stream (seed §5).
+  //! `CU_STREAM_NON_BLOCKING`: no implicit synchronisation with the legacy default stream.
   bool non_blocking = true;
   //! Lower numbers are higher priority; see `context_ref::stream_priority_range()`. A hint to the scheduler
-  //! (seed §4.4), clamped by the driver to the valid range.
+  //! (hints, not preemption), clamped by the driver to the valid range.
   int priority = 0;
 };
 
@@ -29,7 +32,7 @@ class stream_ref {
 
   //! Adopts a stream created elsewhere (raw `cuStreamCreate`, PyTorch's `current_stream().cuda_stream`), without
   //! ownership; its context is queried. The legacy default stream (null) is refused: it serialises with every
-  //! blocking stream (seed §5); pass `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
+  //! blocking stream; pass `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
   static stream_ref adopt(CUstream s, std::source_location where = std::source_location::current());
 
   CUstream get() const noexcept { return stream_; }

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `unique_fd`: an owned POSIX file descriptor, closed when its owner is destroyed (sockets, exported memory).
+//! @file
+//! `unique_fd`: an owned POSIX file descriptor, closed when its owner is destroyed (sockets, exported memory).
 
 #include <unistd.h>
 

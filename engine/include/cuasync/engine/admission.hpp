@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Admission: bounds on the awaited operations in flight, so that enqueueing one never blocks the calling thread.
+//! @file
+//! Admission: bounds on the awaited operations in flight, so that enqueueing one never blocks the calling thread.
 //!
 //! The driver accepts a bounded amount of work on a hardware queue ("connection"): measured on the H200 with driver
 //! 580 (bench/async_io/queue_depth_probe.cpp), 1,021 launches or copies per connection, shared by the streams mapped
@@ -53,7 +55,8 @@ class admission_ticket {
       : pool_(std::move(o.pool_)),
         stream_key_(o.stream_key_),
         stream_(o.stream_),
-        hold_(std::exchange(o.hold_, false)) {}
+        hold_(std::exchange(o.hold_, false)),
+        granted_(std::exchange(o.granted_, false)) {}
   admission_ticket& operator=(admission_ticket&& o) noexcept {
     if (this != &o) {
       reset();
@@ -61,6 +64,7 @@ class admission_ticket {
       stream_key_ = o.stream_key_;
       stream_ = o.stream_;
       hold_ = std::exchange(o.hold_, false);
+      granted_ = std::exchange(o.granted_, false);
     }
     return *this;
   }
@@ -84,14 +88,18 @@ class admission_ticket {
   std::uint64_t stream_key_ = 0;
   CUstream stream_ = nullptr;  // the handle of the stream admitted on: a free check that record() is given that one
   bool hold_ = false;
+  // Granted to a waiter and its work not enqueued yet: until it is (its record) or the place is given back, no
+  // operation may take the stream's fast path past it (stream_state::granted).
+  bool granted_ = false;
 };
 
 //! An operation waiting for admission. Derive from it; it must stay alive until `admitted` is called or a cancel
 //! succeeds.
 class admission_waiter {
  public:
-  //! Called once, with the reserved place, on the thread that made room (the one that saw an earlier operation
-  //! complete): enqueue the work there, without blocking. Must not throw.
+  //! Called once, with the reserved place, on a thread that made room (one that saw an earlier operation complete):
+  //! enqueue the work there, without blocking. Must not throw. Waiters are called in the order their places were
+  //! granted (a stream's in arrival order), one thread at a time.
   virtual void admitted(admission_ticket ticket) noexcept = 0;
 
  protected:

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `completion_callbacks`: the engine's own front-end. A callback object is called when its token is done,
+//! @file
+//! `completion_callbacks`: the engine's own front-end. A callback object is called when its token is done,
 //! on the poller thread (or on a thread that calls `poll_once`). It serves the work inside cuasync that must learn of
 //! GPU completion without an Asio executor and without blocking a thread: staged-copy chunks, waits of the synchronous
 //! APIs, and (once it exists) the C ABI.

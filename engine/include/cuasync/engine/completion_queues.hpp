@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `completion_queues`: the core of the completion engine, with no Asio and no CUDA in it. Waits join one FIFO
+//! @file
+//! `completion_queues`: the core of the completion engine, with no Asio and no CUDA in it. Waits join one FIFO
 //! per queue (a stream); a poll pass asks the FIFOs' sources about their tokens and hands back the waits that are
 //! done. Front-ends (async_io's Asio service, the engine's callbacks, the C ABI) attach their operations to it and
 //! deliver the completions their own way.
@@ -17,6 +19,7 @@
 //! faulted context can make another stream's event read as complete).
 
 #include <cuasync/engine/completion_source.hpp>
+#include <cuasync/engine/duration_predictor.hpp>
 #include <cuasync/engine/poll_policy.hpp>
 
 #include <atomic>
@@ -26,6 +29,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +48,13 @@ struct wait_target {
   //! token is done, every token of the same queue with a smaller nonzero order is done too (events recorded on one
   //! CUstream, in recording order). FIFOs are kept sorted by it.
   std::uint64_t order = 0;
+  //! 0: unknown. Otherwise what the work is (engine/duration_predictor.hpp: a hash of a launch's function, grid,
+  //! block and shared memory, a copy's kind and size): waits with the same key are predicted to take as long as the
+  //! last ones did.
+  std::uint64_t work_key = 0;
+  //! When the work was issued (completion_queues::now_ns()); its start is taken as the later of this and the time
+  //! the wait before it in the queue was seen done. 0: the time of `add`.
+  long long issue_ns = 0;
 };
 
 namespace detail {
@@ -72,6 +83,7 @@ struct completion_statistics {
   std::uint64_t executor_passes = 0;  //!< passes run by a host's own thread (an I/O executor)
   std::uint64_t handoffs = 0;    //!< times a host's thread handed its pending waits to the poller thread
   std::uint64_t batches = 0;     //!< posts carrying completions from a pass off the io executor (one per executor)
+  std::uint64_t predicted = 0;   //!< waits that had a predicted duration when added
   std::size_t pending_operations = 0;  //!< waits attached and not handed back yet
   std::size_t pending_tokens = 0;      //!< tokens not yet done (includes those of cancelled waits)
   std::size_t active_queues = 0;       //!< FIFOs with pending tokens
@@ -92,9 +104,14 @@ class completion_queues {
   //! Detaches `w` (a cancellation): true when it was still waiting (the caller completes it now; its token stays
   //! queued until done), false when a pass already handed it back.
   bool detach(queued_wait* w) noexcept;
-  //! One pass: every FIFO's head search, or every entry when `full`. Appends what completed to `done`, releases the
-  //! done tokens to their sources (outside the lock) and drops their keep-alives. Serialised with other passes.
-  void pass(bool full, std::vector<completed_wait>& done);
+  //! A pass's hand-over of what it completed (`done[first..]`), called before the next pass can start: passes on
+  //! two threads then hand over in the order they took their completions (a front-end queueing them keeps that
+  //! order). It must not run handlers (nor anything that may start a pass).
+  using deliver_fn = void (*)(void* context, std::vector<completed_wait>& done, std::size_t first) noexcept;
+  //! One pass: every FIFO's head search, or every entry when `full`. Appends what completed to `done`, hands it to
+  //! `deliver` (when given), releases the done tokens to their sources (outside the lock) and drops their
+  //! keep-alives. Serialised with other passes.
+  void pass(bool full, std::vector<completed_wait>& done, deliver_fn deliver = nullptr, void* context = nullptr);
   //! Refuses new waits from now on and detaches every attached wait (returned, in no particular order). Tokens stay
   //! queued until done: keep polling until `empty()` to release them and their keep-alives.
   std::vector<queued_wait*> shut_down();
@@ -118,8 +135,16 @@ class completion_queues {
   std::chrono::nanoseconds since_activity() const noexcept {
     return std::chrono::nanoseconds(now_ns() - last_activity_ns_.load(std::memory_order_relaxed));
   }
-  //! The policy's delay before the next pass, at this moment.
-  std::chrono::nanoseconds next_delay() const;
+  //! The policy's delay before the next pass, at this moment, for a poller that reads predicted ends closely
+  //! (`close_reader`) or one that only covers them (poll_policy::next_delay).
+  std::chrono::nanoseconds next_delay(bool close_reader = true) const;
+  //! The time until close reading of the earliest predicted end should start (0: now), or nullopt when no pending
+  //! wait has a live prediction.
+  std::optional<std::chrono::nanoseconds> until_close_read() const;
+  //! Some pending wait has no live prediction (it gets the backoff, and the executor window).
+  bool has_unpredicted() const;
+  //! The predicted duration of work `key` of `group` (0: unknown), as `add` would look it up. For tests.
+  std::int64_t predicted_ns(std::uint64_t key, std::uintptr_t group) const;
   //! True (and restarts the interval) when a watchdog pass is due.
   bool watchdog_due();
   completion_statistics stats() const;
@@ -147,6 +172,15 @@ class completion_queues {
   bool finish_run_locked(fifo& f, std::uint64_t last, const poll_result& r, pass_state& ps);
   void fail_group_locked(std::uintptr_t group, std::error_code ec, pass_state& ps);
   bool search_ordered(fifo& f, std::uint64_t bound, pass_state& ps);
+  void settle_pass(pass_state& ps);  // under pass_mutex_: failed groups, statistics, drained FIFOs unlisted
+  static void give_tokens_back(const std::vector<detail::wait_entry*>& released,
+                               std::vector<std::uintptr_t>& tokens);
+  // Prediction hooks (completion_predictions.cpp): a head seen done teaches its duration; after a pass (and an add)
+  // the earliest predicted end is recomputed.
+  void learn_locked(fifo& f, detail::wait_entry* e, long long now) noexcept;
+  void predict_locked(fifo& f, detail::wait_entry* e, bool new_head) noexcept;
+  void update_outlook_locked(long long now) noexcept;
+  std::optional<poll_policy::predicted_end> earliest_locked(long long now) const noexcept;
 
   mutable std::mutex mutex_;
   std::mutex pass_mutex_;  // one pass at a time
@@ -157,6 +191,11 @@ class completion_queues {
   poll_policy policy_;
   std::atomic<long long> last_activity_ns_{0};
   long long last_watchdog_ns_ = 0;
+  // Predictions (under mutex_): the table, and the outlook of the last pass: the earliest predicted end of a FIFO's
+  // head (0: none) with its duration, and whether some head has no live prediction.
+  duration_predictor predictor_;
+  long long earliest_end_ns_ = 0, earliest_duration_ns_ = 0;
+  bool unpredicted_ = false;
   completion_statistics stats_;
   bool shut_down_ = false;
 };

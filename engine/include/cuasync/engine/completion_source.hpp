@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `completion_source`: what the completion service polls. The scheduling core (per-queue FIFOs, head-only
+//! @file
+//! `completion_source`: what the completion service polls. The scheduling core (per-queue FIFOs, head-only
 //! passes, adaptive waiting, cancellation, exactly-once completion) knows nothing of CUDA: it asks a source about
 //! opaque tokens. `cuda_completion_source` answers with `cuEventQuery` on pooled events; `host_completion_source`
 //! is completed by host code (tests, host-side work).

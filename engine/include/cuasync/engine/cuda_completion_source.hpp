@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The CUDA completion source: waits on GPU work are pooled events (event_pool.hpp) recorded on streams, and
+//! @file
+//! The CUDA completion source: waits on GPU work are pooled events (event_pool.hpp) recorded on streams, and
 //! a query is a host-word read or a `cuEventQuery` (a query of a finished event costs ~1.3 µs on the H200, of a
 //! pending one ~0.1 µs: the engine's search makes one finished query per stream and pass).
 //!
@@ -89,7 +91,8 @@ class cuda_completion_source final : public completion_source {
   friend class admission_ticket;
   friend class event_pool;
   cuda_completion_source() = default;
-  void give_place(event_pool& pool, std::uint64_t stream_key, bool hold) noexcept;
+  void give_place(event_pool& pool, std::uint64_t stream_key, bool hold, bool granted) noexcept;
+  void settle_grant(std::uint64_t stream_key) noexcept;
   void end_hold(event_pool& pool, std::uint64_t stream_key) noexcept;
   void admit_waiters(const std::shared_ptr<event_pool>& pool) noexcept;
   struct state;

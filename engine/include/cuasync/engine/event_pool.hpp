@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The one event pool of a context and the one pooled event type. The parts of cuasync that record events for
+//! @file
+//! The one event pool of a context and the one pooled event type. The parts of cuasync that record events for
 //! their own use (a wait, a cross-stream dependency of a tracked buffer, the last use of a pinned block, a staged
 //! copy's chunk; not the slot pipeline, which owns one event per slot) take a timing-disabled event from its context's
-//! pool (seed §6.3: no `cuEventCreate` on hot paths)
+//! pool (no `cuEventCreate` on hot paths)
 //! and gives it back when done.
 //!
 //! A pool belongs to its context and lives while anything uses it: `event_pool::for_context` finds it (one per
@@ -16,6 +18,7 @@
 
 #include <cuasync/driver/event.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/engine/admission.hpp>
 #include <cuasync/engine/completion_source.hpp>
 
@@ -54,6 +57,7 @@ struct event_slot {
   std::uint64_t stream_key = 0;  // the stream whose wait count this loan holds (0: none)
   std::uint64_t first_seq = 0;   // the stream's record count when this wait was its only one (0: it was not)
   std::uint64_t admit_key = 0;   // the stream whose admission place this loan holds (admission.hpp); 0: none
+  trace::flight::mark flight;    // this wait in its stream's flight ring (trace/flight_recorder.hpp); empty: off
 };
 }  // namespace detail
 
@@ -165,6 +169,11 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   std::mutex admission_mutex_;  // before any stream state's lock
   std::unordered_map<std::uint64_t, std::deque<admission_waiter*>> waiters_;  // by stream id, in arrival order
   std::deque<std::uint64_t> waiting_streams_;  // streams with waiters, each once, served in turn
+  // Places granted and not yet handed to their waiters, in grant order; one thread hands them over at a time
+  // (`handing_over_`), so two threads making room at once cannot deliver a stream's waiters out of order.
+  std::vector<std::pair<admission_waiter*, admission_ticket>> granted_;
+  std::vector<std::pair<admission_waiter*, admission_ticket>> delivering_;  // the handing-over thread's
+  bool handing_over_ = false;
 };
 
 }  // namespace cuasync

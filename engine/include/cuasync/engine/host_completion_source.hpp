@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `host_completion_source`: a completion source whose tokens host code completes. It drives the completion
+//! @file
+//! `host_completion_source`: a completion source whose tokens host code completes. It drives the completion
 //! service without a GPU (the CI tests of the scheduling logic) and bridges host-side work into the same waits.
 
 #include <cuasync/engine/completion_source.hpp>

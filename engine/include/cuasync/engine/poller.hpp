@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The process's one poller thread. It runs poll passes for every front-end that asks it to (an Asio service
+//! @file
+//! The process's one poller thread. It runs poll passes for every front-end that asks it to (an Asio service
 //! past its executor window, the engine's callbacks, the C ABI), sleeps between passes as their policies ask, and
 //! blocks on a condition variable when nothing is pending (zero CPU when idle). Started on first use, stopped
 //! (joined) when its last client leaves. It runs no user code: front-ends hand completions to their own threads.

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The on-disk cache of compiled programs, shared by processes. An entry never lies:
+//! @file
+//! The on-disk cache of compiled programs, shared by processes. An entry never lies:
 //! - one file per key (`<key>.jit`) with a header (magic, format version, key, size) and an XXH3-128 checksum over
 //!   header and payload; a truncated, corrupt, mismatched or older-format entry is detected, deleted and reported as
 //!   a miss (the caller recompiles), never loaded;

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Errors of the jit layer. Every one is a `cuasync::cuda_error` (one exception family); NVRTC results travel
+//! @file
+//! Errors of the jit layer. Every one is a `cuasync::cuda_error` (one exception family); NVRTC results travel
 //! in their own `std::error_category`, so they can also be carried by asynchronous completions.
 
 #include <cuasync/driver/error.hpp>

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Kernel packages: how a framework ships JIT kernels. A package is a directory with a manifest
+//! @file
+//! Kernel packages: how a framework ships JIT kernels. A package is a directory with a manifest
 //! (`cuasync.manifest`) and the source and headers it names; it is compiled at run time through the caches, for
 //! whatever device it lands on.
 //!

@@ -1,6 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The NVRTC library as loaded at run time (never linked): `libnvrtc.so.13`, then `libnvrtc.so.12`, or the
-//! file that `$CUASYNC_LIBNVRTC` names. Also finds the CUDA toolkit's include directories, so that JIT-compiled code
+//! @file
+//! The NVRTC library as loaded at run time (never linked): the file that `$CUASYNC_LIBNVRTC` names, else
+//! `libnvrtc.so.13`, then `libnvrtc.so.12` as the dynamic loader finds them, then the same names in each folder of
+//! `$CUASYNC_NVRTC_SEARCH_PATH` (':'-separated; the Python package adds pip's `site-packages/nvidia/*/lib` there).
+//! Also finds the CUDA toolkit's include directories, so that JIT-compiled code
 //! can `#include <cuda/std/...>`, `<cuda/pipeline>` or `<cuda_fp16.h>`.
 
 #include <cuasync/jit/error.hpp>
@@ -46,6 +50,8 @@ const std::vector<std::string>& toolkit_include_dirs(const std::string& nvrtc_li
 namespace detail {
 //! The loaded NVRTC's `nvrtc_info`, or nullptr when this process has not loaded it. Never loads it.
 const nvrtc_info* loaded_nvrtc_info() noexcept;
+//! The folders of `$CUASYNC_NVRTC_SEARCH_PATH` as it is now, in order, empty entries left out.
+std::vector<std::string> nvrtc_search_path();
 //! The value `$CUASYNC_LIBNVRTC` had when NVRTC was loaded (nothing when unset or empty). Only meaningful once
 //! `nvrtc_loaded()`.
 std::optional<std::string> libnvrtc_env_at_load();

@@ -1,10 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Knowing which NVRTC this process would load, without loading it. Loading NVRTC (a 109 MB library and its
+//! @file
+//! Knowing which NVRTC this process would load, without loading it. Loading NVRTC (a 109 MB library and its
 //! initialisers) costs 5-7 ms, thirty times a disk-cache hit; but the cache key needs NVRTC's version and the target
 //! needs its architectures. So whenever a process loads NVRTC (any cache miss), it records NVRTC's identity
 //! (version, supported architectures, resolved path) in the cache directory's `nvrtc-identity` file, under a
 //! fingerprint of everything that decides which library the dynamic loader picks:
-//! - `$CUASYNC_LIBNVRTC`, `$LD_LIBRARY_PATH`, `$LD_PRELOAD`;
+//! - `$CUASYNC_LIBNVRTC`, `$LD_LIBRARY_PATH`, `$LD_PRELOAD`, `$CUASYNC_NVRTC_SEARCH_PATH` and the stat of each of
+//!   its folders;
 //! - the stat (device, inode, size, modification and change times in ns) of `/etc/ld.so.cache`,
 //!   `/etc/ld.so.preload`, the executable (`/proc/self/exe`: its RUNPATH), and the shared object holding this code
 //!   when that is not the executable;

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Compile options: the ones a framework sets, spelled as fields, plus raw NVRTC options. They turn into NVRTC's
+//! @file
+//! Compile options: the ones a framework sets, spelled as fields, plus raw NVRTC options. They turn into NVRTC's
 //! argument list for a given target; every field is part of the cache key.
 
 #include <cuasync/jit/target.hpp>

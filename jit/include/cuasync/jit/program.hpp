@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file A CUDA C++ program to compile with NVRTC (source, name, in-memory headers, name expressions for templates)
+//! @file
+//! A CUDA C++ program to compile with NVRTC (source, name, in-memory headers, name expressions for templates)
 //! and what a compile produces (the image, the lowered names, the log). `compile()` is uncached, blocking CPU work
 //! (10–100 ms for a small kernel, seconds for header-heavy ones): use `jit::compiler` for the caches.
 
@@ -74,6 +76,10 @@ namespace detail {
 //! The first error of an NVRTC log followed by the offending line of `p` (or of one of its in-memory headers):
 //! `saxpy.cu(5): error: identifier "foo" is undefined` / `    5 |   y[i] = foo * x[i];`. Empty for an empty log.
 std::string first_error(std::string_view log, const program& p);
+//! `compile` with NVRTC's argument list already made (`compile_options::arguments`): what a compile farm's worker
+//! runs with the list its parent computed. @throws as `compile`.
+compiled_program compile_with_arguments(const program& p, const target& t, const std::vector<std::string>& args,
+                                        std::source_location where);
 }  // namespace detail
 
 }  // namespace cuasync::jit

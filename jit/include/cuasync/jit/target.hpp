@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file What to compile for. For a device of compute capability XY: a CUBIN for the exact `sm_XY` when NVRTC supports
+//! @file
+//! What to compile for. For a device of compute capability XY: a CUBIN for the exact `sm_XY` when NVRTC supports
 //! it, otherwise PTX for the highest `compute_ZW` NVRTC supports that the device can run (so a GPU newer than NVRTC
 //! never meets "invalid value for --gpu-architecture"). And the check that a PTX image is not newer than the driver
 //! can JIT (which would fail with `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`). Pure functions: no GPU, no driver needed.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Kernels the GPU tests share."""
 SOURCE = r"""
 extern "C" __global__ void scale_add(const float* x, const float* y, float* out, float a, long long n) {

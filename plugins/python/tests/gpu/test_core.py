@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """cuasync alone on the GPU: compile, launch, copy, DLPack round trips between cuasync buffers, errors."""
 import array
 import asyncio
@@ -286,3 +287,22 @@ def test_a_free_waits_for_a_staged_copy_on_another_stream():
     assert not b.handle
     with pytest.raises(cuasync.StaleHandleError):
         b.tobytes()
+
+
+def test_admission_limits_belong_to_the_context(module):
+    a, b = cuasync.Runtime(0), cuasync.Runtime(0)  # two runtimes, one primary context
+    before = a.admission_limits()
+    assert before == (64, 500)
+    try:
+        a.set_admission_limits(8, 100)
+        assert b.admission_limits() == (8, 100)
+        with pytest.raises(cuasync.InvalidArgumentError, match="per_stream 200"):
+            a.set_admission_limits(200, 100)
+        assert a.admission_limits() == (8, 100)
+        s = cuasync.Stream(a)
+        x = cuasync.empty(1024, "float32", stream=s)
+        module.scale_add.launch(s, cuasync.grid_for(1024), 256, x, x, x, 1.0, 1024)  # still admitted
+        s.synchronize()
+    finally:
+        a.set_admission_limits(*before)
+

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """CuPy: the same kernels on CuPy arrays through DLPack and the CUDA array interface, on CuPy streams."""
 import sys
 import time

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """JAX (issue 11): a cuasync JIT kernel inside jax.jit through XLA's own FFI, built here against the running jaxlib's
 headers, equal to the jnp computation; and every mismatch fails loudly (ValueError before XLA, the handler's error,
 XLA's error naming the target), never silently."""

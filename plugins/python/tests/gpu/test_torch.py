@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch: DLPack both ways on PyTorch's streams, the custom op under opcheck, torch.compile and CUDA graphs, and
 one shared context whichever initializes first."""
 import os
@@ -16,7 +17,7 @@ import cuasync  # noqa: E402
 import cuasync.torch as ct  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cuasync.__file__)))  # the package under test
 
 
 def storage_uses(t):
@@ -99,6 +100,60 @@ def test_export_to_pytorch_orders_its_stream():
     assert t.data_ptr() == b.ptr
     del b  # the exported view keeps the memory
     torch.testing.assert_close(t + 1, torch.ones(256, device="cuda"))
+
+
+def _exchange_fast_path():
+    from cuasync import _fastpath
+    fast = _fastpath.get()
+    if fast is None:
+        pytest.skip("the compiled fast path is not in use")
+    if fast.exchange_version(torch.empty(1, device="cuda")) is None:
+        pytest.skip("this PyTorch has no __dlpack_c_exchange_api__")
+    return fast
+
+
+def test_tracked_launch_of_torch_tensors_orders_after_torchs_stream_through_the_exchange_api(module):
+    fast = _exchange_fast_path()
+    # The borrowed describe is optional in the exchange API: without it the address comes from data_ptr() and the
+    # package finds the producer stream itself (False in `uses`).
+    described = fast.time_exchange(torch.empty(1, device="cuda"), 1)[1] is not None
+    producer = torch.cuda.Stream()
+    x = torch.zeros(1 << 16, device="cuda")
+    out = torch.empty_like(x)
+    torch.cuda.synchronize()
+    s = cuasync.Stream()
+    n, k = x.numel(), module.scale_add
+    with torch.cuda.stream(producer):
+        ct.launch(module.spin, 1, 1, 200_000_000)  # 200 ms on the producer, then the write
+        x.fill_(5.0)
+        t0 = time.perf_counter()
+        _, uses = k._fast.pack(s, cuasync.grid_for(n), 256, 0, 0, (x, x, out, 1.0, n))
+        op = k.launch(s, cuasync.grid_for(n), 256, x, x, out, 1.0, n)
+        host_time = time.perf_counter() - t0
+    # The exchange API named PyTorch's current stream as every tensor's producer.
+    assert uses == ((), (0, 1, 2), (producer.cuda_stream if described else False,) * 3)
+    assert not producer.query() and host_time < 0.1, "something synchronized on the host"
+    op.wait()
+    torch.testing.assert_close(out, torch.full_like(x, 10.0), rtol=0, atol=0)
+
+
+def test_from_dlpack_goes_through_the_exchange_api(monkeypatch):
+    fast = _exchange_fast_path()
+    calls = []
+    real = fast.dlpack_import
+    monkeypatch.setattr(fast, "dlpack_import", lambda obj: calls.append(obj) or real(obj))
+    x = torch.arange(1024, dtype=torch.float32, device="cuda")
+    s = cuasync.Stream()
+    b = cuasync.from_dlpack(x, stream=s)
+    assert len(calls) == 1 and b.ptr == x.data_ptr() and b.shape == (1024,) and b.dtype == "float32"
+    assert b.tobytes() == x.cpu().numpy().tobytes()
+    b.free()
+
+
+def test_a_cpu_tensor_is_refused_for_a_device_pointer(module):
+    x = torch.ones(16)
+    with pytest.raises(cuasync.InvalidArgumentError, match="parameter 0 .*host tensor"):
+        ct.launch(module.scale_add, 1, 16, x, x, x, 1.0, 16)
 
 
 def test_custom_op_opcheck():
@@ -201,3 +256,22 @@ print("SHARED", hex(s.context))
     env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
     assert "SHARED" in r.stdout, r.stdout + r.stderr
+
+
+def test_typed_launch_checks_tensor_dtypes_on_the_gpu():
+    # A C++ kernel: a float32 tensor runs (an int for its float converted), a float64 one is refused naming the
+    # parameter, on whichever path (fast or ctypes) this run uses; the second launch of each reuses the plan.
+    mod = cuasync.compile(r'''template <class T> __global__ void scale(T* x, T a, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }''', name_expressions=["scale<float>"])
+    k = mod.kernel("scale<float>")
+    assert k.param_type_names == ("float*", "float", "int")
+    x = torch.ones(1024, device="cuda")
+    s = ct.current_stream()
+    for _ in range(2):
+        k.launch_untracked(s, cuasync.grid_for(1024), 256, x, 2, 1024)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x, torch.full_like(x, 4.0), rtol=0, atol=0)
+    for _ in range(2):
+        with pytest.raises(cuasync.InvalidArgumentError, match=r"parameter 0 is float\* but the argument given is "
+                                                                r"double\*"):
+            k.launch_untracked(s, 1, 256, x.double(), 2.0, 1024)

@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Copies through the runtime: pageable host memory is staged (seed §8), tracked buffers get their cross-stream
-//! waits (seed §10), and pinned blocks are kept from reuse until the copy that uses them completes (seed §12.1).
+//! @file
+//! Copies through the runtime: pageable host memory is staged (the driver's own path is slow and synchronous), tracked
+//! buffers get their cross-stream waits, and pinned blocks are kept from reuse until the copy that uses them completes
+//! (a host buffer is in use until then).
 
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
@@ -14,21 +17,31 @@ struct copy_options {
   bool stage_pageable = true;  //!< false: hand pageable memory to the driver (slow, partly synchronous)
 };
 
-//! Host to device on `s`. Pinned `src` (allocated pinned or registered) is copied asynchronously; pageable `src` of
-//! at least `staging_threshold_bytes` goes through the staging ring (host-blocking until `src` is staged, see
-//! `staged_copier`); smaller pageable copies go to the driver. Every pageable copy is counted in `rt.stats()`.
-//! @throws cuda_error
+//! Host to device on `s`, blocking for pageable memory (its name says so). Pinned `src` (allocated pinned or
+//! registered) is copied asynchronously; pageable `src` goes where `rt.options().pageable` says for a blocking
+//! caller (pageable_copy.hpp): from `driver_below_bytes` on through the staging ring, the call sleeping until `src`
+//! is staged (then `src` may be reused; see `staged_copier`); smaller ones to the driver, which copies them into
+//! its own buffer in the call. Every pageable copy is counted in `rt.stats()`. @throws cuda_error
+void copy_blocking(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src,
+                   copy_options options = {}, std::source_location where = std::source_location::current());
+//! Device to host on `s`. For pinned `dst` asynchronous; for pageable `dst` the call sleeps until it holds the data
+//! (as the driver's own pageable copy does). @throws cuda_error
+void copy_blocking(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src,
+                   copy_options options = {}, std::source_location where = std::source_location::current());
+//! `copy_blocking` under its older name: it blocks for pageable memory. Asynchronous pageable copies are
+//! `co_await async_copy(rt, ...)` (async_io) and the C ABI's `copy`. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, device_span dst, std::span<const std::byte> src,
                 copy_options options = {}, std::source_location where = std::source_location::current());
-//! Device to host on `s`. For pinned `dst` asynchronous; for pageable `dst` host-blocking until it holds the data.
-//! @throws cuda_error
+//! `copy_blocking` under its older name (see above). @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, device_span src,
                 copy_options options = {}, std::source_location where = std::source_location::current());
 
-//! Into a tracked buffer: `s` first waits for the buffer's other users. @throws cuda_error
+//! Into a tracked buffer: `s` first waits for the buffer's other users. Blocking for pageable `src`, as
+//! `copy_blocking`. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, tracked_buffer& dst, std::span<const std::byte> src,
                 copy_options options = {}, std::source_location where = std::source_location::current());
-//! Out of a tracked buffer: `s` first waits for the buffer's last writer. @throws cuda_error
+//! Out of a tracked buffer: `s` first waits for the buffer's last writer. Blocking for pageable `dst`, as
+//! `copy_blocking`. @throws cuda_error
 void copy_async(device_runtime& rt, stream_ref s, std::span<std::byte> dst, tracked_buffer& src,
                 copy_options options = {}, std::source_location where = std::source_location::current());
 //! Between tracked buffers (both record the use: `src` as a read). @throws cuda_error

@@ -1,12 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `device_runtime`: one object per device that makes the seed's advice the default — the primary context (or
-//! a framework's context, adopted), non-blocking streams by priority, the context's pooled events, a pinned host
-//! caching allocator, the device's stream-ordered memory pool, and staged copies for pageable memory.
+//! @file
+//! `device_runtime`: one object per device that makes the asynchronous-CUDA best practices the default — the primary
+//! context (or a framework's context, adopted), non-blocking streams by priority, the context's pooled events, a pinned
+//! host caching allocator, the device's stream-ordered memory pool, and staged copies for pageable memory.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/memory_pool.hpp>
 #include <cuasync/engine/event_pool.hpp>
 #include <cuasync/runtime/kernel_cache.hpp>
+#include <cuasync/runtime/pageable_copy.hpp>
 #include <cuasync/runtime/pinned_pool.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
 #include <cuasync/runtime/stream_pool.hpp>
@@ -15,20 +18,27 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace cuasync::runtime {
 
 struct device_runtime_options {
   std::size_t streams_per_priority = 4;
   std::size_t pinned_cap_bytes = std::size_t{4} << 30;   //!< most pinned memory the pinned pool may hold
-  std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse (seed §10)
+  std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse
   staged_copy_options staging;
-  //! Pageable copies at least this large go through staging; smaller ones go to the driver directly (measured on
-  //! the H200: at 4 MiB the driver's own path is still as fast, from 64 MiB staging is ~5x faster).
-  std::size_t staging_threshold_bytes = std::size_t{8} << 20;
+  //! How pageable copies are staged, by size (runtime/pageable_copy.hpp).
+  pageable_copy_policy pageable;
+  //! Allocates, on the background thread when the runtime is created, what a non-blocking pageable copy needs when
+  //! no pinned block of its size is idle yet: `pageable.cold_chunks` chunks and a few gate words (the C ABI's first
+  //! copies take them instead of allocating on the caller's thread). ~8 MiB of pinned memory, kept in the pool.
+  bool reserve_pageable_staging = true;
   //! Admission bounds for the context's awaited operations (engine/admission.hpp); unset: leave them as they are
   //! (the defaults, or what another user of the context set).
   std::optional<admission_limits> admission;
+  //! Creates the staging ring when the runtime is created (`warm_up_staging`), so that the first pageable copy finds
+  //! it allocated. `CUASYNC_WARM_UP_STAGING=1` in the environment turns it on for every runtime (the C ABI's too).
+  bool warm_up_staging = false;
 };
 
 //! Counters of a `device_runtime`.
@@ -66,8 +76,14 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   const std::shared_ptr<event_pool>& events() noexcept { return events_; }
   const std::shared_ptr<pinned_pool>& pinned() noexcept { return pinned_; }
   memory_pool_ref device_pool() const noexcept { return device_pool_; }
-  //! The staging ring for pageable copies (created on first use). @throws cuda_error
+  //! The staging ring for pageable copies (created on first use; its pinned memory is allocated on cuasync's
+  //! background thread, and copies wait for it asynchronously). @throws cuda_error
   staged_copier& staging(std::source_location where = std::source_location::current());
+  //! Warm-up, returning at once: creates the staging ring (its memory allocated on the background thread) and has
+  //! the pinned pool allocate a block of each of `pinned_sizes` there too (what the C ABI's pageable copies of those
+  //! sizes take). @throws cuda_error
+  void warm_up_staging(std::vector<std::size_t> pinned_sizes = {},
+                       std::source_location where = std::source_location::current());
   //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.
   //! Created on first use. @throws jit::cache_error when the cache directory is refused
   kernel_cache& kernels(std::source_location where = std::source_location::current());

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file CUDA graphs: capture the work a function enqueues on a stream (launches, copies, memsets) into a graph,
+//! @file
+//! CUDA graphs: capture the work a function enqueues on a stream (launches, copies, memsets) into a graph,
 //! instantiate it once, relaunch it many times (one driver call per relaunch instead of one per operation), and
-//! update kernel arguments of the instantiated graph in place.
+//! update the instantiated graph's kernel nodes in place: their arguments, their launch configuration, on or off.
 
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/stream.hpp>
@@ -85,13 +87,34 @@ class graph_exec {
     static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments are copied byte for byte");
     std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
     std::array<void*, sizeof...(Args) + 1> params{const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
-    set_kernel_params(node.index, params.data(), sizes.data(), sizes.size(), node.where);
+    update_kernel_node(node.index, nullptr, params.data(), sizes.data(), sizes.size(), node.where);
   }
+  //! Replaces kernel node `node`'s launch configuration (grid, block, dynamic shared memory) and its arguments for
+  //! later launches, checked like `cuasync::launch`: the count and sizes against the kernel's parameters, the
+  //! configuration against the kernel's and device's limits, all before the driver is asked. A node keeps the launch
+  //! attributes it was captured with: `config` asking for a cluster, a cooperative launch, a priority or a dependent
+  //! launch is refused. Waits for nothing; a launch of the graph already enqueued runs with the old values.
+  //! @throws cuda_error
+  template <class... Args>
+  void set_kernel_launch(located_node node, const launch_config& config, const Args&... args) {
+    static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments are copied byte for byte");
+    std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
+    std::array<void*, sizeof...(Args) + 1> params{const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+    update_kernel_node(node.index, &config, params.data(), sizes.data(), sizes.size(), node.where);
+  }
+  //! Turns kernel node `index` off (a later launch of the graph skips it, as if it did nothing) or on again
+  //! (`cuGraphNodeSetEnabled`). @throws cuda_error for an index past the kernel nodes, or the driver's error
+  void set_kernel_node_enabled(std::size_t index, bool enabled,
+                               std::source_location where = std::source_location::current());
+  //! Whether kernel node `index` runs in later launches. @throws cuda_error (as `set_kernel_node_enabled`)
+  bool kernel_node_enabled(std::size_t index, std::source_location where = std::source_location::current()) const;
 
  private:
   friend class graph;
-  void set_kernel_params(std::size_t index, void** params, const std::size_t* sizes, std::size_t count,
-                         std::source_location where);
+  // `config` null: the arguments alone.
+  void update_kernel_node(std::size_t index, const launch_config* config, void** params, const std::size_t* sizes,
+                          std::size_t count, std::source_location where);
+  void check_node_index(const char* api, std::size_t index, std::source_location where) const;
   CUgraphExec exec_ = nullptr;
   context_ref ctx_;
   std::vector<CUgraphNode> kernel_nodes_;

@@ -1,11 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `kernel_cache`: the bridge between jit/ and driver/. "Give me kernel K of this program for this context"
+//! @file
+//! `kernel_cache`: the bridge between jit/ and driver/. "Give me kernel K of this program for this context"
 //! picks the target from the context's device (CUBIN for its exact arch when NVRTC supports it, else PTX), compiles
 //! or hits the compiler's memory and disk caches, refuses a PTX newer than the driver can JIT, loads the module into
 //! the context once, registers the program's name expressions with the module, and returns the kernel.
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/kernel.hpp>
+#include <cuasync/driver/library.hpp>
 #include <cuasync/driver/module.hpp>
 #include <cuasync/jit/compiler.hpp>
 #include <cuasync/jit/program.hpp>
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -23,6 +27,8 @@ namespace cuasync::runtime {
 struct kernel_cache_stats {
   std::uint64_t module_hits = 0;   //!< requests answered by a module already loaded in the context
   std::uint64_t module_loads = 0;  //!< modules loaded (one per program, options, target and context)
+  std::uint64_t library_hits = 0;   //!< `shared_kernel` / `linked_kernel` requests answered by a library loaded already
+  std::uint64_t library_loads = 0;  //!< libraries loaded (one per program or link, options and target: any context)
 };
 
 //! Compiled-and-loaded modules per context. Thread-safe. Owns the modules; `kernel_ref`s it returned are valid while
@@ -59,6 +65,23 @@ class kernel_cache {
     return module(ctx, p, o, request, where).kernel(name, where);
   }
 
+  //! Kernel `name` of `p` from a context-independent library (`cuasync::library`): compiled once for the device's
+  //! target, loaded once for the process (`cuLibraryLoadData`), then used in every context that asks, on any
+  //! device of that target (`cuKernelGetFunction` once per context). A second context or device compiles nothing
+  //! and loads no module. Blocking on a miss, as `module`.
+  //! @throws as `module`, and cuda_error(CUDA_ERROR_NOT_FOUND) for an unknown kernel.
+  kernel_ref shared_kernel(context_ref ctx, const jit::program& p, std::string_view name,
+                           const jit::compile_options& o = {},
+                           jit::output_request request = jit::output_request::automatic,
+                           std::source_location where = std::source_location::current());
+  //! Kernel `name` of `programs` compiled to LTO-IR and linked by nvJitLink into one CUBIN for `ctx`'s device
+  //! (`jit::compiler::link_programs`: a templated kernel and the user fragments it calls), loaded as a
+  //! context-independent library as `shared_kernel` does. The compiles and the link go through the compiler's caches.
+  //! @throws as `shared_kernel`, and jit::link_error, jit::nvjitlink_not_found_error.
+  kernel_ref linked_kernel(context_ref ctx, std::span<const jit::program> programs, std::string_view name,
+                           const jit::compile_options& o = {}, const jit::link_options& lo = {},
+                           std::source_location where = std::source_location::current());
+
   //! The target chosen for `ctx`'s device. @throws as `module`.
   jit::target target_for(context_ref ctx, jit::output_request request = jit::output_request::automatic,
                          std::source_location where = std::source_location::current()) const;
@@ -82,7 +105,13 @@ class kernel_cache {
   const loaded& load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
                      jit::output_request request, std::source_location where);
 
+  // The process's library for a compiled (or linked) result, loaded on first use. Lock not held.
+  const cuasync::library& library_for(const jit::compile_result& compiled, std::source_location where);
+
   jit::compiler* compiler_;
+  // By program (or link) key: loaded once, used in every context.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<cuasync::library>> libraries_;
+  std::uint64_t library_hits_ = 0, library_loads_ = 0;
   mutable std::mutex mutex_;
   // By context id (cuCtxGetId: never reused) and program key; the id last seen for each context handle.
   std::map<std::pair<unsigned long long, std::pair<std::uint64_t, std::uint64_t>>, std::unique_ptr<loaded>> modules_;

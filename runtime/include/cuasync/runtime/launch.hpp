@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `runtime::launch`: `cuasync::launch` with hazard tracking. Arguments wrapped in `reads(b)`, `writes(b)` or
+//! @file
+//! `runtime::launch`: `cuasync::launch` with hazard tracking. Arguments wrapped in `reads(b)`, `writes(b)` or
 //! `read_writes(b)` are passed to the kernel as the buffer's address, and the stream first waits for the conflicting
 //! uses of each buffer on other streams.
 

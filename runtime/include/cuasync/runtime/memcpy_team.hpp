@@ -1,10 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `memcpy_team`: persistent threads that split host `memcpy`s between them. One thread copies ~10 GB/s on the
+//! @file
+//! `memcpy_team`: persistent threads that split host `memcpy`s between them. One thread copies ~10 GB/s on the
 //! H200 machine; eight reach ~31 GB/s — what staged pageable copies need. Copies are jobs in a FIFO: `copy` waits for
 //! its job (the caller copies parts too), `submit` returns at once and calls back when the job is done, so the thread
 //! that submits (an io thread) never does the copying.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -32,6 +35,10 @@ class memcpy_team {
   //! Queues a copy and returns at once; `done()` runs on a team thread once every byte is copied (it must not block:
   //! the team's threads wait for it). Memory must stay valid until then. @throws std::bad_alloc
   void submit(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done);
+  //! `submit`, with the copy's time passed to `done`: from the claim of its first part to the end of its last (what
+  //! choosing a store kind by measurement compares). @throws std::bad_alloc
+  void submit_timed(void* dst, const void* src, std::size_t n, bool streaming,
+                    std::function<void(std::chrono::nanoseconds)> done);
   unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
 
  private:
@@ -45,7 +52,9 @@ class memcpy_team {
   };
   static void work(const std::shared_ptr<crew>& c);
   static void copy_part(const job& j, std::size_t part) noexcept;
-  std::shared_ptr<job> enqueue(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done);
+  // `caller_copies`: the thread that queues it copies parts too (copy(), not submit()).
+  std::shared_ptr<job> enqueue(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done,
+                               std::function<void(std::chrono::nanoseconds)> timed_done, bool caller_copies);
   // Claims the next part of the front job (under c.mutex); returns false when none is left.
   static bool claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& part);
   static void finish_part(const std::shared_ptr<job>& j);

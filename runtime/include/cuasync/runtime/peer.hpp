@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Working across devices: peer access enabled on demand, and peer copies (`cuMemcpyPeerAsync`) between
+//! @file
+//! Working across devices: peer access enabled on demand, and peer copies (`cuMemcpyPeerAsync`) between
 //! tracked buffers of different devices, ordered after each buffer's conflicting uses on any stream of any device
 //! (the reader's stream waits on the device for an event recorded on the writer's stream, on the other device).
 //!

@@ -1,12 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `pinned_pool`: a caching allocator of pinned host memory. `cuMemHostAlloc` costs milliseconds for large
-//! sizes and must stay off hot paths (seed §8.2); the pool keeps freed blocks by size class and hands them out again
-//! — but a block the user freed is reused only after the GPU work that used it has completed (seed §12.1).
+//! @file
+//! `pinned_pool`: a caching allocator of pinned host memory. `cuMemHostAlloc` costs milliseconds for large
+//! sizes and must stay off hot paths; the pool keeps freed blocks by size class and hands them out again
+//! — but a block the user freed is reused only after the GPU work that used it has completed.
 
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/engine/event_pool.hpp>
 
 #include <cstddef>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -73,9 +77,25 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   pinned_pool(const pinned_pool&) = delete;
   pinned_pool& operator=(const pinned_pool&) = delete;
 
-  //! A block of at least `bytes` (> 0). A hit costs a lock and a vector pop.
+  //! A block of at least `bytes` (> 0). A hit costs a lock and a vector pop; a miss calls `cuMemHostAlloc` here
+  //! (~0.7 ms per MiB: `allocate_async` keeps it off a thread that awaits).
   //! @throws cuda_error(CUDA_ERROR_OUT_OF_MEMORY) when the cap would be exceeded even after freeing idle blocks.
   pinned_block allocate(std::size_t bytes, std::source_location where = std::source_location::current());
+  //! A cached block of at least `bytes`, or an empty one when none is idle: never allocates. Never throws.
+  pinned_block try_allocate(std::size_t bytes) noexcept;
+  //! What `allocate_async` delivers: the block, or an empty one and the failure (`allocate`'s errors).
+  using ready_callback = std::function<void(pinned_block, std::exception_ptr)>;
+  //! A block of at least `bytes`, without blocking the caller: a hit calls `ready` here, in the call; a miss
+  //! allocates on cuasync's background thread and calls `ready` there. At the cap it fails as `allocate` does (it
+  //! does not wait for blocks the GPU still uses). @throws std::bad_alloc (nothing started then)
+  void allocate_async(std::size_t bytes, ready_callback ready,
+                      std::source_location where = std::source_location::current());
+  //! Warm-up: allocates a block of each of `sizes` on the background thread and keeps it idle in the pool, so that
+  //! later allocations of those sizes hit. Returns at once; a failure (the cap) leaves that size cold.
+  void reserve_async(std::vector<std::size_t> sizes);
+  //! Warm-up after a miss: unless a block of `bytes`' size class is idle or already being allocated, allocates one on
+  //! the background thread and keeps it idle. Returns at once. Never throws (a failure leaves the class cold).
+  void warm_async(std::size_t bytes) noexcept;
   //! Frees every idle block (cuMemFreeHost). Pending and in-use blocks are kept.
   void trim();
   pinned_pool_stats stats() const;
@@ -89,6 +109,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
     std::vector<pooled_event> uses;
   };
   void give_back(pinned_buffer b, std::vector<pooled_event> uses) noexcept;
+  pinned_block take_idle_locked(std::size_t bytes, std::size_t cls);  // a hit, or an empty block
   void collect_completed_locked();  // moves pending blocks whose work is done to idle
   std::vector<pinned_buffer>& idle_for(std::size_t cls);
   void make_room_locked(std::size_t bytes, std::source_location where);
@@ -100,6 +121,7 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
   std::vector<std::vector<pinned_buffer>> idle_;  // by log2(size class)
   std::vector<pending_block> pending_;
   pinned_pool_stats stats_;
+  std::uint64_t warming_ = 0;  // size classes (bit log2) warm_async is allocating
 };
 
 }  // namespace cuasync::runtime

@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The slot pipeline (seed §9, §16): N slots, each with pinned host buffers, device buffers, its own stream and
-//! a done event. Batch b goes to slot b % N: preprocess (host) → H2D → GPU stage → D2H → postprocess (host). Slots
-//! overlap each other's copies and kernels, so the steady-state time per batch approaches the slowest stage. A slot
-//! is refilled only after its done event has completed and its postprocess has finished, so no copy ever reads a host
-//! buffer that is being overwritten (seed §12.1).
+//! @file
+//! The slot pipeline (copies overlapped with compute, as in the inference pipeline): N slots, each with pinned host
+//! buffers, device buffers, its own stream and a done event. Batch b goes to slot b % N: preprocess (host) → H2D → GPU
+//! stage → D2H → postprocess (host). Slots overlap each other's copies and kernels, so the steady-state time per batch
+//! approaches the slowest stage. A slot is refilled only after its done event has completed and its postprocess has
+//! finished, so no copy ever reads a host buffer that is being overwritten.
 
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/event.hpp>
@@ -51,7 +53,10 @@ class slot_pipeline {
 
   using stage = std::function<void(std::size_t batch, pipeline_slot& slot)>;
   //! Runs `batches` batches through the slots and returns when every postprocess has finished. Host-blocking (it
-  //! drives the pipeline). An exception from a stage or a device error stops submitting; batches already submitted
+  //! drives the pipeline). With `post_threads`, after each submit it hands to the workers the postprocess of every
+  //! batch whose GPU work has finished by then (an event query per slot, in batch order), not only when the batch's
+  //! slot comes round to be refilled: the workers postprocess while this thread preprocesses, and a slot's
+  //! postprocess has usually finished when the slot comes round again. An exception from a stage or a device error stops submitting; batches already submitted
   //! still complete and are postprocessed (unless the device failed), then the first error is rethrown.
   //! @throws cuda_error, or what a stage threw
   void run(std::size_t batches, const stage& pre, const stage& gpu, const stage& post,
@@ -87,6 +92,8 @@ class slot_pipeline {
   };
   // Waits for the slot's GPU work, runs or hands off its post.
   void retire(slot_state& s, const stage& post, std::source_location where);
+  // Retires, oldest first, the slots whose GPU work has finished, starting at the one batch `batch` goes to.
+  void hand_off_finished(std::size_t batch, const stage& post, std::source_location where);
   void wait_post(slot_state& s);
   void worker();
 

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Staged pageable copies. The driver copies ordinary (pageable) host memory at 8 GB/s H2D and 14–15 GB/s D2H
+//! @file
+//! Staged pageable copies. The driver copies ordinary (pageable) host memory at 8 GB/s H2D and 14–15 GB/s D2H
 //! on the H200 against 55 GB/s pinned, and its pageable copy waits on the host for the work ahead of it on the
 //! stream. `staged_copier` moves pageable data through a ring of pinned chunks instead: the memcpy team copies chunk
 //! i+1 on the host while the DMA of chunk i runs (measured: ~40 GB/s H2D, ~35–50 GB/s D2H).
@@ -9,16 +11,18 @@
 //! host copying. No thread waits for the GPU, and the thread that starts a copy does no copying. The synchronous
 //! forms wait (sleeping, not spinning) for the asynchronous one.
 
-#include <exception>
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/event_pool.hpp>
 #include <cuasync/runtime/memcpy_team.hpp>
+#include <cuasync/runtime/store_choice.hpp>
 
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -28,18 +32,19 @@
 namespace cuasync::runtime {
 
 struct staged_copy_options {
-  //! Pinned chunk size. On the H200 machine 8 MiB chunks moved 1 GiB D2H at 52 GB/s against 39 GB/s with 4 MiB
-  //! (bench/runtime measures the alternative side by side).
+  //! Pinned chunk size. On the H200 machine 8 MiB chunks moved 1 GiB D2H at 46-52 GB/s against 26 GB/s with 4 MiB,
+  //! 64 MiB D2H at 47 against 33; H2D the two were within 5% (bench/runtime measures the alternative side by side).
   std::size_t chunk_bytes = std::size_t{8} << 20;
   std::size_t chunks = 4;  //!< chunks in the ring
   unsigned threads = 0;    //!< host copy threads; 0 = 3/4 of cores, ≤ 12
-  //! Non-temporal stores into the pinned ring: on the H200 machine 43 GB/s against 25 GB/s with regular stores at
-  //! 64 MiB (bench/runtime measures both side by side).
-  bool h2d_streaming_stores = true;
-  //! Non-temporal stores into the pageable destination for copies of at least this many bytes (0: always; SIZE_MAX:
-  //! never). On the H200 machine they were slower at 64 MiB (0.89-0.91x of regular stores) and faster at 1 GiB
-  //! (1.28-1.45x: a destination that large is not in the cache anyway, and they skip its read-for-ownership).
-  std::size_t d2h_streaming_from_bytes = std::size_t{256} << 20;
+  //! The copy threads' stores into the pinned ring (H2D) and into the pageable destination (D2H): `automatic` times
+  //! the first chunks of each size class both ways and keeps the faster (store_choice.hpp says why no fixed choice
+  //! holds); bench/runtime measures the fixed kinds beside it.
+  store_kind h2d_stores = store_kind::automatic;
+  store_kind d2h_stores = store_kind::automatic;
+  //! Copies of at least 4 chunks start and end with smaller chunks (c/8, c/4, c/2), so that the pipeline fills and
+  //! drains in an eighth of a chunk's time rather than a whole one's.
+  bool ramp = true;
 };
 
 //! What an asynchronous staged copy reports. Both are called on a cuasync thread (the poller or a copy thread),
@@ -72,13 +77,17 @@ class staged_copy_callback {
 //!   cap (ring / copies) no slot stays free while a copy could use it.
 //! - A copy asks its stream once, when it takes its first slot (`cuStreamQuery`; never per chunk): busy, it holds at
 //!   most one slot until one of its DMAs has completed (then the work ahead of it is done). A copy that follows
-//!   another of this copier's on the same stream does not ask (the stream is busy with that copy's last DMAs): it
-//!   takes that copy's answer, so back-to-back copies keep the whole ring.
+//!   another of this copier's on the same stream (the same stream id: a reused handle is another stream) whose DMAs
+//!   are still to complete does not ask (the stream is busy with those DMAs): it takes that copy's answer, so
+//!   back-to-back copies keep the whole ring. Behind a copy whose DMAs are all done, it asks.
 //! Work enqueued on a copy's stream after that question, while the copy is still enqueueing chunks, is not seen: the
 //! DMAs behind it hold their slots until it is done.
 class staged_copier {
  public:
-  //! Allocates the pinned ring (chunks × chunk_bytes) and starts the copy threads. @throws cuda_error
+  //! Starts the copy threads, and the pinned ring's allocation (chunks × chunk_bytes) on cuasync's background
+  //! thread: returns without waiting for it (a cold `cuMemHostAlloc` of 32 MiB takes tens of milliseconds). Copies
+  //! started before the ring is there wait for it asynchronously; if it cannot be allocated they fail with its
+  //! error, and the next copy tries again. @throws cuda_error (bad options)
   staged_copier(context_ref ctx, staged_copy_options options = {},
                 std::source_location where = std::source_location::current());
   //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside one of its own `done`
@@ -91,7 +100,8 @@ class staged_copier {
   //! Host to device on `s`, asynchronously: returns at once (the chunks that got a slot are being copied into the
   //! ring); reports to `cb`. `src` must stay valid, and `cb` alive, until `cb->done`. Chunks are enqueued on `s` as
   //! ring slots free up: work enqueued on `s` before `cb->enqueued` may run before some of them.
-  //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`), std::bad_alloc (nothing started then)
+  //! @throws cuda_error (bad sizes, as for `cuasync::copy_async`; a failed `cuStreamGetId`), std::bad_alloc (nothing
+  //! started then)
   void start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src, staged_copy_callback* cb,
                        std::source_location where = std::source_location::current());
   //! Device to host on `s`, asynchronously (as above): the DMAs of the chunks that get a slot now are enqueued in
@@ -111,6 +121,10 @@ class staged_copier {
   const staged_copy_options& options() const noexcept { return options_; }
   //! The copy threads (for callers that stage whole copies themselves: the C ABI).
   memcpy_team& team() noexcept { return team_; }
+  //! The store kind chosen so far for copies of `bytes` (for callers that stage whole copies themselves).
+  bool streaming_stores(bool to_device, std::size_t bytes) const noexcept {
+    return (to_device ? h2d_stores_ : d2h_stores_).streaming(bytes);
+  }
   context_ref context() const noexcept { return ctx_; }
 
  private:
@@ -124,6 +138,8 @@ class staged_copier {
   void fail_locked(job& j, std::error_code ec, outcalls& out);  // a failure outside any chunk (asking the stream)
   void start_chunk_locked(job& j, slot& sl, outcalls& out);
   void enqueue_dma_locked(job& j, slot& sl, outcalls& out);  // a filled (H2D) or free (D2H) slot's DMA
+  // A chunk's host side on the copy threads, its stores chosen (and, while choosing, timed) by size class.
+  void host_copy(const job& j, std::byte* dst, const std::byte* src, std::size_t len, std::function<void()> then);
   void on_filled(slot& sl);                                  // team thread: H2D chunk in the ring
   void on_dma_done(slot& sl, std::error_code ec);            // poller thread: the slot's DMA completed
   void on_drained(slot& sl);                                 // team thread: D2H chunk out of the ring
@@ -131,6 +147,10 @@ class staged_copier {
   void report_done_locked(job& j, outcalls& out);  // `done`, once every chunk has finished (after `enqueued`)
   void reap_locked(outcalls& out);  // takes finished jobs out of jobs_
   void run(outcalls& out) noexcept;
+  void grow_on_background(std::source_location where) noexcept;  // the ring's allocation (running_ counts it)
+  void grow_ring(std::source_location where) noexcept;           // background thread
+
+  enum class ring_state { growing, ready, failed };
 
   context_ref ctx_;
   staged_copy_options options_;
@@ -138,8 +158,12 @@ class staged_copier {
   pinned_buffer ring_;
   std::vector<std::unique_ptr<slot>> slots_;
   memcpy_team team_;
+  store_chooser h2d_stores_, d2h_stores_;
   std::mutex mutex_;
   std::condition_variable idle_cv_;
+  ring_state ring_state_ = ring_state::growing;  // under mutex_, as ring_ and the slots' memory
+  std::error_code ring_error_;
+  std::exception_ptr ring_error_detail_;
   std::deque<std::unique_ptr<job>> jobs_;  // in arrival order (which orders copies on one stream); leave when done
   // Threads making callbacks outside the lock (run()): a finished job has left jobs_ by then, and its `done` call may
   // release the last reference to the copier's owner.

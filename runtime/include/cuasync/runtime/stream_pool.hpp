@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file `stream_pool`: non-blocking streams of one context by priority (seed §4.4: priorities are hints), handed
+//! @file
+//! `stream_pool`: non-blocking streams of one context by priority (priorities are hints, not preemption), handed
 //! out round-robin or borrowed exclusively.
 
 #include <cuasync/driver/stream.hpp>

@@ -1,12 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Hazard-tracked device buffers (seed §10, §12, §15.4). A `tracked_buffer` remembers the last write and the
-//! reads since, per stream. A launch or copy through runtime/ that uses it on another stream first makes that stream
-//! wait (device-side, `cuStreamWaitEvent`; the host never waits). Freeing is stream-ordered on the buffer's home
-//! stream after every other stream that used it. Single-stream use records no events at all: an event is recorded
-//! on a stream only when another stream has to wait for it — lazily, at that later use or at the free. So every
-//! stream that used a buffer must outlive the buffer (the home stream and the others): a stream destroyed first
-//! makes that record fail (`CUDA_ERROR_INVALID_HANDLE`) or, once its handle belongs to a new stream, order after
-//! the wrong work. The device's runtime (its primary context) must outlive its buffers and streams too.
+//! @file
+//! Hazard-tracked device buffers (stream-ordered memory, safe reuse and free across streams). A `tracked_buffer`
+//! remembers the last write and the reads since, per stream. A launch or copy through runtime/ that uses it on another
+//! stream first makes that stream wait (device-side, `cuStreamWaitEvent`; the host never waits). Freeing is
+//! stream-ordered on the buffer's home stream after every other stream that used it. Single-stream use records no
+//! events at all: an event is recorded on a stream only when another stream has to wait for it — lazily, at that later
+//! use or at the free. So every stream that used a buffer must outlive the buffer (the home stream and the others): a
+//! stream destroyed first makes that record fail (`CUDA_ERROR_INVALID_HANDLE`) or, once its handle belongs to a new
+//! stream, order after the wrong work. The device's runtime (its primary context) must outlive its buffers and streams
+//! too.
 
 #include <cuasync/driver/device_span.hpp>
 #include <cuasync/driver/memory_pool.hpp>

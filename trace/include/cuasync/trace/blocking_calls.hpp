@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The calls threads are blocked in right now, for the io-thread watchdog. While trace::set_watch(true) is on,
+//! @file
+//! The calls threads are blocked in right now, for the io-thread watchdog. While trace::set_watch(true) is on,
 //! each trace::host_call publishes itself in its thread's slot (the innermost call wins; the outer one is restored
 //! when it ends); `calls_in_flight()` reads every thread's slot from another thread.
 

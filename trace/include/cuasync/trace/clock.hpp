@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The trace's one clock (the host's steady_clock, in nanoseconds) and the map from GPU event times onto it.
+//! @file
+//! The trace's one clock (the host's steady_clock, in nanoseconds) and the map from GPU event times onto it.
 //!
 //! A GPU span is measured by timing events: `cuEventElapsedTime(reference, e)` gives each event's time after one
 //! reference event, in milliseconds, on the GPU's clock. To put it on the host axis, the recorder needs the host time

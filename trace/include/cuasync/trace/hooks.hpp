@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The library's instrumentation switch: one word of bits that every hook reads first — the recorder
-//! (trace::enable), NVTX ranges for Nsight (trace::set_nvtx), and the blocked-call registry the io-thread watchdog
-//! reads (trace::set_watch). All off: a hook costs one relaxed load and a branch.
+//! @file
+//! The library's instrumentation switch: one word of bits that every hook reads first — the recorder
+//! (trace::enable), NVTX ranges for Nsight (trace::set_nvtx), the blocked-call registry the io-thread watchdog
+//! reads (trace::set_watch) and the flight recorder (flight_recorder.hpp). All off: a hook costs one relaxed load and a branch.
 //!
 //! `host_call` brackets a host-side driver call that may block (a free, an allocation, a synchronize, a pageable
 //! copy): with recording on it records a host span on the calling thread's lane; with NVTX on it pushes and pops a
@@ -21,6 +23,7 @@ namespace hook {
 inline constexpr std::uint32_t record = 1u << 0;  //!< the recorder records spans
 inline constexpr std::uint32_t nvtx = 1u << 1;    //!< NVTX ranges on library operations
 inline constexpr std::uint32_t watch = 1u << 2;   //!< blocking calls are published for the watchdog
+inline constexpr std::uint32_t flight = 1u << 3;  //!< operations go into the flight recorder (flight_recorder.hpp)
 }  // namespace hook
 
 namespace detail {
@@ -36,6 +39,8 @@ inline std::uint32_t active_hooks() noexcept { return detail::hooks.load(std::me
 void set_nvtx(bool on) noexcept;
 //! Publishing blocking calls for the watchdog (set by async_io's io_watchdog while one runs).
 void set_watch(bool on) noexcept;
+//! The flight recorder's bit (set by flight::enable and flight::disable).
+void set_flight(bool on) noexcept;
 
 //! Only the watch bit, when it is on: for a host_call that publishes a blocking call to the watchdog and records no
 //! span (a call another hook records, or one the timeline has no category for).
@@ -55,7 +60,7 @@ class host_call {
  public:
   host_call(category cat, const char* call, std::uint64_t bytes = 0, std::uint32_t flags = 0,
             const std::source_location* where = nullptr) noexcept {
-    if (const std::uint32_t bits = active_hooks()) [[unlikely]]
+    if (const std::uint32_t bits = active_hooks() & ~hook::flight) [[unlikely]]  // the recorder keeps enqueues only
       detail::start_host_call(*this, bits, cat, call, bytes, flags, where);
   }
   //! Only the instrumentation in `bits` (a hook that records its own span and wants only the watch, say).

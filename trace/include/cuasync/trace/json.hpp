@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The little JSON the trace needs: a writer (the Chrome trace, the summaries, the `cuasync` command's --json)
+//! @file
+//! The little JSON the trace needs: a writer (the Chrome trace, the summaries, the `cuasync` command's --json)
 //! and a reader (traces read back by `cuasync trace`). RFC 8259 text; numbers are doubles; objects keep their order.
 //! The reader is meant for files a user hands over: it bounds nesting and throws on anything malformed.
 

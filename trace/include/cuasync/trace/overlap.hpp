@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The overlap summary: did the copies overlap the kernels? Computed from a timeline's spans.
+//! @file
+//! The overlap summary: did the copies overlap the kernels? Computed from a timeline's spans.
 //!
 //! Three stages: H2D (every span on an H2D lane: copies and staged-copy chunks), D2H (every span on a D2H lane) and
 //! compute (`launch` spans on stream lanes: kernels, as the GPU ran them). A stage's busy time is the length of the

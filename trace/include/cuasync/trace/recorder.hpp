@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The process-wide recorder. Off by default; `trace::enable()` or the environment variable
+//! @file
+//! The process-wide recorder. Off by default; `trace::enable()` or the environment variable
 //! `CUASYNC_TRACE=path` turns it on (the path is written at exit and by `trace::flush()`: `.html` gives the HTML
 //! page, anything else Chrome trace event JSON).
 //!
@@ -49,6 +51,10 @@ options current_options();
 //! Records `s` (label, name and times as given; begin and end swapped if reversed). Does nothing when off; over the
 //! cap it only counts the span as dropped. Never throws: a span that cannot be stored counts as dropped.
 void record(span s) noexcept;
+
+//! A fresh id for span::flow, unique in the process (below 2^53): the calling thread's lane ordinal above bit 32
+//! and a count of that thread's ids below, so it costs a thread-local increment (no atomic, no lookup).
+std::uint64_t new_flow_id() noexcept;
 
 //! The lane of the calling thread: lane::host_thread(n), n = 1, 2, ... in the order threads first ask.
 lane this_thread_lane() noexcept;

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file Scoped helpers for host code: `trace::label` names the work a thread does ("request 42"), and every span the
+//! @file
+//! Scoped helpers for host code: `trace::label` names the work a thread does ("request 42"), and every span the
 //! thread issues meanwhile carries it; `trace::scope` records a host span on the calling thread's lane from its
 //! construction to its destruction.
 //!

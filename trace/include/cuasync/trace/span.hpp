@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file What the recorder records: a span (an interval of time) on a lane (a row of the timeline), with a category,
+//! @file
+//! What the recorder records: a span (an interval of time) on a lane (a row of the timeline), with a category,
 //! a name, the user label that was current when it was issued, and the bytes moved for copies.
 //!
 //! Every time is in nanoseconds on one clock, the host's `std::chrono::steady_clock` (trace::now_ns()). Spans
@@ -103,6 +105,10 @@ struct span {
   std::uint64_t src = 0;        //!< the address read (copies; 0: unknown or none)
   std::uint64_t dst = 0;        //!< the address written (copies, memsets; 0: unknown or none), `bytes` long
   std::uint32_t flags = 0;      //!< trace::flag bits
+  //! The same nonzero id on a host issue span (the launch or copy call on its thread's lane) and on the GPU span
+  //! it issued, given when both are recorded (trace::new_flow_id()); 0: not linked. The Chrome JSON draws it as a
+  //! flow arrow from the call to the work.
+  std::uint64_t flow = 0;
   std::string name;             //!< kernel name, "cuMemcpyHtoDAsync", "stage 2", ...
   std::string label;            //!< the issuing thread's trace::label (joined with " / " when nested)
 

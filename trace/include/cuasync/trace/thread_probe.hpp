@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file What another thread of this process is doing, for the io-thread watchdog, when no driver call explains it:
-//! - its scheduler accounting (Linux /proc/self/task/<tid>/schedstat and stat): how much of a stall it spent on a
+//! @file
+//! What another thread of this process is doing, for the io-thread watchdog, when no driver call explains it:
+//! - its scheduler accounting (Linux `/proc/self/task/<tid>/schedstat` and stat): how much of a stall it spent on a
 //!   CPU, waiting for one (runnable but not scheduled: an overloaded machine) or asleep (a lock, a syscall);
 //! - a sample of its stack, taken by a signal sent to that thread alone, whose handler calls `backtrace` into a
 //!   static buffer (the unwinder is loaded beforehand, not in the handler).

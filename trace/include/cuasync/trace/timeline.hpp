@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file A recorded timeline: what the recorder hands out (trace::snapshot()), what the exporters write and the JSON
+//! @file
+//! A recorded timeline: what the recorder hands out (trace::snapshot()), what the exporters write and the JSON
 //! reader gives back. A plain value: build one by hand to test an exporter or the overlap summary.
 
 #include <cuasync/trace/span.hpp>
@@ -37,6 +39,9 @@ struct timeline {
   std::vector<device_info> devices;
   //! The device's facts, or nullptr when nobody described it.
   const device_info* device(int ordinal) const noexcept;
+  //! The id of the process that recorded it (getpid(), set by trace::snapshot()); 0: unknown (built by hand, or
+  //! read from a file that does not say). The Chrome JSON gives it to the host's events.
+  std::int64_t pid = 0;
   //! The host time shown as 0 (when recording was enabled). The exporters write times relative to it.
   std::int64_t origin_ns = 0;
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: what an awaited copy does, decided in the call (sizes checked, host memory classified) and carried out
 // once admitted: an enqueue for pinned and device memory, a staged task for pageable host memory.

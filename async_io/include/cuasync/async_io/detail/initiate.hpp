@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: the one initiation behind every async_io operation, with the `void(std::error_code)` signature; the
 // starters are what each operation does once the handler is known.
@@ -85,6 +86,7 @@ struct operation_starter {
   std::shared_ptr<void> keep_alive;
   std::source_location where;
   void operator()(completion_service& svc, boost::asio::any_io_executor ex, wait_handler h, wait_hints hints) && {
+    if constexpr (requires { work.work_key(); }) hints.work_key = work.work_key();
     svc.start_operation(std::move(ex), s, enqueue_ref::of(work), std::move(keep_alive), std::move(h), hints, where);
   }
 };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: the fault domain behind communicators made together — their NCCL handles, devices and contexts, and
 // the first fault, which aborts them all on a thread of its own (ncclCommAbort can take a while; the poller thread

@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The small part of NCCL's C API that cuasync uses, declared here (NCCL's header is not needed to build), and
+//! @file
+//! The small part of NCCL's C API that cuasync uses, declared here (NCCL's header is not needed to build), and
 //! the entry points fetched once from the loaded libnccl. The values are NCCL's ABI (nccl.h since 2.x, unchanged
 //! through 2.28); only what cuasync calls is declared.
 

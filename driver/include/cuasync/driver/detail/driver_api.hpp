@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The Driver API entry points, fetched once from the loaded libcuda with `cuGetProcAddress_v2`.
+//! @file
+//! The Driver API entry points, fetched once from the loaded libcuda with `cuGetProcAddress_v2`.
 //! Each entry is requested at the CUDA version whose ABI its `PFN_<name>_v<version>` typedef describes, so a newer
 //! driver never hands back a function with another signature.
 
@@ -25,7 +27,7 @@ namespace cuasync::detail {
   X(cuStreamQuery, 2000) X(cuStreamSynchronize, 2000) X(cuLaunchHostFunc, 10000) X(cuStreamGetPriority, 5050) \
   X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020) X(cuStreamGetId, 12000)                                  \
   X(cuStreamIsCapturing, 10000) X(cuThreadExchangeStreamCaptureMode, 10010)                                 \
-  X(cuStreamWriteValue64, 11070) X(cuStreamWriteValue32, 11070)                                              \
+  X(cuStreamWriteValue64, 11070) X(cuStreamWriteValue32, 11070) X(cuStreamWaitValue32, 11070)                \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventQuery, 2000)                 \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                                    \
   X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)                       \
@@ -42,17 +44,26 @@ namespace cuasync::detail {
   X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020)           \
   X(cuMemSetAccess, 10020) X(cuMemExportToShareableHandle, 10020) X(cuMemImportFromShareableHandle, 10020)    \
   X(cuModuleLoadDataEx, 2010) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                            \
+  X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) X(cuLibraryGetKernel, 12000) X(cuKernelGetFunction, 12000) \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuFuncGetParamInfo, 12040)                        \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050) X(cuLaunchKernelEx, 11060) X(cuLaunchKernel, 4000)    \
   X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) X(cuGraphInstantiateWithFlags, 11040)          \
   X(cuGraphLaunch, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000)                              \
   X(cuGraphExecKernelNodeSetParams, 12000) X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000)            \
-  X(cuGraphKernelNodeGetParams, 12000)
+  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)
 
-//! Every entry point, resolved. Obtained from `driver()`.
+// (name, version) of entry points newer than CUDA 12.4, or that the simulated driver lacks: null where the driver has
+// none. Each use checks for null and falls back or says what is missing.
+#define CUASYNC_DRIVER_OPTIONAL_ENTRY_POINTS(X)                                                              \
+  X(cuLogsRegisterCallback, 12090) X(cuGreenCtxCreate, 12040) X(cuGreenCtxDestroy, 12040)                     \
+  X(cuDeviceGetDevResource, 12040) X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040) \
+  X(cuCtxFromGreenCtx, 12040)
+
+//! Every entry point, resolved (the optional ones null where the driver lacks them). Obtained from `driver()`.
 struct driver_entry_points {
 #define CUASYNC_DECLARE_ENTRY(name, version) PFN_##name##_v##version name = nullptr;
   CUASYNC_DRIVER_ENTRY_POINTS(CUASYNC_DECLARE_ENTRY)
+  CUASYNC_DRIVER_OPTIONAL_ENTRY_POINTS(CUASYNC_DECLARE_ENTRY)
 #undef CUASYNC_DECLARE_ENTRY
   int driver_version = 0;   //!< `cuDriverGetVersion`, e.g. 13000
   const char* library = ""; //!< the path that was opened

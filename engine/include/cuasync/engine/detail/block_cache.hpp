@@ -1,11 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// Internal: a per-thread cache of fixed-size blocks. The state of a wait is allocated and freed once per operation,
-// usually on one io thread; recycling here replaces a malloc/free pair per wait.
+// Internal: a per-thread cache of fixed-size blocks. The state of a wait is allocated and freed once per operation;
+// recycling here replaces a malloc/free pair per wait. Often not on one thread: a wait's entry is allocated on the io
+// thread and freed by the poller thread's pass. A thread whose cache is full therefore hands half of it to a shared
+// depot, and a thread whose cache is empty takes a batch from it (one lock per `batch` blocks), so blocks flow back to
+// the thread that allocates them instead of each free going to the heap and each allocation coming from it.
 //
 // The cache is trivially destructible, so a block freed during static destruction (after the thread's cache closed)
 // still finds it; it then goes back to the heap. Every thread that touches the cache, whether it allocates or only
 // frees (the poller thread), registers a closer that empties it when the thread exits, so no block is lost.
 #include <cstddef>
+#include <mutex>
 #include <new>
 
 namespace cuasync::detail {
@@ -15,19 +20,31 @@ class block_cache {
  public:
   static void* allocate() {
     state& c = local();
+    if (!c.size && !c.closed) take_from_depot(c);
     if (c.size) return c.blocks[--c.size];
     return ::operator new(Size);
   }
   static void free(void* p) noexcept {
     state& c = local();
-    if (!c.closed && c.size < capacity)
-      c.blocks[c.size++] = p;
-    else
-      ::operator delete(p);
+    if (c.closed) return ::operator delete(p);
+    if (c.size == capacity) give_to_depot(c);
+    c.blocks[c.size++] = p;
   }
 
  private:
   static constexpr unsigned capacity = 256;
+  static constexpr unsigned batch = capacity / 2;
+  // Blocks between threads: a fixed array under a lock (never allocates); full, a batch goes back to the heap. Never
+  // destroyed (blocks may be freed during static destruction), so what it holds stays reachable.
+  struct depot {
+    std::mutex mutex;
+    void* blocks[16 * capacity];
+    unsigned size = 0;
+  };
+  static depot& shared() noexcept {
+    static depot* d = new depot;
+    return *d;
+  }
   struct state {
     void* blocks[capacity];
     unsigned size;
@@ -40,6 +57,20 @@ class block_cache {
       while (c.size) ::operator delete(c.blocks[--c.size]);
     }
   };
+  static void give_to_depot(state& c) noexcept {
+    depot& d = shared();
+    {
+      std::lock_guard lock(d.mutex);
+      const unsigned room = static_cast<unsigned>(sizeof d.blocks / sizeof d.blocks[0]) - d.size;
+      for (unsigned n = room < batch ? room : batch; n > 0; --n) d.blocks[d.size++] = c.blocks[--c.size];
+    }
+    while (c.size > capacity - batch) ::operator delete(c.blocks[--c.size]);  // the depot was full
+  }
+  static void take_from_depot(state& c) noexcept {
+    depot& d = shared();
+    std::lock_guard lock(d.mutex);
+    while (d.size && c.size < batch) c.blocks[c.size++] = d.blocks[--d.size];
+  }
   static state& raw() noexcept {
     thread_local state c{};
     return c;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Internal: the vector a front-end's pass collects its completions in, reused per thread. It is taken out while in
 // use, so a completion that runs a nested pass on the same thread (poll_once from inside a handler) gets its own.

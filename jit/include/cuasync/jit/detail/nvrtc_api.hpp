@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-//! @file The NVRTC entry points, resolved once with `dlsym` from the library that `nvrtc_library()` opened.
+//! @file
+//! The NVRTC entry points, resolved once with `dlsym` from the library that `nvrtc_library()` opened.
 
 #include <nvrtc.h>
 

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+//! @file
+//! The driver's side of the flight recorder (trace/flight_recorder.hpp): a stream's ring opened with what only the
+//! driver can tell (its device, id and context, and a probe that asks the stream whether it is still busy), and the
+//! records of launches and other enqueues. Reached only when `trace::active_hooks()` has the flight bit.
+
+#include <cuasync/driver/launch.hpp>
+#include <cuasync/driver/stream.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
+
+#include <source_location>
+
+namespace cuasync::detail {
+
+//! The ring of `s`, opened at its first operation (null when no ring can be made). Never throws.
+trace::flight::ring* flight_ring(stream_ref s) noexcept;
+//! Records `o` on `s` as issuing now. Never throws.
+inline trace::flight::mark flight_note(stream_ref s, const trace::flight::op& o) noexcept {
+  trace::flight::ring* r = trace::flight::find_ring(s.get());
+  if (!r) [[unlikely]] r = flight_ring(s);
+  return r ? trace::flight::note(r, o) : trace::flight::mark{};
+}
+//! Records a launch of `k` with `c` from `where`. Never throws.
+trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const launch_config& c,
+                                       std::source_location where) noexcept;
+
+//! The launch with only the flight recorder on: recorded, enqueued, its outcome marked. @throws cuda_error
+void launch_flown(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
+                  std::source_location where);
+
+}  // namespace cuasync::detail

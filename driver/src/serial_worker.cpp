@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#include <cuasync/driver/detail/serial_worker.hpp>
+
+#include <cstdlib>
+#include <pthread.h>
+#include <vector>
+
+namespace cuasync::detail {
+
+serial_worker& serial_worker::make(const char* name) {
+  auto* w = new serial_worker(name);
+  // Registered per worker: its own stop, after which posts run inline.
+  static std::mutex registry_mutex;
+  static std::vector<serial_worker*>* workers = nullptr;
+  std::lock_guard lock(registry_mutex);
+  if (!workers) {
+    workers = new std::vector<serial_worker*>;
+    std::atexit([] {
+      std::vector<serial_worker*> all;
+      {
+        std::lock_guard l(registry_mutex);
+        all = *workers;
+      }
+      for (serial_worker* x : all) x->stop();
+    });
+  }
+  workers->push_back(w);
+  return *w;
+}
+
+bool serial_worker::post(std::function<void()>&& task) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+      id_ = thread_.get_id();
+    }
+    queue_.push_back(std::move(task));
+    ++posted_;
+  } catch (...) {
+    return false;
+  }
+  work_.notify_one();
+  return true;
+}
+
+void serial_worker::drain() noexcept {
+  if (on_worker()) return;  // the tasks before it include the one this thread is running
+  std::unique_lock lock(mutex_);
+  const std::uint64_t target = posted_;
+  ran_cv_.wait(lock, [&] { return ran_ >= target; });
+}
+
+bool serial_worker::on_worker() const noexcept {
+  std::lock_guard lock(mutex_);
+  return thread_.joinable() && id_ == std::this_thread::get_id();
+}
+
+std::uint64_t serial_worker::posted() const noexcept {
+  std::lock_guard lock(mutex_);
+  return posted_;
+}
+
+std::uint64_t serial_worker::ran() const noexcept {
+  std::lock_guard lock(mutex_);
+  return ran_;
+}
+
+void serial_worker::run() noexcept {
+  pthread_setname_np(pthread_self(), name_);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    try {
+      task();
+    } catch (...) {
+      // A task reports its own failures; one that throws anyway must not end the thread.
+    }
+    task = nullptr;  // what it captured goes before the count says it ran
+    lock.lock();
+    ++ran_;
+    ran_cv_.notify_all();
+  }
+}
+
+void serial_worker::stop() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_one();
+  if (thread_.joinable() && id_ != std::this_thread::get_id()) thread_.join();  // after the queue has run
+}
+
+}  // namespace cuasync::detail

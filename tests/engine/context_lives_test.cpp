@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// A primary context released fully and retained again is a new context with (on the simulated driver, and often on
+// a real one) the same handle: the event pool of its first life must not be handed out for the second. Before the
+// fix event_pool::for_context matched the handle alone, so a record through it failed with CUDA_ERROR_INVALID_HANDLE
+// (the first life's event) and the failure path's synchronize then waited for a stream held behind a gate: a hang.
+// The case runs in a child process with a time limit, so that a hang fails the test instead of stalling the suite.
+#include <cuasync/driver/launch.hpp>
+#include <cuasync/driver/module.hpp>
+#include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/engine/event_pool.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "child_process.hpp"
+#include "simulated_driver.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string_view>
+
+using namespace cuasync;
+using Catch::Contains;
+
+namespace {
+constexpr char sim_ptx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry sim_wait_u32(.param .u64 flag) { ret; }
+)";
+}  // namespace
+
+// Run by the case below in a child process (a fresh loader: nothing else retains device 0's primary context).
+TEST_CASE("context second life child", "[.context_second_life_child]") {
+  CUASYNC_CHILD_ONLY();
+  CUcontext first_handle = nullptr;
+  unsigned long long first_id = 0;
+  std::weak_ptr<event_pool> first_pool;
+  {
+    primary_context ctx = primary_context::retain(0);
+    first_handle = ctx.get();
+    first_id = ctx.id();
+    std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
+    stream s = stream::create(ctx);
+    pool->record(s).query();  // the pool now owns an event of this life
+    s.synchronize();
+    first_pool = pool;
+  }  // the last retain is released: the context is gone; no sweep happens between here and the next for_context
+  primary_context ctx = primary_context::retain(0);
+  std::printf("CHILD same_handle=%d new_id=%d\n", ctx.get() == first_handle, ctx.id() != first_id);
+  std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
+  CHECK(pool != first_pool.lock());
+  CHECK(pool->context().get() == ctx.get());
+  module m = module::load(ctx, std::string_view(sim_ptx), "second_life_gate.ptx");
+  pinned_buffer flag = pinned_buffer::allocate(ctx, sizeof(unsigned));
+  *flag.data<unsigned>() = 0;
+  stream s = stream::create(ctx);
+  struct opens_gate {  // on every way out: the context's release waits for s's work
+    unsigned* flag;
+    ~opens_gate() { std::atomic_ref(*flag).store(1); }
+  } gate{flag.data<unsigned>()};
+  launch(s, m.kernel("sim_wait_u32"), {.grid = 1, .block = 1}, flag.data<unsigned>());  // s cannot finish yet
+  pooled_event e = pool->record(s);  // before the fix: CUDA_ERROR_INVALID_HANDLE, then a wait for the gate
+  CHECK_FALSE(e.query());           // behind the gate
+  std::atomic_ref(*flag.data<unsigned>()).store(1);
+  s.synchronize();
+  CHECK(e.query());
+  std::printf("CHILD recorded\n");
+}
+
+TEST_CASE("a primary context retained again after its full release gets a new event pool, without a sweep",
+          "[.simulated][engine][lifetime]") {
+  CUASYNC_SIMULATED_ONLY();
+  const test::child_result r = test::run_child({"context second life child"}, {}, std::chrono::seconds(60));
+  INFO(r.output);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("CHILD same_handle=1 new_id=1"));  // what makes the case meaningful
+  CHECK_THAT(r.output, Contains("CHILD recorded"));
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+/* The conformance suite's part on the simulated driver about admission places of operations made without a
+ * completion (memsets here; launches take the same path but need a kernel): libcuasync gives their places back in
+ * batches, one event per batch instead of one per operation. Admission must still bound what is in flight: behind
+ * long work a stream takes 64 places (the default bound) and the next operation is refused with CUASYNC_ERROR_BUSY,
+ * enqueueing nothing; once the work is done its places come back. The simulated driver's call counts (its
+ * fake_cuda_report, found in the library CUASYNC_LIBCUDA names) show the events recorded. */
+#define _GNU_SOURCE /* nanosleep, dlopen's RTLD_NOLOAD */
+#include "conformance.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static cuasync_error* memset_unreported(cuasync_stream s, void* dst, size_t bytes) {
+  cuasync_memset_args m;
+  memset(&m, 0, sizeof m);
+  m.struct_size = CUASYNC_MEMSET_ARGS_SIZE;
+  m.stream = s;
+  m.dst = dst;
+  m.value = 7;
+  m.size = bytes;
+  return api->memset(&m);
+}
+
+/* The simulated driver's count of `entry` calls made while its phase was 1 (-1: not the simulated driver). */
+static long calls_of(const char* entry) {
+  const char* path = getenv("CUASYNC_LIBCUDA");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  if (!lib) return -1;
+  int (*report)(char*, int) = (int (*)(char*, int))dlsym(lib, "fake_cuda_report");
+  if (!report) return -1;
+  const int n = report(NULL, 0);
+  char* text = malloc((size_t)n);
+  report(text, n);
+  char needle[96];
+  snprintf(needle, sizeof needle, " %s=", entry);
+  const char* at = strstr(text, needle);
+  const long count = at ? strtol(at + strlen(needle), NULL, 10) : 0;
+  free(text);
+  return count;
+}
+
+static void set_phase(int phase) {
+  void* lib = dlopen(getenv("CUASYNC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+  void (*set)(int) = lib ? (void (*)(int))dlsym(lib, "fake_cuda_set_phase") : NULL;
+  if (set) set(phase);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static int wait_for_stream(cuasync_stream s, cuasync_queue q, int fd, uint64_t token) {
+  cuasync_stream_wait_args w = {CUASYNC_STREAM_WAIT_ARGS_SIZE, s, {q, token, NULL, NULL}};
+  if (!ok(api->stream_wait(&w), "stream_wait")) return 0;
+  cuasync_completion_record r;
+  return drain_until(q, fd, &r, 1) == 1 && r.token == token && r.code == CUASYNC_OK;
+}
+
+void run_batches_part(void) {
+  if (calls_of("cuEventRecord") < 0) return; /* not the simulated driver: nothing to count */
+  fixture f;
+  if (!open_fixture(&f)) return;
+  const size_t big = (size_t)256 << 20;
+  cuasync_buffer_allocate_args ba;
+  memset(&ba, 0, sizeof ba);
+  ba.struct_size = CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE;
+  ba.runtime = f.runtime;
+  ba.stream = f.stream;
+  ba.kind = CUASYNC_MEMORY_DEVICE;
+  ba.size = big;
+  if (!ok(api->buffer_allocate(&ba), "buffer_allocate")) return;
+
+  /* One event per batch of 16: 160 memsets then a stream_wait record 11 events (and one per refusal at most), where
+   * one each recorded 161. */
+  set_phase(1);
+  const long before = calls_of("cuEventRecord");
+  int refused = 0;
+  for (int i = 0; i < 160; ++i) {
+    /* An idle stream's places come back as the poller sees the batches' events: a BUSY here only means it lags. */
+    cuasync_error_code code = code_of(memset_unreported(f.stream, ba.pointer, 4096));
+    for (int tries = 0; code == CUASYNC_ERROR_BUSY && tries < 5000; ++tries) {
+      ++refused;
+      sleep_ms(1);
+      code = code_of(memset_unreported(f.stream, ba.pointer, 4096));
+    }
+    CHECK(code == CUASYNC_OK);
+  }
+  CHECK(wait_for_stream(f.stream, f.queue, f.fd, 1));
+  const long events = calls_of("cuEventRecord") - before;
+  set_phase(2);
+  printf("conformance: 160 memsets without a completion and a stream_wait recorded %ld events (%d BUSY retries)\n",
+         events, refused);
+  /* 10 batches and the stream_wait's; each refusal (the poller lagging behind the simulated device) may record the
+   * partial batch's event before it polls: one event per memset, as before, would be 161. */
+  CHECK(events <= 160 / 16 + 1 + refused);
+  CHECK(refused < 40);
+
+  /* The bound, on a stream of its own (the first one's last places may still be on their way back): behind three
+   * long memsets (their own places), 61 more fit in the stream's 64; the next is refused. */
+  cuasync_stream_create_args sc2;
+  memset(&sc2, 0, sizeof sc2);
+  sc2.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
+  sc2.runtime = f.runtime;
+  if (!ok(api->stream_create(&sc2), "stream_create")) return;
+  int admitted = 0;
+  for (int i = 0; i < 3; ++i) CHECK(ok(memset_unreported(sc2.stream, ba.pointer, big), "memset"));
+  cuasync_error_code code = CUASYNC_OK;
+  while (admitted < 200 && (code = code_of(memset_unreported(sc2.stream, ba.pointer, 4096))) == CUASYNC_OK) ++admitted;
+  printf("conformance: behind long work, %d memsets admitted before CUASYNC_ERROR_BUSY (expected 61)\n", admitted);
+  CHECK(admitted == 61);
+  CHECK(code == CUASYNC_ERROR_BUSY);
+  /* Once the work is done, the places come back: 64 more are admitted (retrying while the poller catches up). */
+  CHECK(wait_for_stream(sc2.stream, f.queue, f.fd, 2));
+  int again = 0;
+  for (int tries = 0; again < 64 && tries < 5000;) {
+    code = code_of(memset_unreported(sc2.stream, ba.pointer, 4096));
+    if (code == CUASYNC_OK) {
+      ++again;
+      continue;
+    }
+    CHECK(code == CUASYNC_ERROR_BUSY);
+    if (code != CUASYNC_ERROR_BUSY) break;
+    ++tries;
+    sleep_ms(1);
+  }
+  CHECK(again == 64);
+  CHECK(wait_for_stream(sc2.stream, f.queue, f.fd, 3));
+
+  cuasync_stream_destroy_args sd2 = {CUASYNC_STREAM_DESTROY_ARGS_SIZE, sc2.stream};
+  CHECK(ok(api->stream_destroy(&sd2), "stream_destroy"));
+
+  cuasync_buffer_free_args bf = {CUASYNC_BUFFER_FREE_ARGS_SIZE, ba.buffer};
+  CHECK(ok(api->buffer_free(&bf), "buffer_free"));
+  close_fixture(&f);
+}

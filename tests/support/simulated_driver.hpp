@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+// Whether the driver cuasync loaded is the simulated libcuda (tests/fake_driver), and a way for a test case meant
+// for it alone to skip itself on any other driver.
+//
+// Catch2 2.x runs a hidden case ([.simulated]) whenever a command-line filter matches one of its tags, so a filter
+// such as "[staged]" on a GPU machine runs cases whose gate kernel (`sim_wait_u32`) is a no-op on real hardware:
+// they fail there for reasons that have nothing to do with what they test. Every case tagged `simulated` starts
+// with CUASYNC_SIMULATED_ONLY().
+
+namespace cuasync::test {
+
+//! True when the driver cuasync loaded (`CUASYNC_LIBCUDA`, else libcuda.so.1) is the simulated one: the library that
+//! defines its resolved entry points also defines the simulated driver's controls (`fake_cuda_report`). A real driver
+//! at any path, or a simulated library that is merely loaded beside it, answers false. Loads the driver if needed;
+//! false when none loads. Never throws.
+bool simulated_driver_loaded() noexcept;
+
+//! The simulated driver's control `name` (tests/fake_driver/control.h), or null when the loaded driver is not the
+//! simulated one or has no such symbol.
+void* simulated_driver_symbol(const char* name) noexcept;
+
+//! True on the simulated driver; otherwise a Catch2 warning says the case was skipped and why (defined in
+//! test_main.cpp: test executables only).
+bool simulated_or_skip();
+
+}  // namespace cuasync::test
+
+//! The first statement of a case that runs on the simulated driver only: on any other driver it returns at once,
+//! with a warning saying it was skipped and why (never a silent pass).
+#define CUASYNC_SIMULATED_ONLY()                         \
+  do {                                                   \
+    if (!::cuasync::test::simulated_or_skip()) return;   \
+  } while (false)

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// The flight recorder's rings: the lock-free table from stream handle to ring, the hot path that records an
+// operation (note) and the marks the engine makes (done, faulted). Reading them back: flight_read.cpp.
+#include "flight_state.hpp"
+
+#include <cuasync/trace/blocking_calls.hpp>
+#include <cuasync/trace/clock.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace cuasync::trace::flight {
+namespace {
+
+static_assert(sizeof(std::source_location) == sizeof(std::uint64_t), "a call site is stored as one word");
+
+// ---- the clock ----
+// The cheapest of three, chosen once by timing each: the TSC (only where the kernel says it is constant and does not
+// stop: then it counts at one rate on every core, and two readings against steady_clock map it), steady_clock, and
+// CLOCK_MONOTONIC_COARSE (the same clock at the kernel tick's resolution, a few ms), taken only when both fine clocks
+// cost more than 30 ns a read (a virtual machine that traps the TSC: 70 ns for rdtsc and 134 ns for steady_clock
+// measured on one).
+bool invariant_tsc() noexcept {
+#if defined(__x86_64__)
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0)
+      return line.find(" constant_tsc") != std::string::npos && line.find(" nonstop_tsc") != std::string::npos;
+#endif
+  return false;
+}
+
+enum class clock_kind { tsc, steady, coarse };
+
+std::int64_t coarse_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return std::int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+template <class Read>
+double cost_ns(Read read) {
+  constexpr int n = 2000;
+  std::uint64_t sink = 0;
+  const std::int64_t t0 = now_ns();
+  for (int i = 0; i < n; ++i) sink += static_cast<std::uint64_t>(read());
+  const std::int64_t t1 = now_ns();
+  return double(t1 - t0 + static_cast<std::int64_t>(sink & 0)) / n;
+}
+
+clock_kind choose_clock() {
+  double tsc = 1e9;
+#if defined(__x86_64__)
+  if (invariant_tsc()) tsc = cost_ns([] { return __rdtsc(); });
+#endif
+  const double steady = cost_ns([] { return now_ns(); });
+  const double fine = std::min(tsc, steady);
+  if (fine > 30 && cost_ns(coarse_ns) < fine) return clock_kind::coarse;
+  return tsc <= steady ? clock_kind::tsc : clock_kind::steady;
+}
+const clock_kind the_clock_kind = choose_clock();
+
+struct clock_map {
+  std::atomic<std::uint64_t> tick0{0};
+  std::atomic<std::int64_t> ns0{0};
+  std::atomic<double> ns_per_tick{1.0};
+};
+clock_map& the_clock() {
+  static clock_map m;
+  return m;
+}
+
+// ---- the table: open addressing by handle, keys published with release, a tombstone for retired streams ----
+constexpr std::size_t table_size = 8192;  // twice the most rings there can be
+constexpr std::size_t max_rings = 4096;
+constexpr std::uintptr_t tombstone = ~std::uintptr_t{0};
+struct table_entry {
+  std::atomic<std::uintptr_t> key{0};
+  std::atomic<ring*> value{nullptr};
+};
+table_entry table[table_size];
+
+std::size_t home(std::uintptr_t key) noexcept {
+  return static_cast<std::size_t>((key >> 3) * 0x9E3779B97F4A7C15ull >> 51) & (table_size - 1);
+}
+
+struct thread_state {
+  std::uint64_t queue = 0, token = 0;  // the awaiter_scope's
+  std::uint64_t ordinal = 0;
+};
+thread_local thread_state this_thread;
+
+void store_name(slot& s, std::string_view name) noexcept {
+  std::uint64_t words[slot::name_words] = {};
+  std::memcpy(words, name.data(), std::min(name.size(), sizeof words - 1));
+  for (std::size_t i = 0; i < slot::name_words; ++i) s.name[i].store(words[i], std::memory_order_relaxed);
+}
+
+std::uint64_t pack(std::uint32_t lo, std::uint32_t hi) noexcept { return lo | std::uint64_t{hi} << 32; }
+
+}  // namespace
+
+std::uint64_t ticks() noexcept {
+  switch (the_clock_kind) {
+#if defined(__x86_64__)
+    case clock_kind::tsc:
+      return __rdtsc();
+#endif
+    case clock_kind::coarse:
+      return static_cast<std::uint64_t>(coarse_ns());
+    default:
+      return static_cast<std::uint64_t>(now_ns());
+  }
+}
+
+const char* clock_name() noexcept {
+  switch (the_clock_kind) {
+    case clock_kind::tsc:
+      return "the TSC";
+    case clock_kind::coarse:
+      return "CLOCK_MONOTONIC_COARSE (times to the kernel's tick, a few ms: the finer clocks are slow here)";
+    default:
+      return "steady_clock";
+  }
+}
+
+void calibrate_clock() noexcept {
+  clock_map& m = the_clock();
+  const std::uint64_t t = ticks();
+  const std::int64_t ns = now_ns();
+  if (the_clock_kind != clock_kind::tsc) return;
+  const std::uint64_t t0 = m.tick0.load(std::memory_order_relaxed);
+  if (t0 == 0) {
+    m.ns0.store(ns, std::memory_order_relaxed);
+    m.tick0.store(t, std::memory_order_release);
+    return;
+  }
+  const std::int64_t dns = ns - m.ns0.load(std::memory_order_relaxed);
+  if (t > t0 && dns > 1'000'000) m.ns_per_tick.store(double(dns) / double(t - t0), std::memory_order_relaxed);
+}
+
+std::int64_t ticks_to_ns(std::uint64_t t) noexcept {
+  if (the_clock_kind != clock_kind::tsc) return static_cast<std::int64_t>(t);
+  const clock_map& m = the_clock();
+  const std::uint64_t t0 = m.tick0.load(std::memory_order_acquire);
+  const double d = t >= t0 ? double(t - t0) : -double(t0 - t);
+  return m.ns0.load(std::memory_order_relaxed) +
+         static_cast<std::int64_t>(d * m.ns_per_tick.load(std::memory_order_relaxed));
+}
+
+registry& the_registry() {
+  static registry* r = new registry;  // never destroyed: hooks may record during static destruction
+  return *r;
+}
+
+ring::ring(void* s, const stream_identity& id, std::uint32_t length)
+    : identity(id), mask(length - 1), slots(new slot[length]) {
+  stream.store(s, std::memory_order_relaxed);
+}
+
+void ring::reuse(void* s, const stream_identity& id) noexcept {
+  stream.store(s, std::memory_order_relaxed);
+  identity = id;
+  for (std::uint32_t i = 0; i <= mask; ++i) slots[i].version.store(0, std::memory_order_relaxed);
+  next.store(0, std::memory_order_relaxed);
+  done_up_to.store(0, std::memory_order_relaxed);
+  retired.store(false, std::memory_order_relaxed);
+  fault_seq.store(0, std::memory_order_relaxed);
+  fault_result.store(0, std::memory_order_relaxed);
+  fault_name.store(nullptr, std::memory_order_relaxed);
+  stall_dumped_seq = 0;
+  fault_dumped_seq = 0;
+}
+
+ring* find_ring(void* stream) noexcept {
+  const auto key = reinterpret_cast<std::uintptr_t>(stream);
+  for (std::size_t i = home(key), n = 0; n < table_size; i = (i + 1) & (table_size - 1), ++n) {
+    const std::uintptr_t k = table[i].key.load(std::memory_order_acquire);
+    if (k == key) return table[i].value.load(std::memory_order_acquire);
+    if (k == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+ring* open_ring(void* stream, const stream_identity& id) noexcept {
+  registry& reg = the_registry();
+  try {
+    std::lock_guard lock(reg.mutex);
+    if (ring* r = find_ring(stream)) return r;
+    std::unique_ptr<ring> fresh;
+    if (!reg.spare.empty() && reg.spare.back()->mask + 1 == reg.length) {
+      fresh = std::move(reg.spare.back());
+      reg.spare.pop_back();
+      fresh->reuse(stream, id);
+    } else if (reg.rings.size() + reg.spare.size() < max_rings) {
+      fresh = std::make_unique<ring>(stream, id, reg.length);
+    } else {
+      reg.untracked.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+    const auto key = reinterpret_cast<std::uintptr_t>(stream);
+    for (std::size_t i = home(key), n = 0; n < table_size; i = (i + 1) & (table_size - 1), ++n) {
+      const std::uintptr_t k = table[i].key.load(std::memory_order_relaxed);
+      if (k != 0 && k != tombstone) continue;
+      ring* r = fresh.get();
+      reg.rings.push_back(std::move(fresh));
+      table[i].value.store(r, std::memory_order_release);
+      table[i].key.store(key, std::memory_order_release);
+      return r;
+    }
+    reg.untracked.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+    reg.untracked.fetch_add(1, std::memory_order_relaxed);
+  }
+  return nullptr;
+}
+
+void retire_ring(void* stream) noexcept {
+  registry& reg = the_registry();
+  std::lock_guard lock(reg.mutex);
+  const auto key = reinterpret_cast<std::uintptr_t>(stream);
+  for (std::size_t i = home(key), n = 0; n < table_size; i = (i + 1) & (table_size - 1), ++n) {
+    const std::uintptr_t k = table[i].key.load(std::memory_order_relaxed);
+    if (k == 0) return;
+    if (k != key) continue;
+    ring* r = table[i].value.load(std::memory_order_relaxed);
+    table[i].key.store(tombstone, std::memory_order_release);  // the value stays: a racing find still gets a ring
+    r->retired.store(true, std::memory_order_relaxed);
+    try {
+      reg.retired_order.push_back(r);
+    } catch (...) {
+      return;  // kept in use: it is only not recycled
+    }
+    // The 64 latest retired rings stay readable (a stream destroyed just before a hang may be what it is about);
+    // older ones are recycled.
+    if (reg.retired_order.size() > 64) {
+      ring* old = reg.retired_order.front();
+      reg.retired_order.erase(reg.retired_order.begin());
+      auto it = std::find_if(reg.rings.begin(), reg.rings.end(), [&](const auto& p) { return p.get() == old; });
+      if (it != reg.rings.end()) {
+        try {
+          reg.spare.push_back(std::move(*it));
+          reg.rings.erase(it);
+        } catch (...) {
+        }
+      }
+    }
+    return;
+  }
+}
+
+mark note(ring* r, const op& o) noexcept {
+  thread_state& me = this_thread;
+  if (me.ordinal == 0) me.ordinal = this_thread_ordinal();
+  const std::uint64_t seq = r->next.fetch_add(1, std::memory_order_relaxed) + 1;
+  slot& s = r->slots[seq & r->mask];
+  s.version.store(2 * seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.ticks.store(ticks(), std::memory_order_relaxed);
+  s.call.store(reinterpret_cast<std::uintptr_t>(o.call), std::memory_order_relaxed);
+  s.where.store(std::bit_cast<std::uint64_t>(o.where), std::memory_order_relaxed);
+  s.shape[0].store(pack(o.grid[0], o.grid[1]), std::memory_order_relaxed);
+  s.shape[1].store(pack(o.grid[2], o.block[0]), std::memory_order_relaxed);
+  s.shape[2].store(pack(o.block[1], o.block[2]), std::memory_order_relaxed);
+  s.shape[3].store(pack(o.shared_bytes, o.params), std::memory_order_relaxed);
+  s.param_sizes.store(o.param_sizes, std::memory_order_relaxed);
+  s.bytes.store(o.bytes, std::memory_order_relaxed);
+  s.src.store(o.src, std::memory_order_relaxed);
+  s.dst.store(o.dst, std::memory_order_relaxed);
+  s.awaiter_queue.store(me.queue, std::memory_order_relaxed);
+  s.awaiter_token.store(me.token, std::memory_order_relaxed);
+  s.thread.store(me.ordinal, std::memory_order_relaxed);
+  s.status.store(0, std::memory_order_relaxed);
+  s.done_ticks.store(0, std::memory_order_relaxed);
+  store_name(s, o.name);
+  s.version.store(2 * seq, std::memory_order_release);
+  return {r, seq};
+}
+
+void set_status(mark m, status st, int result) noexcept {
+  if (!m) return;
+  slot& s = m.r->slots[m.seq & m.r->mask];
+  if (s.version.load(std::memory_order_relaxed) >> 1 != m.seq) return;  // rewritten since
+  s.status.store(static_cast<std::uint64_t>(st) | std::uint64_t(static_cast<std::uint32_t>(result)) << 32,
+                 std::memory_order_relaxed);
+}
+
+void seen_done(mark m) noexcept {
+  if (!m) return;
+  ring& r = *m.r;
+  if (r.fault_seq.load(std::memory_order_relaxed) != 0) return;  // a faulted stream's work did not complete
+  std::uint64_t old = r.done_up_to.load(std::memory_order_relaxed);
+  while (old < m.seq && !r.done_up_to.compare_exchange_weak(old, m.seq, std::memory_order_relaxed)) {
+  }
+  if (old >= m.seq) return;
+  const std::uint64_t now = ticks();
+  const std::uint64_t first = std::max(old + 1, m.seq > r.mask ? m.seq - r.mask : 1);
+  for (std::uint64_t q = first; q <= m.seq; ++q) {
+    slot& s = r.slots[q & r.mask];
+    if (s.version.load(std::memory_order_relaxed) >> 1 == q) s.done_ticks.store(now, std::memory_order_relaxed);
+  }
+}
+
+void seen_fault(mark m, int result, const char* name) noexcept {
+  if (!m) return;
+  std::uint64_t expected = 0;
+  if (!m.r->fault_seq.compare_exchange_strong(expected, m.seq, std::memory_order_relaxed)) return;  // told already
+  m.r->fault_result.store(result, std::memory_order_relaxed);
+  m.r->fault_name.store(name, std::memory_order_relaxed);
+  fault_seen(*m.r);
+}
+
+bool awaited_now() noexcept { return this_thread.queue != 0 || this_thread.token != 0; }
+
+awaiter_scope::awaiter_scope(std::uint64_t queue, std::uint64_t token) noexcept
+    : queue_(this_thread.queue), token_(this_thread.token) {
+  this_thread.queue = queue;
+  this_thread.token = token;
+}
+awaiter_scope::~awaiter_scope() {
+  this_thread.queue = queue_;
+  this_thread.token = token_;
+}
+
+void reset() noexcept {
+  registry& reg = the_registry();
+  std::lock_guard lock(reg.mutex);
+  for (table_entry& t : table) {
+    t.key.store(0, std::memory_order_relaxed);
+    t.value.store(nullptr, std::memory_order_relaxed);
+  }
+  reg.rings.clear();
+  reg.spare.clear();
+  reg.retired_order.clear();
+  reg.untracked.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace cuasync::trace::flight

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+// Internal: the flight recorder's rings and registry (flight_rings.cpp), shared with its watch thread and dumps
+// (flight_watch.cpp) and its formats (flight_format.cpp).
+#include <cuasync/trace/flight_recorder.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace cuasync::trace::flight {
+
+// One recorded operation. Every field is an atomic word so that a reader on another thread (a dump) never races a
+// writer: the writer makes `version` odd, stores the fields, then publishes 2 * seq; a reader keeps a slot only when
+// it read the same even version before and after the fields. `status` and `done_ticks` change after publication.
+struct slot {
+  std::atomic<std::uint64_t> version{0};
+  std::atomic<std::uint64_t> ticks{0};
+  std::atomic<std::uint64_t> call{0};   // const char*, a string literal
+  std::atomic<std::uint64_t> where{0};  // std::source_location, bit for bit (one pointer to static data)
+  std::atomic<std::uint64_t> shape[4];  // grid x|y, grid z|block x, block y|z, shared bytes|params (32 bits each)
+  std::atomic<std::uint64_t> param_sizes{0}, bytes{0}, src{0}, dst{0};
+  std::atomic<std::uint64_t> awaiter_queue{0}, awaiter_token{0}, thread{0};
+  std::atomic<std::uint64_t> status{0};  // flight::status | result << 32
+  std::atomic<std::uint64_t> done_ticks{0};
+  static constexpr std::size_t name_words = 8;
+  std::atomic<std::uint64_t> name[name_words];  // NUL-padded, at most 63 bytes
+};
+
+class ring {
+ public:
+  ring(void* stream, const stream_identity& id, std::uint32_t length);
+  void reuse(void* stream, const stream_identity& id) noexcept;
+
+  std::atomic<void*> stream{nullptr};
+  stream_identity identity;
+  std::uint32_t mask = 0;
+  std::unique_ptr<slot[]> slots;
+  std::atomic<std::uint64_t> next{0};        // the last seq handed out
+  std::atomic<std::uint64_t> done_up_to{0};  // every operation up to it was seen done
+  std::atomic<bool> retired{false};
+  std::atomic<std::uint64_t> fault_seq{0};   // the wait that failed (0: none)
+  std::atomic<std::int64_t> fault_result{0};
+  std::atomic<const char*> fault_name{nullptr};
+  std::uint64_t stall_dumped_seq = 0;         // the watch thread's: the stalled operation it dumped for
+  std::uint64_t fault_dumped_seq = 0;         // and the fault
+};
+
+// The clock of the hot path: the TSC where it is invariant (a few ns to read), else steady_clock; ticks_to_ns maps
+// either onto trace::now_ns().
+std::uint64_t ticks() noexcept;
+std::int64_t ticks_to_ns(std::uint64_t t) noexcept;
+void calibrate_clock() noexcept;
+const char* clock_name() noexcept;  // for the dump's header
+
+// The registry: every ring ever made (live, retired and free), under one mutex for everything but the lock-free
+// find_ring and note.
+struct registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<ring>> rings;  // in use: live and retired (readable by dumps)
+  std::vector<std::unique_ptr<ring>> spare;  // retired long enough ago: reused for new streams
+  std::vector<ring*> retired_order;          // retired rings, oldest first
+  std::uint32_t length = 128;
+  std::atomic<std::uint64_t> untracked{0};
+  std::atomic<std::uint64_t> dumps{0};
+};
+registry& the_registry();
+
+// Reads one ring (the registry's lock held, or the ring otherwise known not to be recycled).
+stream_history read_ring(const ring& r);
+
+// The watch thread is told of a fault (seen_fault) through this; defined in flight_watch.cpp.
+void fault_seen(ring& r) noexcept;
+
+}  // namespace cuasync::trace::flight
