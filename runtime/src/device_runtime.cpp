@@ -35,12 +35,20 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     device_pool_ = memory_pool_ref::device_default(ctx_, where);
     device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
   }
-  if (options_.reserve_pageable_staging && options_.pageable.cold_chunks > 0) {
+  if (options_.reserve_pageable_staging) reserve_pageable_staging();
+  if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
+}
+
+void device_runtime::reserve_pageable_staging() noexcept {
+  if (options_.pageable.cold_chunks == 0 || pageable_staging_reserved_.exchange(true, std::memory_order_relaxed))
+    return;
+  try {
     std::vector<std::size_t> sizes(options_.pageable.cold_chunks, options_.pageable.cold_chunk_bytes);
     sizes.insert(sizes.end(), gate_words_reserved, sizeof(std::uint32_t));
     pinned_->reserve_async(std::move(sizes));
+  } catch (...) {
+    // No memory for the list: the copies allocate in the background as they go (pinned_pool::warm_async).
   }
-  if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
 }
 
 void device_runtime::warm_up_staging(std::vector<std::size_t> pinned_sizes, std::source_location where) {

@@ -75,7 +75,11 @@ TEST_CASE("diagnostics: a slot pipeline that keeps the GPU busy is not host-boun
   CHECK_FALSE(find(findings, trace::diagnostic::gpu_idle_round_trip));
 }
 
-// [timing]: each gap is the host's wake-up and launch (tens of microseconds); compute-sanitizer stretches them.
+// [timing]: each gap is the host's wake-up, a look at the result and the launch; compute-sanitizer stretches them.
+// The look (20 us of host work) keeps each gap well above the finding's 5 us floor: a GPU span's start is estimated
+// from one timing event per operation (the previous span's end, or the issuing call's start on an idle stream), so
+// the idle time of the launch's own latency (~5 us) is not in the gap, and a bare synchronize-then-launch shows
+// ~3 us gaps on the H200.
 TEST_CASE("diagnostics: kernels each launched after the host waited for the one before are round trips",
           "[gpu][diagnostics][timing]") {
   stream s = stream::create(test::ctx());
@@ -88,6 +92,9 @@ TEST_CASE("diagnostics: kernels each launched after the host waited for the one 
   for (int i = 0; i < 8; ++i) {
     launch(s, spin, {.grid = 1, .block = 1}, std::uint64_t{100'000});
     s.synchronize();  // the host round trip: the next launch could have been enqueued behind this one
+    const auto looked = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (std::chrono::steady_clock::now() < looked) {
+    }
   }
   const auto findings = trace::diagnose(trace::snapshot());
   INFO(trace::to_text(findings));

@@ -241,6 +241,7 @@ std::vector<runtime::pinned_block> take_chunks(runtime::pinned_pool& pool, const
 void copy_pageable(const std::shared_ptr<stream_object>& s, void* dst, const void* src, std::size_t size,
                    bool to_device, delivery to) {
   runtime::device_runtime& rt = s->staging_runtime("copy");
+  rt.reserve_pageable_staging();  // the first pageable copy: chunks and gate words for the next cold ones
   const runtime::pageable_copy_policy& policy = rt.options().pageable;
   const std::shared_ptr<runtime::pinned_pool>& pool = rt.pinned();
   runtime::pageable_resources ready;

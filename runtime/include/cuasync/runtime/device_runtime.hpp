@@ -29,10 +29,11 @@ struct device_runtime_options {
   staged_copy_options staging;
   //! How pageable copies are staged, by size (runtime/pageable_copy.hpp).
   pageable_copy_policy pageable;
-  //! Allocates, on the background thread when the runtime is created, what a non-blocking pageable copy needs when
-  //! no pinned block of its size is idle yet: `pageable.cold_chunks` chunks and a few gate words (the C ABI's first
-  //! copies take them instead of allocating on the caller's thread). ~8 MiB of pinned memory, kept in the pool.
-  bool reserve_pageable_staging = true;
+  //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
+  //! of its size is idle yet, instead of at the first such copy (the C ABI's). Off by default: the ~8 MiB of pinned
+  //! memory is allocated and freed with `cuMemHostAlloc` / `cuMemFreeHost`, and the free waits for the whole device,
+  //! so a runtime that never copies pageable memory should not pay it (nor its teardown wait behind running work).
+  bool reserve_pageable_staging = false;
   //! Admission bounds for the context's awaited operations (engine/admission.hpp); unset: leave them as they are
   //! (the defaults, or what another user of the context set).
   std::optional<admission_limits> admission;
@@ -84,6 +85,10 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   //! sizes take). @throws cuda_error
   void warm_up_staging(std::vector<std::size_t> pinned_sizes = {},
                        std::source_location where = std::source_location::current());
+  //! Once per runtime, returning at once: has the pinned pool allocate on the background thread
+  //! `pageable.cold_chunks` chunks and a few gate words, what the C ABI's non-blocking pageable copies take when no
+  //! pinned block of their size is idle (the C ABI calls it at its first pageable copy; later calls do nothing).
+  void reserve_pageable_staging() noexcept;
   //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.
   //! Created on first use. @throws jit::cache_error when the cache directory is refused
   kernel_cache& kernels(std::source_location where = std::source_location::current());
@@ -118,6 +123,7 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   std::once_flag kernels_once_;
   std::unique_ptr<kernel_cache> kernels_;
   std::atomic<std::size_t> staged_{0}, pageable_{0};
+  std::atomic<bool> pageable_staging_reserved_{false};
 };
 
 }  // namespace cuasync::runtime
