@@ -2,6 +2,7 @@
 // jit_facts.hpp: NVRTC and the JIT disk cache, for `cuasync info`.
 #include "jit_facts.hpp"
 
+#include <cuasync/jit/cache_index.hpp>
 #include <cuasync/jit/disk_cache.hpp>
 #include <cuasync/jit/nvrtc.hpp>
 #include <cuasync/trace/json.hpp>
@@ -39,7 +40,12 @@ jit_facts read_jit_facts() {
           ++f.cache_entries;
           f.cache_bytes += e.file_size(ec);
         }
-    if (s.enabled && f.cache_note.empty()) f.counts = jit::read_cache_counts(s.directory);
+    if (s.enabled && f.cache_note.empty()) {
+      f.counts = jit::read_cache_counts(s.directory);
+      const jit::cache_index_contents index = jit::read_cache_index(s.directory);
+      f.index_records = index.records.size();
+      f.index_bad_lines = index.bad_lines;
+    }
   } catch (const cuda_error& e) {
     f.cache_note = e.detail().empty() ? e.what() : e.detail();
   }
@@ -65,6 +71,9 @@ void print_text(const jit_facts& f) {
     else
       std::printf("  %-36s %s (%llu process%s)\n", "hit rates", f.counts.describe().c_str(),
                   static_cast<unsigned long long>(f.counts.processes), f.counts.processes == 1 ? "" : "es");
+    std::printf("  %-36s %zu record%s%s (what a warm start loads)\n", "warm-start index", f.index_records,
+                f.index_records == 1 ? "" : "s",
+                f.index_bad_lines ? (", " + std::to_string(f.index_bad_lines) + " bad lines skipped").c_str() : "");
   }
 }
 
@@ -86,6 +95,8 @@ void add_json(trace::json::writer& w, const jit_facts& f) {
   w.member("memory_misses", c.memory_misses).member("disk_hits", c.disk_hits).member("disk_misses", c.disk_misses);
   w.member("compiles", c.compiles).member("links", c.links);
   w.member("memory_hit_rate", c.memory_hit_rate()).member("disk_hit_rate", c.disk_hit_rate()).end_object();
+  w.member("index_records", static_cast<std::uint64_t>(f.index_records));
+  w.member("index_bad_lines", static_cast<std::uint64_t>(f.index_bad_lines));
   w.end_object();
 }
 

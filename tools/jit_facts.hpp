@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What `cuasync info` says about the JIT side: the NVRTC this process loads and the disk cache's directory, entries,
-// size and hit rates (the counts every process that used it added). Read without a GPU, and without creating the
+// size, hit rates (the counts every process that used it added) and its index (what a warm start would load). Read without a GPU, and without creating the
 // cache directory.
 #include <cuasync/jit/cache_counts.hpp>
 
@@ -24,6 +24,7 @@ struct jit_facts {
   std::size_t cache_entries = 0;
   std::uint64_t cache_bytes = 0, cache_max_bytes = 0;
   jit::cache_counts counts;  //!< summed over the processes that used the cache (`cache_counts.hpp`)
+  std::size_t index_records = 0, index_bad_lines = 0;  //!< the cache index a warm start reads (`cache_index.hpp`)
 };
 
 jit_facts read_jit_facts();

@@ -60,13 +60,13 @@ std::uint64_t own_peak_rss() {
   return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
 }
 
-std::string worker_path() {
+}  // namespace
+
+std::string farm_worker_path() {
   if (const char* env = std::getenv("CUASYNC_JIT_WORKER"); env && *env) return env;
   // bench/jit/cuasync_jit_bench -> plugins/cuasync-jit-worker in the build folder (also in a copy of it).
   return (fs::canonical("/proc/self/exe").parent_path() / "../../plugins/cuasync-jit-worker").lexically_normal();
 }
-
-}  // namespace
 
 int farm_child(int argc, char** argv) {
   if (argc < 5) return 2;
@@ -97,7 +97,7 @@ int farm_child(int argc, char** argv) {
   } else if (mode == "--child-farm-farm" || mode == "--child-farm-farm-warm") {
     jit::farm_options o;
     o.workers = workers;
-    o.worker_path = worker_path();
+    o.worker_path = farm_worker_path();
     jit::nvrtc_library();  // the parent loads NVRTC for the arguments and keys in either case: not timed
     jit::compile_farm farm(o);
     if (mode == "--child-farm-farm-warm") {

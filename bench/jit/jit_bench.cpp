@@ -10,6 +10,9 @@
 // The fresh-process measurements re-execute /proc/self/exe with a mode flag and read the child's timings.
 //   farm                `cuasync_jit_bench OUTPUT_DIR farm [KERNELS] [WORKERS]`: cold compiles of many distinct kernels
 //                       through the compile farm against one thread and threads of one process (farm_mode.cpp)
+//   warm                `cuasync_jit_bench OUTPUT_DIR warm [KERNELS] ...`: a fresh process warm-starting KERNELS kernels
+//                       from the disk cache until all are launchable, against one without the warm start (warm_mode.cpp;
+//                       needs a GPU or the simulated driver)
 // No GPU needed. Usage: cuasync_jit_bench OUTPUT_DIR
 #include <cuasync/jit.hpp>
 
@@ -135,8 +138,10 @@ bench::stats time_ms(int samples, auto&& body) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]).starts_with("--child-farm-")) return bench::farm_child(argc, argv);
+  if (argc > 1 && std::string(argv[1]).starts_with("--child-warm-")) return bench::warm_child(argc, argv);
   if (argc > 1 && std::string(argv[1]).starts_with("--child-")) return child(argv[1], argc > 2 ? argv[2] : "");
   if (argc > 2 && std::string(argv[2]) == "farm") return bench::farm_mode(argc, argv);
+  if (argc > 2 && std::string(argv[2]) == "warm") return bench::warm_mode(argc, argv);
   const std::string out_dir = bench::output_dir(argc, argv);
   const fs::path scratch = fs::temp_directory_path() / ("cuasync-jit-bench-" + std::to_string(::getpid()));
   fs::remove_all(scratch);

@@ -46,22 +46,28 @@ const std::string& compiler::pch_directory(std::source_location where) {
   return pch_dir_;
 }
 
-const nvrtc_info& compiler::nvrtc_identity() {
-  if (const nvrtc_info* known = identity_.load(std::memory_order_acquire)) [[likely]] return *known;
+const nvrtc_info* compiler::known_nvrtc_identity() noexcept {
+  if (const nvrtc_info* known = identity_.load(std::memory_order_acquire)) [[likely]] return known;
   if (const nvrtc_info* loaded = detail::loaded_nvrtc_info()) {
     identity_.store(loaded, std::memory_order_release);
     record_identity();
-    return *loaded;
+    return loaded;
   }
-  if (disk_) {
+  if (!disk_) return nullptr;
+  try {
     std::call_once(recorded_once_, [this] { recorded_ = recorded_nvrtc_identity(disk_->directory()); });
-    if (recorded_) {
-      // Another thread may have loaded NVRTC meanwhile and published it: keep that one.
-      const nvrtc_info* expected = nullptr;
-      identity_.compare_exchange_strong(expected, &*recorded_, std::memory_order_acq_rel);
-      return *identity_.load(std::memory_order_acquire);
-    }
+  } catch (...) {  // out of memory reading the record: as without one
+    return nullptr;
   }
+  if (!recorded_) return nullptr;
+  // Another thread may have loaded NVRTC meanwhile and published it: keep that one.
+  const nvrtc_info* expected = nullptr;
+  identity_.compare_exchange_strong(expected, &*recorded_, std::memory_order_acq_rel);
+  return identity_.load(std::memory_order_acquire);
+}
+
+const nvrtc_info& compiler::nvrtc_identity() {
+  if (const nvrtc_info* known = known_nvrtc_identity()) [[likely]] return *known;
   const nvrtc_info& loaded = nvrtc_library();  // no usable record: load NVRTC, as a miss would
   identity_.store(&loaded, std::memory_order_release);
   record_identity();
@@ -333,6 +339,7 @@ compiler_stats compiler::stats() const noexcept {
   s.links = links_.load();
   s.identity_records = identity_records_.load();
   s.identity_mismatches = identity_mismatches_.load();
+  s.preloads = preloads_.load();
   if (disk_) s.disk = disk_->stats();
   return s;
 }

@@ -4,6 +4,7 @@
 // cache_files.cpp.
 #include "cache_files.hpp"
 
+#include <cuasync/jit/cache_index.hpp>
 #include <cuasync/jit/disk_cache.hpp>
 #include <cuasync/jit/error.hpp>
 
@@ -104,7 +105,8 @@ fs::path disk_cache::pch_directory(std::source_location where) const {
 
 disk_cache_stats disk_cache::stats() const noexcept {
   return {counters_.hits.load(), counters_.misses.load(), counters_.rejected.load(),
-          counters_.stores.load(), counters_.store_failures.load(), counters_.evictions.load()};
+          counters_.stores.load(), counters_.store_failures.load(), counters_.evictions.load(),
+          counters_.index_failures.load()};
 }
 
 std::string disk_cache::last_rejection() const {
@@ -126,7 +128,7 @@ void disk_cache::reject(const fs::path& path, const void* identity, std::string 
   }
 }
 
-std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept {
+std::optional<compiled_program> disk_cache::load(const cache_key& key, std::string* rejection) noexcept {
   try {
     const fs::path path = entry_path(key);
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -142,6 +144,7 @@ std::optional<compiled_program> disk_cache::load(const cache_key& key) noexcept 
     auto bad = [&](std::string why) -> std::optional<compiled_program> {
       ::close(fd);
       counters_.misses.fetch_add(1, std::memory_order_relaxed);
+      if (rejection) *rejection = why;
       reject(path, &id, std::move(why));
       return std::nullopt;
     };
@@ -167,13 +170,19 @@ std::uint64_t parse_cache_size(const std::string& text, std::source_location whe
 
 void disk_cache::store(const cache_key& key, const compiled_program& program, std::source_location where) {
   const fs::path final_path = entry_path(key);
+  const std::string bytes = serialize(key, program);
   try {
-    detail::write_file_atomically(final_path, serialize(key, program), "the cache entry", where);
+    detail::write_file_atomically(final_path, bytes, "the cache entry", where);
   } catch (const cache_error&) {
     counters_.store_failures.fetch_add(1, std::memory_order_relaxed);
     throw;
   }
   counters_.stores.fetch_add(1, std::memory_order_relaxed);
+  try {  // after the entry is in place: a record never names an entry that was not written
+    append_cache_index(directory_, {key, program.target, program.nvrtc_version, bytes.size(), program.name}, where);
+  } catch (const std::exception&) {
+    counters_.index_failures.fetch_add(1, std::memory_order_relaxed);  // a warm start misses it; a compile finds it
+  }
   evict_to(max_bytes_, final_path);
 }
 

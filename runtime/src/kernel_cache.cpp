@@ -64,21 +64,30 @@ const kernel_cache::loaded& kernel_cache::load(context_ref ctx, const jit::progr
   return *modules_.emplace(map_key, std::move(entry)).first->second;
 }
 
-const cuasync::library& kernel_cache::library_for(const jit::compile_result& compiled, std::source_location where) {
+const cuasync::library& kernel_cache::load_library(const jit::compile_result& compiled, std::source_location where) {
   const auto key = std::make_pair(compiled.key.low, compiled.key.high);
-  std::lock_guard lock(mutex_);
-  if (auto it = libraries_.find(key); it != libraries_.end()) {
-    ++library_hits_;
-    return *it->second;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = libraries_.find(key); it != libraries_.end()) {
+      ++library_hits_;
+      return *it->second;
+    }
   }
+  // Loaded unlocked: a PTX the driver JIT-compiles takes up to ~100 ms, and a warm start loads many while the
+  // caller's threads look kernels up here.
   const jit::compiled_program& prog = *compiled.program;
+  if (prog.target.kind == jit::output_kind::ltoir)
+    cuasync::detail::throw_invalid(api, "LTO-IR cannot be loaded as a library: link it with nvJitLink", where);
   if (prog.target.kind == jit::output_kind::ptx)
     jit::check_ptx_loadable(prog.text(), cuasync::detail::driver().driver_version, prog.name, where);
   auto lib = std::make_unique<cuasync::library>(
       cuasync::library::load(prog.bytes(), prog.name + " (" + prog.target.to_string() + ")", where));
   for (const auto& [expression, lowered] : prog.lowered_names) lib->add_name_alias(expression, lowered);
-  ++library_loads_;
-  return *libraries_.emplace(key, std::move(lib)).first->second;
+  std::lock_guard lock(mutex_);
+  auto [it, added] = libraries_.try_emplace(key, std::move(lib));
+  if (added) ++library_loads_;
+  else ++library_hits_;  // another thread loaded it meanwhile: keep that one (ours is unloaded)
+  return *it->second;
 }
 
 kernel_ref kernel_cache::shared_kernel(context_ref ctx, const jit::program& p, std::string_view name,
@@ -87,7 +96,7 @@ kernel_ref kernel_cache::shared_kernel(context_ref ctx, const jit::program& p, s
   check_request(ctx, request, where);
   const jit::compile_result compiled =
       compiler_->compile(p, ctx.device(where).compute_capability(where), o, request, where);
-  return library_for(compiled, where).kernel(ctx, name, where);
+  return load_library(compiled, where).kernel(ctx, name, where);
 }
 
 kernel_ref kernel_cache::linked_kernel(context_ref ctx, std::span<const jit::program> programs, std::string_view name,
@@ -96,7 +105,7 @@ kernel_ref kernel_cache::linked_kernel(context_ref ctx, std::span<const jit::pro
   check_request(ctx, jit::output_request::automatic, where);
   const jit::compile_result linked =
       compiler_->link_programs(programs, ctx.device(where).compute_capability(where), o, lo, {}, where);
-  return library_for(linked, where).kernel(ctx, name, where);
+  return load_library(linked, where).kernel(ctx, name, where);
 }
 
 module_ref kernel_cache::module(context_ref ctx, const jit::program& p, const jit::compile_options& o,

@@ -28,6 +28,11 @@ struct scratch_dir {
   std::filesystem::path cache() const { return path / "cache"; }
 };
 
+//! The same with its cache directory made.
+struct scratch_cache : scratch_dir {
+  scratch_cache() { std::filesystem::create_directories(cache()); }
+};
+
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

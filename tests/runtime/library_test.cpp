@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "fill_kernel.hpp"
 #include "gpu.hpp"
 #include "simulated_driver.hpp"
 
@@ -24,6 +25,7 @@ using namespace cuasync;
 using namespace cuasync::runtime;
 
 namespace {
+using test::fill_and_read;
 // A kernel the simulated driver runs by name (tests/fake_driver/sim_kernels.cpp) and any GPU compiles.
 const char* fill_source = R"(
 extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned value) {
@@ -35,16 +37,6 @@ extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned value)
 // The simulated driver loads PTX only; a GPU gets its CUBIN.
 jit::output_request request() {
   return test::simulated_driver_loaded() ? jit::output_request::ptx : jit::output_request::automatic;
-}
-
-std::vector<unsigned> fill_and_read(context_ref ctx, kernel_ref k, unsigned value) {
-  stream s = stream::create(ctx);
-  device_buffer out = device_buffer::allocate(ctx, 64 * sizeof(unsigned));
-  launch(s, k, launch_config{.grid = 1, .block = 64}, out.data<unsigned>(), 64u, value);
-  std::vector<unsigned> host(64);
-  copy_async(s, std::span<std::byte>(reinterpret_cast<std::byte*>(host.data()), 64 * sizeof(unsigned)), out.span());
-  s.synchronize();
-  return host;
 }
 
 // A second context: device 1's primary one where there are two devices, else a context created on device 0.

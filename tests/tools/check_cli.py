@@ -351,6 +351,10 @@ else:
           0 < counts.get("disk_hit_rate", 0) < 1, f"info --json: jit_cache counts {counts}")
     out, _ = run(["info"], 3, no_gpu_env)
     check(re.search(r"hit rates +memory \d+ hits? / \d+ miss(es)? \(", out), f"info shows no hit rates: {out}")
+    # The compile that missed indexed its entry: info counts the records a warm start would load.
+    index_records = run_json(["info"], 3, no_gpu_env).get("jit_cache", {}).get("index_records", 0)
+    check(index_records >= 1, f"info --json: jit_cache index_records {index_records}")
+    check(re.search(r"warm-start index +[1-9]\d* records? ", out), f"info shows no warm-start index: {out}")
     broken = os.path.join(work, "broken.cu")
     with open(broken, "w") as f:
         f.write("__global__ void k() { this is not C++; }\n")

@@ -2,6 +2,7 @@
 #pragma once
 //! @file
 //! Everything in the jit layer.
+#include <cuasync/jit/cache_index.hpp>
 #include <cuasync/jit/cache_key.hpp>
 #include <cuasync/jit/compile_farm.hpp>
 #include <cuasync/jit/compiler.hpp>

@@ -55,11 +55,29 @@ struct compiler_stats {
   std::uint64_t links = 0;     //!< links missed in both caches: nvJitLink ran
   std::uint64_t identity_records = 0;     //!< times this compiler (re)wrote the cache's `nvrtc-identity` file
   std::uint64_t identity_mismatches = 0;  //!< loaded NVRTCs that differed from the recorded identity (then rewritten)
+  std::uint64_t preloads = 0;  //!< disk entries `preload` put in the memory cache (counted as disk hits too)
   disk_cache_stats disk;
   //! The lookups' counts as the cache directory's `counts` file keeps them (`processes` 0).
   cache_counts counts() const noexcept {
     return {memory_hits, memory_misses, disk.hits, disk.misses, compiles, links, 0};
   }
+};
+
+//! What `compiler::preload` did with a key.
+enum class preload_outcome : unsigned char {
+  loaded,       //!< read from the disk cache into the memory cache
+  in_memory,    //!< already in the memory cache: nothing read
+  busy,         //!< another thread of this process is compiling or loading it: left to that thread
+  not_on_disk,  //!< no entry (evicted, or the cache is off)
+  rejected,     //!< the entry was bad (truncated, corrupt, another key or format): deleted, never loaded
+};
+const char* to_string(preload_outcome o) noexcept;
+
+//! `compiler::preload`'s answer.
+struct preload_result {
+  preload_outcome outcome = preload_outcome::not_on_disk;
+  compile_result result;  //!< the program when `loaded` or `in_memory` (outcome `disk_hit` or `memory_hit`)
+  std::string rejection;  //!< why the entry was rejected, when it was
 };
 
 //! Compiles through the caches. Thread-safe.
@@ -123,6 +141,16 @@ class compiler {
                                const compile_options& o = {}, const link_options& lo = {}, std::string name = {},
                                std::source_location where = std::source_location::current());
 
+  //! Reads `key`'s disk cache entry into the memory cache, so that a later `compile` or `link` of whatever it was made
+  //! from is a memory hit: for warm starts, which take the keys from the cache index (`cache_index.hpp`,
+  //! `runtime/warm_start.hpp`). Needs neither the program nor NVRTC. Never waits for another thread: a key being
+  //! compiled or loaded is left to it (`busy`). Blocking: one file read and checksum. Throws nothing (out of memory
+  //! reads as `not_on_disk`).
+  preload_result preload(const cache_key& key) noexcept;
+
+  //! The NVRTC identity known without loading NVRTC: the loaded NVRTC's, else the one the disk cache's
+  //! `nvrtc-identity` file records for this process; nullptr when neither is known. Never loads NVRTC.
+  const nvrtc_info* known_nvrtc_identity() noexcept;
   //! The NVRTC that keys and targets are computed for. Once this process has loaded NVRTC: the loaded one. Before:
   //! the identity the disk cache's `nvrtc-identity` file records for this process (`recorded_nvrtc_identity`), so
   //! that a disk hit needs no NVRTC; with no usable record, or no disk cache, NVRTC is loaded (and, with a disk
@@ -196,7 +224,7 @@ class compiler {
   std::once_flag recorded_once_, record_once_;
   std::optional<nvrtc_info> recorded_;          // the identity read from the disk cache, when usable
   std::atomic<const nvrtc_info*> identity_{nullptr};
-  std::atomic<std::uint64_t> identity_records_{0}, identity_mismatches_{0};
+  std::atomic<std::uint64_t> identity_records_{0}, identity_mismatches_{0}, preloads_{0};
   mutable std::shared_mutex mutex_;
   std::unordered_map<cache_key, std::shared_ptr<const compiled_program>, cache_key_hash> memory_;
   std::unordered_map<cache_key, flight, cache_key_hash> in_flight_;

@@ -9,7 +9,9 @@
 //!   sees the old entry or the whole new one, never half of one;
 //! - the directory is created 0700; one owned by another user, or writable by group or others, is refused;
 //! - the total size is capped: after each store the least recently used entries (by modification time, which a hit
-//!   refreshes) are evicted.
+//!   refreshes) are evicted;
+//! - each store appends a record to the directory's index (`cache_index.hpp`), which a warm start reads to load every
+//!   entry without the programs and without NVRTC (`runtime/warm_start.hpp`).
 
 #include <cuasync/jit/cache_key.hpp>
 #include <cuasync/jit/program.hpp>
@@ -45,6 +47,7 @@ struct disk_cache_stats {
   std::uint64_t stores = 0;
   std::uint64_t store_failures = 0;  //!< stores that could not be written (the compile still succeeded)
   std::uint64_t evictions = 0;       //!< entries removed to respect the size cap
+  std::uint64_t index_failures = 0;  //!< stores whose index record could not be appended (the entry is still there)
 };
 
 //! An on-disk cache directory. Thread-safe; any number of processes may share the directory.
@@ -59,10 +62,13 @@ class disk_cache {
   //! The entry for `key`, or nothing. A bad entry is deleted, counted in `rejected`, and its reason kept in
   //! `last_rejection()`. A hit refreshes the entry's modification time (its LRU position). Never throws for a bad
   //! entry; throws nothing at all.
-  std::optional<compiled_program> load(const cache_key& key) noexcept;
+  std::optional<compiled_program> load(const cache_key& key) noexcept { return load(key, nullptr); }
+  //! The same; when the entry was there but bad, `*rejection` (when given) says why; otherwise it is left empty.
+  std::optional<compiled_program> load(const cache_key& key, std::string* rejection) noexcept;
 
-  //! Writes the entry for `key` (temporary file + rename), then evicts least recently used entries until the
-  //! directory is within `max_bytes()` (the entry just written is kept even if it alone is larger).
+  //! Writes the entry for `key` (temporary file + rename) and appends its record to the index, then evicts least
+  //! recently used entries until the directory is within `max_bytes()` (the entry just written is kept even if it
+  //! alone is larger). An index record that cannot be appended is counted in `index_failures`, not thrown.
   //! @throws cache_error when the entry cannot be written (disk full, permissions); the directory is left clean.
   void store(const cache_key& key, const compiled_program& program,
              std::source_location where = std::source_location::current());
@@ -94,7 +100,8 @@ class disk_cache {
   std::filesystem::path directory_;
   std::uint64_t max_bytes_;
   struct counters {
-    std::atomic<std::uint64_t> hits{0}, misses{0}, rejected{0}, stores{0}, store_failures{0}, evictions{0};
+    std::atomic<std::uint64_t> hits{0}, misses{0}, rejected{0}, stores{0}, store_failures{0}, evictions{0},
+        index_failures{0};
   } counters_;
   mutable std::mutex mutex_;  // guards last_rejection_
   std::string last_rejection_;

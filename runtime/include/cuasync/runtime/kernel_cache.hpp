@@ -82,6 +82,15 @@ class kernel_cache {
                            const jit::compile_options& o = {}, const jit::link_options& lo = {},
                            std::source_location where = std::source_location::current());
 
+  //! The process's library for `compiled` (a CUBIN or PTX result of this cache's compiler), loaded on first use
+  //! (`cuLibraryLoadData`, outside this cache's lock) and kept by `compiled.key`: what `shared_kernel` and
+  //! `linked_kernel` use, so a library loaded here ahead of time (a warm start, `warm_start.hpp`) makes their later
+  //! requests library hits. Needs no context.
+  //! @throws cuda_error(CUDA_ERROR_INVALID_VALUE) for an LTO-IR result; jit::ptx_too_new_error; cuda_error from
+  //! loading.
+  const cuasync::library& load_library(const jit::compile_result& compiled,
+                                       std::source_location where = std::source_location::current());
+
   //! The target chosen for `ctx`'s device. @throws as `module`.
   jit::target target_for(context_ref ctx, jit::output_request request = jit::output_request::automatic,
                          std::source_location where = std::source_location::current()) const;
@@ -104,9 +113,6 @@ class kernel_cache {
   };
   const loaded& load(context_ref ctx, const jit::program& p, const jit::compile_options& o,
                      jit::output_request request, std::source_location where);
-
-  // The process's library for a compiled (or linked) result, loaded on first use. Lock not held.
-  const cuasync::library& library_for(const jit::compile_result& compiled, std::source_location where);
 
   jit::compiler* compiler_;
   // By program (or link) key: loaded once, used in every context.
