@@ -157,10 +157,14 @@ cuasync_error* device_count(cuasync_device_count_args* a) noexcept {
 cuasync_error* runtime_create(cuasync_runtime_create_args* a) noexcept {
   return call("runtime_create", a, [](args<cuasync_runtime_create_args>& x) {
     auto r = std::make_shared<runtime_object>();
+    // The C ABI's pageable copies up to 256 MiB never hold their stream: a cold one needs the reserved chunks
+    // (taken at creation, in the background), else it goes through the ring, which holds the stream (later calls
+    // on it are refused BUSY until the copy is done).
+    const runtime::device_runtime_options options{.reserve_pageable_staging = true};
     if (x->context)
-      r->rt = runtime::device_runtime::adopt(context_ref::adopt(static_cast<CUcontext>(x->context)));
+      r->rt = runtime::device_runtime::adopt(context_ref::adopt(static_cast<CUcontext>(x->context)), options);
     else
-      r->rt = runtime::device_runtime::create(x->device);
+      r->rt = runtime::device_runtime::create(x->device, options);
     x->runtime = to_handle<cuasync_runtime>(registry::instance().add(kind::runtime, std::move(r)));
   });
 }

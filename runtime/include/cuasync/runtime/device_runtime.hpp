@@ -30,9 +30,10 @@ struct device_runtime_options {
   //! How pageable copies are staged, by size (runtime/pageable_copy.hpp).
   pageable_copy_policy pageable;
   //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
-  //! of its size is idle yet, instead of at the first such copy (the C ABI's). Off by default: the ~8 MiB of pinned
-  //! memory is allocated and freed with `cuMemHostAlloc` / `cuMemFreeHost`, and the free waits for the whole device,
-  //! so a runtime that never copies pageable memory should not pay it (nor its teardown wait behind running work).
+  //! of its size is idle yet, instead of at the first such copy. The C ABI's runtimes turn it on (so that their
+  //! first copies never take the ring, which holds the stream). Off by default: the ~8 MiB of pinned memory is
+  //! allocated and freed with `cuMemHostAlloc` / `cuMemFreeHost`, and the free waits for the whole device, so a
+  //! runtime that never copies pageable memory should not pay it (nor its teardown wait behind running work).
   bool reserve_pageable_staging = false;
   //! Admission bounds for the context's awaited operations (engine/admission.hpp); unset: leave them as they are
   //! (the defaults, or what another user of the context set).
