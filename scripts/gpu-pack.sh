@@ -28,3 +28,10 @@ if ls "$build"/wheel-test/dist/*.whl >/dev/null 2>&1; then
   cp -p "$build"/wheel-test/dist/*.whl "$pack/wheel/"
 fi
 du -sh "$pack"
+# CUASYNC_PACK_TGZ=DIR: also DIR/gpu.tgz, the pack compressed (the whole build, 105 MiB at 1.2.0, is ~42 MiB so):
+# carry DIR and run `tar -xzf DIR/gpu.tgz` first on the GPU machine, and no CUASYNC_PACK_SKIP is needed.
+if [ -n "${CUASYNC_PACK_TGZ:-}" ]; then
+  mkdir -p "$CUASYNC_PACK_TGZ"
+  tar -czf "$CUASYNC_PACK_TGZ/gpu.tgz" "$pack"
+  du -sh "$CUASYNC_PACK_TGZ/gpu.tgz"
+fi
