@@ -621,6 +621,7 @@ int main(int argc, char** argv) {
   run_abi_1_2_part();
   run_abi_1_3_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
   run_abi_1_4_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
+  run_abi_1_5_part();
   if (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0) {
     CHECK(devices >= 1);
     if (devices >= 1) run_admission_part();

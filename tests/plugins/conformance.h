@@ -77,6 +77,8 @@ void run_abi_1_3_part(int with_driver);
 /* ABI 1.4 (conformance_abi_1_4.c): typed launch arguments; `with_driver`: compiles and launches too (the simulated
  * driver needs FAKE_CUDA_COMPUTE_CAPABILITY=95, so that NVRTC makes PTX). */
 void run_abi_1_4_part(int with_driver);
+/* ABI 1.5 (conformance_abi_1_5.c): compile_image_start / _finish, with or without a driver. */
+void run_abi_1_5_part(void);
 /* On the simulated driver only: admission places of operations without a completion (conformance_batches.c). */
 void run_batches_part(void);
 /* The GPU part (conformance_gpu.c); returns nothing, counts through CHECK. */

@@ -40,6 +40,7 @@ constexpr cuasync_api table = {
     buffer_import_dlpack, buffer_export_dlpack,
     library_version, runtime_admission_get, runtime_admission_set, compile_image, image_destroy, log_sink_set,
     flight_recorder_set, flight_recorder_dump,
+    compile_image_start, compile_image_finish,
 };
 }  // namespace
 
@@ -83,15 +84,21 @@ static_assert(offsetof(cuasync_compile_image_args, image) == 80 && offsetof(cuas
 static_assert(CUASYNC_IMAGE_DESTROY_ARGS_SIZE == 16 && CUASYNC_LOG_SINK_SET_ARGS_SIZE == 28);
 // ABI 1.3: two functions appended (the flight recorder), and their structs.
 static_assert(offsetof(cuasync_api, flight_recorder_set) == CUASYNC_API_SIZE_1_2 &&
-              CUASYNC_API_SIZE_1_3 == CUASYNC_API_SIZE_1_2 + 2 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_3);
+              CUASYNC_API_SIZE_1_3 == CUASYNC_API_SIZE_1_2 + 2 * 8);
 static_assert(CUASYNC_FLIGHT_RECORDER_SET_ARGS_SIZE == 28 && CUASYNC_FLIGHT_RECORDER_DUMP_ARGS_SIZE == 48);
 // ABI 1.4: typed arguments, fields appended to two structs (no function).
-static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 4 && CUASYNC_API_SIZE_1_4 == CUASYNC_API_SIZE_1_3);
+static_assert(CUASYNC_API_SIZE_1_4 == CUASYNC_API_SIZE_1_3);
 static_assert(offsetof(cuasync_launch_args, arg_types) == 112 && CUASYNC_LAUNCH_ARGS_SIZE == 120);
 static_assert(offsetof(cuasync_kernel_get_args, param_types) == 56 &&
               offsetof(cuasync_kernel_get_args, param_types_capacity) == 64 &&
               offsetof(cuasync_kernel_get_args, param_type_names) == 72 &&
               offsetof(cuasync_kernel_get_args, typed) == 80 && CUASYNC_KERNEL_GET_ARGS_SIZE == 84);
+// ABI 1.5: two functions appended (compiles that complete like GPU work), and their structs.
+static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 5);
+static_assert(offsetof(cuasync_api, compile_image_start) == CUASYNC_API_SIZE_1_4 &&
+              CUASYNC_API_SIZE_1_5 == CUASYNC_API_SIZE_1_4 + 2 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_5);
+static_assert(offsetof(cuasync_compile_image_start_args, completion) == 16 &&
+              CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE == 56 && CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE == 24);
 // The codes are the driver layer's type_code bits with bit 24 set (calls_jit.cpp converts with that alone).
 static_assert(CUASYNC_ARG_F32 == (cuasync::type_code_of<float>().bits | 1u << 24) &&
               CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F64) == (cuasync::type_code_of<double*>().bits | 1u << 24) &&

@@ -1,15 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Compiling without a GPU (ABI 1.2): NVRTC through cuasync's caches for an architecture the caller names, the image
-// returned as bytes in an object the caller destroys. Also the reading of a program from a call's arguments, which
-// compile shares.
+// returned as bytes in an object the caller destroys; and the same without blocking (ABI 1.5: a job whose completion
+// goes to a queue like GPU work's). Also the reading of a program from a call's arguments, which compile shares.
 #include "calls.hpp"
+#include "completion_queue.hpp"
 #include "handles.hpp"
 
+#include <cuasync/driver/detail/serial_worker.hpp>
+#include <cuasync/jit/compile_farm.hpp>
 #include <cuasync/jit/compiler.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace cuasync::c_api {
@@ -84,29 +93,140 @@ program_request read_program(const char* call, const char* name, const char* sou
   return r;
 }
 
+namespace {
+// compile_image's out fields for a compile's result, the image object registered.
+void set_image_outputs(cuasync_compile_image_args& x, const jit::compile_result& r,
+                       const std::vector<std::string>& name_expressions) {
+  auto image = std::make_shared<image_object>();
+  image->program = r.program;
+  image->architecture = r->target.architecture();
+  if (r->target.kind == jit::output_kind::ptx) image->text.assign(r->text());
+  for (const std::string& e : name_expressions) image->lowered.push_back(r->lowered_name(e));
+  for (const std::string& l : image->lowered) image->lowered_pointers.push_back(l.c_str());
+  x.data = image->text.empty() ? static_cast<const void*>(r->image.data()) : image->text.c_str();
+  x.size = r->image.size();
+  x.kind = r->target.kind == jit::output_kind::ptx ? CUASYNC_IMAGE_PTX : CUASYNC_IMAGE_CUBIN;
+  x.architecture = image->architecture.c_str();
+  x.log = r->log.c_str();
+  x.log_size = r->log.size();
+  x.lowered_names = image->lowered_pointers.empty() ? nullptr : image->lowered_pointers.data();
+  x.image = to_handle<cuasync_image>(registry::instance().add(kind::image, std::move(image)));
+}
+
+std::vector<std::string> expressions_of(const cuasync_compile_image_args& x) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < x.num_name_expressions; ++i) out.emplace_back(x.name_expressions[i]);
+  return out;
+}
+
+// A compile started by compile_image_start: its outcome, kept until compile_image_finish takes it.
+struct compile_job_object {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::optional<jit::compile_result> result;
+  cuasync_error* error = nullptr;  // owned until finish hands it to the caller
+  std::vector<std::string> name_expressions;
+  delivery to;
+
+  // Keeps the outcome, then delivers the completion (finish may be waiting already, or come later).
+  void complete(std::optional<jit::compile_result> r, std::exception_ptr e) noexcept {
+    cuasync_error_code code = CUASYNC_OK;
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (...) {
+        cuasync_error* made = current_error("compile_image_start");
+        code = made->code;
+        r.reset();
+        std::lock_guard lock(mutex);
+        error = made;
+      }
+    }
+    {
+      std::lock_guard lock(mutex);
+      result = std::move(r);
+      done = true;
+    }
+    finished.notify_all();
+    to(code == CUASYNC_OK ? std::error_code() : std::error_code(code, abi_category()));
+  }
+  ~compile_job_object() { destroy_error(error); }  // a job dropped unfinished (the library's teardown)
+};
+
+// The compile threads of jobs without a farm (NVRTC compiles on the calling thread, so each compile holds one): as
+// many as the hardware threads, at most 16 (NVRTC stops scaling at ~2.6x in one process; the farm goes further). Each
+// is a cuasync thread that lives for the process and runs what is queued at exit; a job goes to the least busy.
+detail::serial_worker& compile_thread() {
+  static const std::vector<detail::serial_worker*> threads = [] {
+    const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+    std::vector<detail::serial_worker*> v;
+    for (unsigned i = 0; i < n; ++i) v.push_back(&detail::serial_worker::make("cuasync-compile"));
+    return v;
+  }();
+  return **std::min_element(threads.begin(), threads.end(), [](const auto* a, const auto* b) {
+    return a->posted() - a->ran() < b->posted() - b->ran();
+  });
+}
+}  // namespace
+
 cuasync_error* compile_image(cuasync_compile_image_args* a) noexcept {
   return call("compile_image", a, [](args<cuasync_compile_image_args>& x) {
     program_request req = read_program("compile_image", x->name, x->source, x->options, x->num_options, x->headers,
                                        x->num_headers, x->name_expressions, x->num_name_expressions);
     jit::compiler& compiler = jit::default_compiler();
     const jit::target t = target_of(x->arch, compiler.nvrtc_identity());
-    const jit::compile_result r = compiler.compile(req.program, t, req.options);
-    auto image = std::make_shared<image_object>();
-    image->program = r.program;
-    image->architecture = r->target.architecture();
-    if (r->target.kind == jit::output_kind::ptx) image->text.assign(r->text());
-    for (std::size_t i = 0; i < x->num_name_expressions; ++i)
-      image->lowered.push_back(r->lowered_name(x->name_expressions[i]));
-    for (const std::string& l : image->lowered) image->lowered_pointers.push_back(l.c_str());
-    x->data = image->text.empty() ? static_cast<const void*>(r->image.data()) : image->text.c_str();
-    x->size = r->image.size();
-    x->kind = r->target.kind == jit::output_kind::ptx ? CUASYNC_IMAGE_PTX : CUASYNC_IMAGE_CUBIN;
-    x->architecture = image->architecture.c_str();
-    x->log = r->log.c_str();
-    x->log_size = r->log.size();
-    x->lowered_names = image->lowered_pointers.empty() ? nullptr : image->lowered_pointers.data();
-    x->image = to_handle<cuasync_image>(registry::instance().add(kind::image, std::move(image)));
+    set_image_outputs(*x, compiler.compile(req.program, t, req.options), expressions_of(*x));
   });
+}
+
+cuasync_error* compile_image_start(cuasync_compile_image_start_args* a) noexcept {
+  return call("compile_image_start", a, [](args<cuasync_compile_image_start_args>& x) {
+    if (!x->compile) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile_image_start: compile is NULL");
+    // The compile's arguments read as compile_image reads them (its struct_size included), on this thread.
+    args<cuasync_compile_image_args> c(const_cast<cuasync_compile_image_args*>(x->compile), "compile_image_start");
+    program_request req = read_program("compile_image_start", c->name, c->source, c->options, c->num_options,
+                                       c->headers, c->num_headers, c->name_expressions, c->num_name_expressions);
+    jit::compiler& compiler = jit::default_compiler();
+    const jit::target t = target_of(c->arch, compiler.nvrtc_identity());
+    auto job = std::make_shared<compile_job_object>();
+    job->to = make_delivery(x->completion, "compile_image_start");
+    job->name_expressions = expressions_of(*c);
+    x->job = to_handle<cuasync_compile_job>(registry::instance().add(kind::compile_job, job));
+    auto done = [job](jit::compile_result r, std::exception_ptr e) {
+      job->complete(e ? std::nullopt : std::optional<jit::compile_result>(std::move(r)), e);
+    };
+    if (compiler.farm()) {
+      // A miss is queued in the farm and this returns at once; a hit completes here.
+      compiler.compile_async(req.program, t, req.options, std::move(done));
+      return;
+    }
+    compile_thread().post_or_run([&compiler, p = std::move(req), t, done = std::move(done)]() mutable {
+      try {
+        done(compiler.compile(p.program, t, p.options), nullptr);
+      } catch (...) {
+        done(jit::compile_result{}, std::current_exception());
+      }
+    });
+  });
+}
+
+cuasync_error* compile_image_finish(cuasync_compile_image_finish_args* a) noexcept {
+  cuasync_error* compile_error = nullptr;
+  cuasync_error* call_error = call("compile_image_finish", a, [&](args<cuasync_compile_image_finish_args>& x) {
+    if (!x->result) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "compile_image_finish: result is NULL");
+    args<cuasync_compile_image_args> out(x->result, "compile_image_finish");
+    auto job = registry::instance().take<compile_job_object>(x->job, kind::compile_job, "job");
+    std::unique_lock lock(job->mutex);
+    job->finished.wait(lock, [&] { return job->done; });
+    if (job->error) {
+      compile_error = std::exchange(job->error, nullptr);
+      return;
+    }
+    set_image_outputs(*out, *job->result, job->name_expressions);
+    out.write_back();
+  });
+  return call_error ? call_error : compile_error;
 }
 
 cuasync_error* image_destroy(cuasync_image_destroy_args* a) noexcept {

@@ -14,6 +14,7 @@ const char* kind_name(kind k) noexcept {
     case kind::queue: return "queue";
     case kind::host_token: return "host token";
     case kind::image: return "image";
+    case kind::compile_job: return "compile job";
   }
   return "handle";
 }

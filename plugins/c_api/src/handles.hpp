@@ -13,7 +13,9 @@
 
 namespace cuasync::c_api {
 
-enum class kind : std::uint8_t { runtime = 1, stream, event, buffer, module, kernel, queue, host_token, image };
+enum class kind : std::uint8_t {
+  runtime = 1, stream, event, buffer, module, kernel, queue, host_token, image, compile_job
+};
 
 const char* kind_name(kind k) noexcept;
 

@@ -92,4 +92,12 @@ template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_flight_recorder_dump_args> =
     CUASYNC_FLIGHT_RECORDER_DUMP_ARGS_SIZE;
 
+// Structs that first shipped in ABI 1.5.
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_start_args> =
+    CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_finish_args> =
+    CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE;
+
 }  // namespace cuasync::c_api

@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define CUASYNC_ABI_MAJOR 1
-#define CUASYNC_ABI_MINOR 4
+#define CUASYNC_ABI_MINOR 5
 
 /* The size of a struct up to and including `field`: what a struct of that version occupies. */
 #define CUASYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
@@ -782,6 +782,36 @@ typedef struct cuasync_flight_recorder_dump_args {
 
 /* ---- the table ---------------------------------------------------------------------------------------------------- */
 
+/* ---- ABI 1.5: compiles that complete like GPU work ---------------------------------------------------------------- */
+
+typedef struct cuasync_compile_job_t* cuasync_compile_job; /**< a compile under way (ABI 1.5) */
+
+/** Arguments of compile_image_start (ABI 1.5): compile_image without blocking the caller. The compile's arguments are
+ * read and checked in the call (an unknown architecture or a malformed argument is this call's error, and no job is
+ * made) and copied, so they may be freed when it returns. The compile runs on cuasync's compile threads, or in the
+ * compile farm's worker processes when CUASYNC_JIT_FARM is set (where compiles of one process scale past NVRTC's
+ * in-process limit), through the memory and disk caches; then its completion goes where `completion` says, with
+ * CUASYNC_OK or the compile's error code (CUASYNC_ERROR_COMPILE, ...). Call compile_image_finish once for every job,
+ * after its completion or before it (it then waits). */
+typedef struct cuasync_compile_image_start_args {
+  size_t struct_size;                        /**< in: CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE */
+  const cuasync_compile_image_args* compile; /**< in: borrowed for the call: its in fields, as compile_image reads them
+                                                  (its out fields are not written: compile_image_finish does) */
+  cuasync_completion completion;             /**< in: where the compile's completion goes */
+  cuasync_compile_job job;                   /**< out: finish it once with compile_image_finish */
+} cuasync_compile_image_start_args;
+#define CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_compile_image_start_args, job)
+
+/** Arguments of compile_image_finish (ABI 1.5): the job's outcome, waiting for it when its completion has not come
+ * yet. Returns the compile's error (as compile_image would have), or NULL and sets the out fields of `result` (image,
+ * data, size, kind, architecture, log, log_size, lowered_names) as compile_image does. The job handle goes either way. */
+typedef struct cuasync_compile_image_finish_args {
+  size_t struct_size;                 /**< in: CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE */
+  cuasync_compile_job job;            /**< in: invalid after the call */
+  cuasync_compile_image_args* result; /**< in: the caller's struct (struct_size set), its out fields written */
+} cuasync_compile_image_finish_args;
+#define CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_compile_image_finish_args, result)
+
 typedef struct cuasync_api {
   size_t struct_size; /* the table's size in this library: a field is usable when it fits */
   uint32_t abi_major;
@@ -831,6 +861,9 @@ typedef struct cuasync_api {
   /* ABI 1.3 */
   cuasync_error* (*flight_recorder_set)(cuasync_flight_recorder_set_args* args);
   cuasync_error* (*flight_recorder_dump)(cuasync_flight_recorder_dump_args* args);
+  /* ABI 1.5 */
+  cuasync_error* (*compile_image_start)(cuasync_compile_image_start_args* args);
+  cuasync_error* (*compile_image_finish)(cuasync_compile_image_finish_args* args);
 } cuasync_api;
 /* The table's size in each version that shipped: a function is usable when api->struct_size reaches its version's. */
 #define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, buffer_export_dlpack)
@@ -838,6 +871,7 @@ typedef struct cuasync_api {
 #define CUASYNC_API_SIZE_1_2 CUASYNC_STRUCT_SIZE(cuasync_api, log_sink_set)
 #define CUASYNC_API_SIZE_1_3 CUASYNC_STRUCT_SIZE(cuasync_api, flight_recorder_dump)
 #define CUASYNC_API_SIZE_1_4 CUASYNC_API_SIZE_1_3 /* 1.4 added struct fields (typed arguments), no function */
+#define CUASYNC_API_SIZE_1_5 CUASYNC_STRUCT_SIZE(cuasync_api, compile_image_finish)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

@@ -202,6 +202,14 @@ class ImageDestroyArgs(Structure):
     _fields_ = _args(("image", c_void_p))
 
 
+class CompileImageStartArgs(Structure):  # ABI 1.5
+    _fields_ = _args(("compile", POINTER(CompileImageArgs)), ("completion", Completion), ("job", c_void_p))
+
+
+class CompileImageFinishArgs(Structure):  # ABI 1.5
+    _fields_ = _args(("job", c_void_p), ("result", POINTER(CompileImageArgs)))
+
+
 LOG_SINK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)  # void (*)(void* user, int level, const char* message)
 
 
@@ -235,7 +243,9 @@ _CALLS = ["queue_create", "queue_destroy", "queue_fd", "queue_drain", "host_toke
           "library_version", "runtime_admission_get", "runtime_admission_set", "compile_image", "image_destroy",
           "log_sink_set",
           # ABI 1.3
-          "flight_recorder_set", "flight_recorder_dump"]
+          "flight_recorder_set", "flight_recorder_dump",
+          # ABI 1.5
+          "compile_image_start", "compile_image_finish"]
 _CALL = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # cuasync_error* (*)(args*): ctypes drops the GIL around it
 
 

@@ -38,7 +38,10 @@ def test_struct_sizes_match_the_header():
     # ABI 1.3
     assert ctypes.sizeof(_capi.FlightRecorderSetArgs) == 32 and _capi.FlightRecorderSetArgs.signal.offset == 24
     assert ctypes.sizeof(_capi.FlightRecorderDumpArgs) == 48 and _capi.FlightRecorderDumpArgs.size.offset == 40
-    assert _capi.Api.flight_recorder_set.offset == 256 + 6 * 8 and ctypes.sizeof(_capi.Api) == 256 + 8 * 8
+    assert _capi.Api.flight_recorder_set.offset == 256 + 6 * 8
+    assert _capi.Api.compile_image_start.offset == 256 + 8 * 8 and ctypes.sizeof(_capi.Api) == 256 + 10 * 8  # ABI 1.5
+    assert _capi.CompileImageStartArgs.completion.offset == 16 and ctypes.sizeof(_capi.CompileImageStartArgs) == 56
+    assert ctypes.sizeof(_capi.CompileImageFinishArgs) == 24
     # ABI 1.4: typed arguments (fields appended to two structs)
     assert ctypes.sizeof(_capi.LaunchArgs) == 120 and _capi.LaunchArgs.arg_types.offset == 112
     assert _capi.KernelGetArgs.param_types.offset == 56 and _capi.KernelGetArgs.param_types_capacity.offset == 64
