@@ -40,3 +40,25 @@ def test_futures_compile_in_the_farms_worker_processes():
     assert lines[1] == "CompileError", out
     assert err.count("JIT cache miss, compiled by the compile farm") == 6, err
     assert "compiling in this process instead" not in err, err
+
+
+def test_futures_hold_no_thread_per_compile():
+    # ABI 1.5's compile jobs: eight compiles in flight, one package thread finishing them all (the compiles run on
+    # cuasync's compile threads, which are not Python threads); a bad architecture is the future's exception.
+    code = ("import threading, cuasync\n"
+            f"src = {SOURCE!r}\n"
+            "before = threading.active_count()\n"
+            "fs = [cuasync.compile_to_bytes_async(src + '// t%d' % i, 'compute_90', ['scale<%d>' % (i + 1)])\n"
+            "      for i in range(8)]\n"
+            "during = threading.active_count()\n"
+            "imgs = [f.result(timeout=100) for f in fs]\n"
+            "print(during - before, all(i.kind == 'ptx' and b'.entry' in i.data for i in imgs),\n"
+            "      [list(i.lowered_names)[0] for i in imgs] == ['scale<%d>' % (i + 1) for i in range(8)])\n"
+            "print(type(cuasync.compile_to_bytes_async(src, 'sm_999').exception(timeout=100)).__name__)\n"
+            "print(type(cuasync.compile_to_bytes_async('not CUDA', 'sm_90').exception(timeout=100)).__name__)\n")
+    rc, out, err = run_python(code, CUASYNC_CACHE="off")
+    assert rc == 0, out + err
+    lines = out.splitlines()
+    assert lines[0] == "1 True True", out  # one waiter thread, however many compiles
+    assert lines[1] == "UnsupportedError", out
+    assert lines[2] == "CompileError", out
