@@ -133,6 +133,7 @@ void poller::run(std::uint64_t generation) {
     if (!delay && linger_for_submission(seen)) continue;
     std::unique_lock lock(mutex_);
     sleeping_.store(true, std::memory_order_seq_cst);
+    parked_.store(!delay, std::memory_order_seq_cst);
     if (submissions_.load(std::memory_order_seq_cst) == seen && !wake_flag_) {
       if (delay)
         cv_.wait_for(lock, *delay, [&] { return wake_flag_ || stopped_generation_ >= generation; });
@@ -140,6 +141,7 @@ void poller::run(std::uint64_t generation) {
         cv_.wait(lock, [&] { return wake_flag_ || stopped_generation_ >= generation; });  // idle: zero CPU
     }
     wake_flag_ = false;
+    parked_.store(false, std::memory_order_relaxed);
     sleeping_.store(false, std::memory_order_relaxed);
   }
 }

@@ -44,6 +44,13 @@ class poller {
     submissions_.fetch_add(1, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) wake();
   }
+  //! As `submitted`, for work whose completion time is measured rather than awaited (a traced operation's GPU span):
+  //! the thread is woken only when it is parked with nothing armed, not out of a timed sleep, which ends by itself
+  //! (a futex wake per traced launch while other work was armed cost more than the launch).
+  void submitted_unhurried() noexcept {
+    submissions_.fetch_add(1, std::memory_order_seq_cst);
+    if (parked_.load(std::memory_order_seq_cst)) wake();
+  }
   //! How often the thread was woken (for tests).
   std::uint64_t wakeups() const noexcept { return wakeups_.load(std::memory_order_relaxed); }
 
@@ -62,6 +69,7 @@ class poller {
   bool wake_flag_ = false;
   std::uint64_t generation_ = 0, stopped_generation_ = 0;
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> parked_{false};  // sleeping without a deadline (nothing armed)
   std::atomic<std::uint64_t> submissions_{0};
   std::atomic<std::uint64_t> wakeups_{0};
 };
