@@ -2,8 +2,9 @@
 /* The conformance suite's part about capture-transparent operations (issue 30): inside the caller's own
  * cuStreamBeginCapture on a stream whose handle stream_native gave out, a JIT kernel's launches, memsets, a pinned
  * copy and a hand-off between two streams through event_record/event_wait become graph nodes (no place held, no
- * event recorded that the capture could not hold), the capture is still active after every cuasync call, awaiting
- * inside it is refused with a clear error, and the instantiated graph does the work at every launch. On the
+ * event recorded that the capture could not hold), the capture is still active after every cuasync call, a completion
+ * asked there comes at once ("captured": CUASYNC_OK), what needs the work done (stream_wait, event_query of a captured
+ * event) and a pageable copy are refused with a clear error, and the instantiated graph does the work at every launch. On the
  * simulated driver (--simulated: 100 replays) and on a GPU (--gpu: CUASYNC_CAPTURE_REPLAYS, default 10,000). The
  * driver's entry points come from the libcuda cuasync loaded (CUASYNC_LIBCUDA, else libcuda.so.1). */
 #define _GNU_SOURCE /* dlopen's RTLD_NOLOAD */
@@ -121,17 +122,10 @@ static void* allocate(fixture* f, cuasync_memory_kind kind, size_t n, cuasync_bu
 }
 
 /* The refusals inside a capture: each names why, and none breaks the capture. */
-static void check_refusals(fixture* f, cuasync_kernel k, void* dev, uint32_t* pinned, cuasync_event captured) {
-  const cuasync_completion awaited = {f->queue, 1, NULL, NULL};
-  cuasync_error* e = add(f->stream, k, dev, 1, awaited);
-  CHECK(message_has(e, "awaiting inside a capture") && code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
-  CHECK(still_capturing());
-  e = copy(f->stream, pinned, dev, 16, awaited);
-  CHECK(message_has(e, "awaiting inside a capture") && code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
-  CHECK(still_capturing());
+static void check_refusals(fixture* f, void* dev, cuasync_event captured) {
   uint32_t pageable[4] = {0};
   const cuasync_completion none = {NULL, 0, NULL, NULL};
-  e = copy(f->stream, dev, pageable, sizeof pageable, none);
+  cuasync_error* e = copy(f->stream, dev, pageable, sizeof pageable, none);
   CHECK(message_has(e, "pageable") && message_has(e, "pinned") && code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
   CHECK(still_capturing());
   cuasync_stream_wait_args w = {CUASYNC_STREAM_WAIT_ARGS_SIZE, f->stream, {f->queue, 2, NULL, NULL}};
@@ -190,11 +184,15 @@ void run_capture_part(int gpu) {
   cuasync_event to_other = record(f.stream);
   CHECK(to_other && still_capturing());
   CHECK(wait_on(to_other, sc.stream) && still_capturing());
-  CHECK(ok(add(sc.stream, kg.kernel, dev, 2, none), "launch on the joined stream") && still_capturing());
+  const cuasync_completion awaited = {f.queue, 21, NULL, NULL};  /* reported at once: "captured" */
+  CHECK(ok(add(sc.stream, kg.kernel, dev, 2, awaited), "awaited launch on the joined stream") && still_capturing());
+  CHECK(drain_until(f.queue, f.fd, &rec, 1) == 1 && rec.token == 21 && rec.code == CUASYNC_OK && still_capturing());
   cuasync_event back = record(sc.stream);
   CHECK(back && wait_on(back, f.stream) && still_capturing());
-  check_refusals(&f, kg.kernel, dev, pinned, to_other);
-  CHECK(ok(copy(f.stream, pinned, dev, 16, none), "pinned copy in a capture") && still_capturing());
+  check_refusals(&f, dev, to_other);
+  const cuasync_completion copied = {f.queue, 22, NULL, NULL};
+  CHECK(ok(copy(f.stream, pinned, dev, 16, copied), "pinned copy in a capture") && still_capturing());
+  CHECK(drain_until(f.queue, f.fd, &rec, 1) == 1 && rec.token == 22 && rec.code == CUASYNC_OK && still_capturing());
   CUgraph graph = NULL;
   CHECK(driver.end(capturing, &graph) == CUDA_SUCCESS && graph);
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;

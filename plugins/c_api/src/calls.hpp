@@ -74,9 +74,10 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold = fal
 //! event would be a node, never seen done). Only a stream someone else can capture is asked (adopted, or created and
 //! its handle given out by stream_native): a created stream's path makes no driver call. @throws cuda_error
 bool is_captured(const stream_object& s);
-//! For an operation on a captured stream: refuses a completion (`to`), which could only come from a graph launch,
-//! naming `call` and the stream. @throws abi_error CUASYNC_ERROR_INVALID_ARGUMENT
-void refuse_completion_in_capture(const stream_object& s, const delivery& to, const char* call);
+//! For an operation enqueued on a captured stream (a graph node): reports its completion, if one was asked, at once
+//! with CUASYNC_OK. It says "captured": the operation is in the graph, and runs at each launch of it (what a framework's
+//! code written for eager streams awaits, e.g. Python's keep-alive of a copy's memory). Never throws.
+void complete_captured(delivery& to) noexcept;
 //! Refuses `call` on a captured stream (what needs to see the stream's work done). @throws abi_error, cuda_error
 void refuse_if_captured(const stream_object& s, const char* call);
 //! Refuses an event record on a stream a staged copy holds (the event would come before the chunks still to be

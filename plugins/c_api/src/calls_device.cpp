@@ -123,13 +123,8 @@ bool is_captured(const stream_object& s) {
   return s.ref.is_capturing();
 }
 
-void refuse_completion_in_capture(const stream_object& s, const delivery& to, const char* call) {
-  if (!to) return;
-  fail(CUASYNC_ERROR_INVALID_ARGUMENT,
-       std::string(call) + ": awaiting inside a capture: " + s.ref.describe() +
-           " is being captured into a CUDA graph, so the operation becomes a graph node that runs at each launch of "
-           "the graph, and has no completion of its own to report: issue it without a completion and await the "
-           "graph's launch (e.g. a stream_wait on the stream it is launched on)");
+void complete_captured(delivery& to) noexcept {
+  if (to) to(std::error_code{});
 }
 
 void refuse_if_captured(const stream_object& s, const char* call) {

@@ -169,9 +169,8 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
       return;
     }
     if (is_captured(*s)) {  // a graph node: no place, no event (an adopted or exposed stream asks the driver)
-      refuse_completion_in_capture(*s, to, "launch");
       launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-      return;
+      return complete_captured(to);
     }
     admission_ticket ticket = admit(*s, "launch");
     std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it

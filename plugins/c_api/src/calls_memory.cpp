@@ -321,7 +321,6 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     if (x->size == 0) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: zero bytes");
     delivery to = make_delivery(x->completion, "copy");
     const bool captured = is_captured(*s);
-    if (captured) refuse_completion_in_capture(*s, to, "copy");
     const memory_kind dk = classify_pointer(x->dst), sk = classify_pointer(x->src);
     const bool dst_host = dk == memory_kind::pageable_host || dk == memory_kind::pinned_host;
     const bool src_host = sk == memory_kind::pageable_host || sk == memory_kind::pinned_host;
@@ -343,7 +342,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
                  device_span{device_address(x->src), x->size});
     else
       copy_async(s->ref, device_span{device_address(x->dst), x->size}, device_span{device_address(x->src), x->size});
-    if (captured) return;
+    if (captured) return complete_captured(to);
     complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }
@@ -353,8 +352,8 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "memset");
     if (is_captured(*s)) {  // a graph node: no place, no event
-      refuse_completion_in_capture(*s, to, "memset");
-      return memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
+      memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
+      return complete_captured(to);
     }
     admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);

@@ -216,12 +216,12 @@ typedef struct cuasync_stream_create_args {
                               work on the legacy one serializes with every blocking stream of the context). While
                               an adopted stream (or a created one whose handle stream_native gave out) is being
                               captured into a CUDA graph (torch.cuda.graph, the caller's cuStreamBeginCapture; since
-                              1.2.0, issue 30), launches, memsets and pinned copies without a completion become
-                              graph nodes: no admission place, no event. Refused there with
-                              CUASYNC_ERROR_INVALID_ARGUMENT, naming the call and stream: a completion ("awaiting
-                              inside a capture": await the graph's launch instead), a pageable copy (staged on the
-                              host: use pinned memory), stream_wait and event_query of an event recorded in the
-                              capture. event_record there gives a point of the capture that event_wait on another
+                              1.2.0, issue 30), launches, memsets and pinned copies become graph nodes: no
+                              admission place, no event; a completion asked for one is reported at once with
+                              CUASYNC_OK, meaning "captured" (in the graph; it runs at each launch of the graph).
+                              Refused there with CUASYNC_ERROR_INVALID_ARGUMENT, naming the call and stream: a
+                              pageable copy (staged on the host: use pinned memory), stream_wait (nothing runs
+                              now) and event_query of an event recorded in the capture. event_record there gives a point of the capture that event_wait on another
                               stream joins (a fork or join of the graph) */
   int priority;            /* in: for created streams (0: the default) */
   cuasync_stream stream;   /* out: destroy with stream_destroy (an adopted CUstream is not destroyed) */
