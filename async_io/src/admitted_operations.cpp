@@ -3,6 +3,7 @@
 // the enqueue or start once admitted, and how a task reports back. The waits themselves are service_queues.cpp's.
 #include "service_queues.hpp"
 
+#include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 
@@ -178,6 +179,24 @@ bool service_queues::still_its_stream(wait_op* op, const admission_ticket& ticke
   }
 }
 
+namespace {
+// An awaited operation on a stream being captured into a CUDA graph (torch.cuda.graph, the caller's own
+// cuStreamBeginCapture): its completion event would be a graph node, never seen done, and querying it would
+// invalidate the capture. Refused before anything is enqueued, naming the stream; the capture goes on. One
+// cuStreamIsCapturing per awaited operation (bench/results/callgrind-awaited_op.json shows its cost).
+void refuse_if_capturing(stream_ref s, const std::source_location& where) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (s.get() == nullptr || s.get() == CU_STREAM_LEGACY) return;  // the legacy stream is never captured
+  if (driver().cuStreamIsCapturing(s.get(), &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
+    return;
+  throw_cu(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuasync::async_io",
+           "awaiting inside a capture: " + s.describe() +
+               " is being captured into a CUDA graph, where the operation would be a graph node with no completion "
+               "of its own: enqueue it without awaiting (cuasync::launch, copy_async) and await the graph's launch",
+           where);
+}
+}  // namespace
+
 void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* ref, admission_ticket ticket) noexcept {
   if (stored && !leave_admitting(op)) {
     op_ptr destroy(op);  // admitted as the context shuts down: nothing is enqueued
@@ -188,6 +207,7 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
   wait_target t;
   try {
     const long long issued = op->work_key ? completion_queues::now_ns() : 0;  // the work's start, at the latest
+    refuse_if_capturing(op->stream, op->where);
     if (stored)
       op->enqueue(op->stream);
     else

@@ -5,6 +5,7 @@
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
+#include <cuasync/driver/stream.hpp>
 
 #include <atomic>
 #include <cstring>
@@ -179,6 +180,9 @@ detail::event_slot* event_pool::create_slot(std::source_location where) {
   slot->pool = this;
   if (words_supported_) {
     if (words_used_ == slabs_.size() * words_per_slab) {
+      // Relaxed: a pool growing while a stream is captured (an event recorded in torch.cuda.graph for a tracked
+      // buffer's hand-off) must not make a call the capture forbids; the slab is not part of any graph.
+      thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
       pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t), where);
       std::memset(slab.get(), 0, slab.size());
       slabs_.push_back(std::move(slab));

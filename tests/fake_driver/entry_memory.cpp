@@ -14,9 +14,17 @@ namespace {
 
 // ---- memory ----
 
+// Stream-ordered allocation in a capture would make memory nodes, which the simulation lacks: refused, invalidating.
+CUresult no_memory_nodes(stream_state* s) {
+  if (!s || !s->capture) return CUDA_SUCCESS;
+  invalidate(*s->capture);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 CUresult CUDAAPI MemAlloc(CUdeviceptr* out, size_t size) {
   ENTER(cuMemAlloc, oom);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   context_state* c = current_context();
   if (CUresult r = usable(c)) return r;
   void* p = nullptr;
@@ -33,12 +41,14 @@ CUresult CUDAAPI MemAlloc(CUdeviceptr* out, size_t size) {
 CUresult CUDAAPI MemFree(CUdeviceptr p) {
   ENTER_DESTROY(cuMemFree, kind::device_memory);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   wait_all_done(d, lock);  // synchronous, as the driver's: no queued work uses it after
   return release(d, p, kind::device_memory, kind::managed);
 }
 CUresult CUDAAPI MemHostAlloc(void** out, size_t size, unsigned) {
   ENTER(cuMemHostAlloc, oom);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   context_state* c = current_context();
   if (CUresult r = usable(c)) return r;
   return allocate(d, kind::pinned_host, size, c, nullptr, out);
@@ -46,12 +56,14 @@ CUresult CUDAAPI MemHostAlloc(void** out, size_t size, unsigned) {
 CUresult CUDAAPI MemFreeHost(void* p) {
   ENTER_DESTROY(cuMemFreeHost, kind::pinned_host);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   wait_all_done(d, lock);  // synchronous, as the driver's: no queued work uses it after
   return release(d, reinterpret_cast<std::uintptr_t>(p), kind::pinned_host, kind::pinned_host);
 }
 CUresult CUDAAPI MemHostRegister(void* p, size_t size, unsigned) {
   ENTER(cuMemHostRegister, oom);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   context_state* c = current_context();
   if (CUresult r = usable(c)) return r;
   if (!p || !size) return CUDA_ERROR_INVALID_VALUE;
@@ -84,6 +96,7 @@ CUresult CUDAAPI MemHostGetDevicePointer(CUdeviceptr* out, void* p, unsigned) {
 CUresult CUDAAPI MemAllocManaged(CUdeviceptr* out, size_t size, unsigned) {
   ENTER(cuMemAllocManaged, oom);
   lock_t lock(d.m);
+  if (CUresult u = unsafe_call(d)) return u;  // "potentially unsafe" during a capture
   context_state* c = current_context();
   if (CUresult r = usable(c)) return r;
   void* p = nullptr;
@@ -195,6 +208,7 @@ CUresult alloc_async(device_model& d, CUdeviceptr* out, size_t size, pool_state*
   CUresult r = CUDA_SUCCESS;
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
+  if (CUresult n = no_memory_nodes(s)) return n;
   context_state* c = context_of(s);
   if (CUresult u = usable(c)) return u;
   if (!pool) {
@@ -225,6 +239,7 @@ CUresult CUDAAPI MemFreeAsync(CUdeviceptr p, CUstream hs) {
   CUresult r = CUDA_SUCCESS;
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
+  if (CUresult n = no_memory_nodes(s)) return n;
   auto it = d.memory.find(p);
   if (it == d.memory.end() || it->second.k != kind::device_memory) return CUDA_ERROR_INVALID_VALUE;
   submit(d, s, [&d, p] {
@@ -248,7 +263,7 @@ CUresult memset_async(device_model& d, CUdeviceptr dst, unsigned value, size_t n
       auto* p = reinterpret_cast<std::uint32_t*>(dst);
       for (size_t i = 0; i < n; ++i) p[i] = value;
     }
-  });
+  }, 0, {}, CU_GRAPH_NODE_TYPE_MEMSET);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI MemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {

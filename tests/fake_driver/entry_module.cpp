@@ -205,7 +205,7 @@ CUresult launch(device_model& d, CUfunction hf, const unsigned grid[3], const un
           if (c->sticky == CUDA_SUCCESS) c->sticky = e;
         }
       },
-      0, std::move(gate));
+      0, std::move(gate), CU_GRAPH_NODE_TYPE_KERNEL);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI LaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The Driver API entry points of the simulated driver, handed out by cuGetProcAddress_v2 (the only symbol cuasync's
 // loader looks up), each at the ABI of the version cuasync requests (driver/detail/driver_api.hpp). The entry points
-// themselves are in entry_context.cpp, entry_stream.cpp, entry_memory.cpp, entry_module.cpp and entry_logs.cpp;
-// the control
-// functions of control.h are here.
+// themselves are in entry_context.cpp, entry_stream.cpp, entry_capture.cpp, entry_memory.cpp, entry_module.cpp and
+// entry_logs.cpp; the control functions of control.h are here.
 #include "entry_support.hpp"
 
 #include <cstdio>
@@ -15,13 +14,12 @@ using namespace sim::api;
 
 namespace {
 
-// Graphs are not simulated: cuasync's graph code answers the driver's "not supported" as it would any error.
+// Graphs are captured and launched (entry_capture.cpp), not edited: cuasync's node-update code answers the driver's
+// "not supported" as it would any error.
 CUresult CUDAAPI NotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
 
-const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
-                                   "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
-                                   "cuGraphExecKernelNodeSetParams", "cuGraphGetNodes", "cuGraphNodeGetType",
-                                   "cuGraphKernelNodeGetParams", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
+const char* const unsupported[] = {"cuGraphExecKernelNodeSetParams", "cuGraphKernelNodeGetParams",
+                                   "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
                                    // IPC needs a second process and a real driver; the simulation has neither.
                                    "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
                                    "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
@@ -33,10 +31,15 @@ const char* const unsupported[] = {"cuStreamBeginCapture", "cuStreamEndCapture",
 
 }  // namespace
 
-extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
+extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t,
                                                 CUdriverProcAddressQueryResult* status) {
   *status = CU_GET_PROC_ADDRESS_SUCCESS;
-  for (const auto fragment : {context_entries, stream_entries, memory_entries, module_entries, log_entries})
+  if (!std::strcmp(symbol, "cuStreamGetCaptureInfo")) {  // the one entry point here whose ABI depends on the version
+    *pfn = capture_info_entry(cuda_version);
+    return CUDA_SUCCESS;
+  }
+  for (const auto fragment :
+       {context_entries, stream_entries, capture_entries, memory_entries, module_entries, log_entries})
     for (const entry& e : fragment())
       if (!std::strcmp(symbol, e.name)) {
         *pfn = e.fn;

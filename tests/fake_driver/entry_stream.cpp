@@ -13,6 +13,47 @@ namespace {
 
 // ---- streams ----
 
+// A wait that a capture takes part in: on an event of the waiting stream's own capture, an edge (which joins the
+// event's stream back); on an event of a live capture, the waiting stream joins it. Otherwise it would cross the
+// capture's boundary: a capturing stream may not wait on work outside it (an external wait node, not simulated),
+// nor may any stream wait on an event recorded in a capture that has ended (it stands for no work). Lock held.
+CUresult captured_wait(stream_state* s, const event_state& e) {
+  const std::shared_ptr<capture_state>& c = e.captured_in;
+  if (s && s->capture && s->capture == c) {
+    capture_state::member& m = c->members[e.captured_on];
+    m.joined = std::max(m.joined, e.captured_at);
+    return CUDA_SUCCESS;
+  }
+  if (s && s->capture) {
+    if (!c && !e.seq) return CUDA_SUCCESS;  // never recorded: nothing to wait for
+    invalidate(*s->capture);
+    return c && !c->ended ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  if (c->ended) return CUDA_ERROR_CAPTURED_EVENT;
+  if (!s) {  // a default stream cannot join a capture
+    invalidate(*c);
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  s->capture = c;
+  c->members[s->id];
+  return CUDA_SUCCESS;
+}
+// A query or synchronize of a capturing stream: it stands for no work; the capture is invalidated.
+CUresult captured_stream_observed(stream_state* s) {
+  if (!s || !s->capture) return CUDA_SUCCESS;
+  invalidate(*s->capture);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+// A query, synchronize or timing of an event last recorded in a capture (a live one is invalidated); otherwise an
+// event query or synchronize is a "potentially unsafe" call for the capture mode (unsafe_call).
+CUresult captured_event_observed(device_model& d, const event_state& e, bool timing = false) {
+  if (e.captured_in) {
+    if (!e.captured_in->ended) invalidate(*e.captured_in);
+    return CUDA_ERROR_CAPTURED_EVENT;
+  }
+  return timing ? CUDA_SUCCESS : unsafe_call(d);
+}
+
 CUresult CUDAAPI StreamCreateWithPriority(CUstream* out, unsigned flags, int priority) {
   ENTER(cuStreamCreateWithPriority, oom);
   lock_t lock(d.m);
@@ -28,6 +69,7 @@ CUresult CUDAAPI StreamCreateWithPriority(CUstream* out, unsigned flags, int pri
 CUresult CUDAAPI StreamDestroy(CUstream s) {
   ENTER_DESTROY(cuStreamDestroy, kind::stream);
   lock_t lock(d.m);
+  if (auto it = d.streams.find(s); it != d.streams.end() && it->second->capture) abandon(d, *it->second);
   return forget(d, d.streams, kind::stream, s);  // queued work still runs (it holds no stream)
 }
 CUresult CUDAAPI StreamWaitEvent(CUstream hs, CUevent e, unsigned) {
@@ -38,6 +80,7 @@ CUresult CUDAAPI StreamWaitEvent(CUstream hs, CUevent e, unsigned) {
   if (r) return r;
   auto it = d.events.find(e);
   if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second->captured_in || (s && s->capture)) return captured_wait(s, *it->second);
   // Work runs in submission order, so the event's work is ahead of anything queued from now on, unless a closed
   // gate holds it: then the stream's later work waits for it.
   if (!finished(d, it->second->seq)) submit(d, s, [] {}, it->second->seq);
@@ -51,6 +94,7 @@ CUresult CUDAAPI StreamQuery(CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (injected) return make_sticky(context_of(s), injected), injected;
   if (r) return r;
+  if (CUresult c = captured_stream_observed(s)) return c;
   return (s ? finished(d, s->last) : d.submitted <= d.done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult CUDAAPI StreamSynchronize(CUstream hs) {
@@ -61,6 +105,7 @@ CUresult CUDAAPI StreamSynchronize(CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (injected) return make_sticky(context_of(s), injected), injected;
   if (r) return r;
+  if (CUresult cr = captured_stream_observed(s)) return cr;
   context_state* c = context_of(s);
   if (s)
     wait_done(d, lock, s->last);
@@ -75,7 +120,7 @@ CUresult CUDAAPI LaunchHostFunc(CUstream hs, CUhostFn fn, void* user) {
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
   if (!fn) return CUDA_ERROR_INVALID_VALUE;
-  submit(d, s, [fn, user] { fn(user); });
+  submit(d, s, [fn, user] { fn(user); }, 0, {}, CU_GRAPH_NODE_TYPE_HOST);
   return CUDA_SUCCESS;
 }
 template <class F>
@@ -102,20 +147,6 @@ CUresult CUDAAPI StreamGetId(CUstream hs, unsigned long long* id) {
   ENTER(cuStreamGetId, unknown);
   return with_stream(d, hs, [&](stream_state& s) { *id = s.id; });
 }
-// Graphs are not simulated (below), so no stream is ever being captured; the capture mode is kept per thread.
-CUresult CUDAAPI StreamIsCapturing(CUstream hs, CUstreamCaptureStatus* status) {
-  ENTER(cuStreamIsCapturing, unknown);
-  if (!status) return CUDA_ERROR_INVALID_VALUE;
-  return with_stream(d, hs, [&](stream_state&) { *status = CU_STREAM_CAPTURE_STATUS_NONE; });
-}
-thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-CUresult CUDAAPI ThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  ENTER(cuThreadExchangeStreamCaptureMode, unknown);
-  if (!mode || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
-  std::swap(*mode, thread_capture_mode);
-  return CUDA_SUCCESS;
-}
 template <class T>
 CUresult write_value(device_model& d, CUstream hs, CUdeviceptr addr, T value) {
   lock_t lock(d.m);
@@ -125,7 +156,8 @@ CUresult write_value(device_model& d, CUstream hs, CUdeviceptr addr, T value) {
   std::uintptr_t base = 0;
   allocation* a = find_memory(d, addr, &base);
   if (!a || addr + sizeof(T) > base + a->size || addr % sizeof(T)) return CUDA_ERROR_INVALID_VALUE;
-  submit(d, s, [addr, value] { __atomic_store_n(reinterpret_cast<T*>(addr), value, __ATOMIC_RELEASE); });
+  submit(d, s, [addr, value] { __atomic_store_n(reinterpret_cast<T*>(addr), value, __ATOMIC_RELEASE); }, 0, {},
+         CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI StreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned) {
@@ -157,7 +189,7 @@ CUresult CUDAAPI StreamWaitValue32(CUstream hs, CUdeviceptr addr, cuuint32_t v, 
       case CU_STREAM_WAIT_VALUE_AND: return (w & v) != 0;
       default: return ~(w | ~v) != 0;  // NOR
     }
-  });
+  }, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
   return CUDA_SUCCESS;
 }
 
@@ -187,6 +219,14 @@ CUresult CUDAAPI EventRecord(CUevent he, CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
   event_state* e = it->second.get();
+  e->captured_in.reset();
+  if (s && s->capture) {  // a point of the capture, not work (cuEventRecordWithFlags' external record: not simulated)
+    e->captured_in = s->capture;
+    e->captured_on = s->id;
+    e->captured_at = s->capture->members[s->id].nodes;
+    e->seq = 0;
+    return CUDA_SUCCESS;
+  }
   const std::uint64_t seq = d.submitted + 1;
   e->seq = submit(d, s, [&d, he, seq] {
     std::lock_guard l(d.m);
@@ -208,6 +248,8 @@ CUresult CUDAAPI EventQuery(CUevent he) {
   lock_t lock(d.m);
   if (auto it = d.events.find(he); injected && it != d.events.end()) make_sticky(it->second->ctx, injected);
   if (injected) return injected;
+  if (auto it = d.events.find(he); it != d.events.end())
+    if (CUresult c = captured_event_observed(d, *it->second)) return c;
   event_state* e = nullptr;
   return event_status(d, he, &e);
 }
@@ -218,6 +260,7 @@ CUresult CUDAAPI EventSynchronize(CUevent he) {
   auto it = d.events.find(he);
   if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
   if (injected) return make_sticky(it->second->ctx, injected), injected;
+  if (CUresult c = captured_event_observed(d, *it->second)) return c;
   wait_done(d, lock, it->second->seq);
   event_state* e = nullptr;
   return event_status(d, he, &e);
@@ -226,6 +269,9 @@ CUresult CUDAAPI EventElapsedTime(float* ms, CUevent a, CUevent b) {
   ENTER(cuEventElapsedTime, unknown);
   lock_t lock(d.m);
   event_state *ea = nullptr, *eb = nullptr;
+  for (CUevent h : {a, b})
+    if (auto it = d.events.find(h); it != d.events.end())
+      if (CUresult c = captured_event_observed(d, *it->second, true)) return c;
   if (CUresult r = event_status(d, a, &ea)) return r;
   if (CUresult r = event_status(d, b, &eb)) return r;
   if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
@@ -248,8 +294,6 @@ std::span<const entry> stream_entries() {
       CUASYNC_SIM_ENTRY(cuStreamGetFlags, StreamGetFlags),
       CUASYNC_SIM_ENTRY(cuStreamGetCtx, StreamGetCtx),
       CUASYNC_SIM_ENTRY(cuStreamGetId, StreamGetId),
-      CUASYNC_SIM_ENTRY(cuStreamIsCapturing, StreamIsCapturing),
-      CUASYNC_SIM_ENTRY(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode),
       CUASYNC_SIM_ENTRY(cuStreamWriteValue64, StreamWriteValue64),
       CUASYNC_SIM_ENTRY(cuStreamWriteValue32, StreamWriteValue32),
       CUASYNC_SIM_ENTRY(cuStreamWaitValue32, StreamWaitValue32),

@@ -65,6 +65,8 @@ place where(device_model& d, std::uintptr_t p, std::size_t n, CUresult* r) {
 
 // A copy in stream order: a pageable source is read now (the driver stages it before returning), a pageable
 // destination is written before returning (the call is synchronous then), everything else when its turn comes.
+// On a capturing stream only copies between device and known host memory are captured (memcpy nodes); a pageable
+// end is refused, invalidating the capture (a graph replays no staging).
 CUresult copy(lock_t& lock, std::uintptr_t dst, std::uintptr_t src, std::size_t n, CUstream hs) {
   device_model& d = model();
   CUresult r = CUDA_SUCCESS;
@@ -73,13 +75,19 @@ CUresult copy(lock_t& lock, std::uintptr_t dst, std::uintptr_t src, std::size_t 
   if (CUresult u = usable(context_of(s)); u != CUDA_SUCCESS) return u;
   const place to = where(d, dst, n, &r), from = where(d, src, n, &r);
   if (r != CUDA_SUCCESS) return r;
+  if (s && s->capture && (from == place::pageable || to == place::pageable)) {  // no staging in a graph
+    invalidate(*s->capture);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   std::uint64_t seq = 0;
   if (from == place::pageable) {
     auto staged = std::make_shared<std::vector<unsigned char>>(reinterpret_cast<const unsigned char*>(src),
                                                                reinterpret_cast<const unsigned char*>(src) + n);
     seq = submit(d, s, [=] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
   } else {
-    seq = submit(d, s, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+    seq = submit(
+        d, s, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); }, 0, {},
+        CU_GRAPH_NODE_TYPE_MEMCPY);
   }
   if (to == place::pageable) wait_done(d, lock, seq);
   return CUDA_SUCCESS;

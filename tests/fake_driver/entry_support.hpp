@@ -88,5 +88,8 @@ std::span<const entry> stream_entries();
 std::span<const entry> memory_entries();
 std::span<const entry> module_entries();
 std::span<const entry> log_entries();
+std::span<const entry> capture_entries();
+// cuStreamGetCaptureInfo at the ABI of `cuda_version`: _v3 from 12.3, _v2 before.
+void* capture_info_entry(int cuda_version);
 
 }  // namespace sim::api

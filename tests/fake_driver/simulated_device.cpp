@@ -149,7 +149,15 @@ void make_sticky(context_state* c, CUresult r) {
 }
 
 std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after,
-                     std::function<bool()> ready) {
+                     std::function<bool()> ready, CUgraphNodeType type) {
+  if (s && s->capture) {  // captured, not run: `after` is none here (a wait in a capture is an edge, not work)
+    capture_state& c = *s->capture;
+    graph_node& n = c.nodes.emplace_back(graph_node{type, s->ctx, std::move(fn), std::move(ready)});
+    capture_state::member& m = c.members[s->id];
+    ++m.nodes;
+    m.last = &n;
+    return 0;
+  }
   const std::uint64_t seq = ++d.submitted;
   d.queue.push_back({seq, s ? s->ctx : current_context(), std::move(fn), s ? s->id : 0, after, std::move(ready)});
   if (s) s->last = seq;
@@ -181,7 +189,11 @@ context_state* pop_context() { return context_depth ? context_stack[--context_de
 stream_state* find_stream(device_model& d, CUstream s, CUresult* r) {
   *r = CUDA_SUCCESS;
   const auto v = reinterpret_cast<std::uintptr_t>(s);
-  if (v == 0 || v == 1 || v == 2) return nullptr;  // the legacy, per-thread and null default streams
+  if (v == 0 || v == 1) {  // the null and legacy default streams: an implicit dependency on blocking captures
+    *r = legacy_stream_use(d, current_context());
+    return nullptr;
+  }
+  if (v == 2) return nullptr;  // the per-thread default stream
   auto it = d.streams.find(s);
   if (it == d.streams.end()) {
     *r = CUDA_ERROR_INVALID_HANDLE;
@@ -190,6 +202,7 @@ stream_state* find_stream(device_model& d, CUstream s, CUresult* r) {
   context_state* c = it->second->ctx;
   if (!c->alive) *r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
   else if (c->sticky != CUDA_SUCCESS) *r = c->sticky;
+  else if (it->second->capture && it->second->capture->invalidated) *r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   return it->second.get();
 }
 

@@ -8,6 +8,8 @@
 // One exception to submission order: a gate kernel (`sim_wait_u32`) that is not open yet holds only its own stream
 // (and what waits on it): the device thread runs later work of other streams meanwhile, as a GPU does behind a
 // spinning kernel. Without a closed gate, work runs strictly in submission order.
+// Stream capture (entry_capture.cpp): work submitted to a capturing stream becomes a node of its capture instead
+// of running; an illegal call during a capture invalidates it, as the driver does (see capture_state).
 #include <cuda.h>
 
 #include <condition_variable>
@@ -24,10 +26,12 @@
 namespace sim {
 
 enum class kind {
-  context, stream, event, device_memory, pinned_host, registered_host, managed, module, pool, library, count
+  context, stream, event, device_memory, pinned_host, registered_host, managed, module, pool, library, graph,
+  graph_exec, count
 };
-inline constexpr const char* kind_names[] = {"contexts", "streams",  "events", "device_memory", "pinned_host",
-                                             "registered_host", "managed", "modules", "pools", "libraries"};
+inline constexpr const char* kind_names[] = {"contexts",        "streams", "events",  "device_memory",
+                                             "pinned_host",     "registered_host",   "managed", "modules",
+                                             "pools",           "libraries",         "graphs",  "graph_execs"};
 inline constexpr int kinds = static_cast<int>(kind::count);
 
 struct context_state {
@@ -39,8 +43,38 @@ struct context_state {
   CUresult sticky = CUDA_SUCCESS;  // a faulted kernel (sim_trap): every later call in the context answers it
 };
 
+// One node of a graph: what submit() would have queued (its work, its gate, its context), in capture order.
+struct graph_node {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  context_state* ctx = nullptr;
+  std::function<void()> fn;
+  std::function<bool()> ready;
+};
+
+// A capture sequence (cuStreamBeginCapture .. cuStreamEndCapture). Its nodes are kept in the order they were
+// captured, a valid order of the graph's edges (every edge points from earlier to later work), which a launch
+// replays one after the other on its stream. Streams join it by waiting on an event recorded in it; each must be
+// joined back (waited on from another member after its last node) before the end, or the end answers UNJOINED.
+struct capture_state {
+  unsigned long long id = 0;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  unsigned long long origin = 0;     // the stream that began it (its id): only it may end it
+  std::uint64_t thread = 0;          // the thread that began it (a non-relaxed capture ends there)
+  bool invalidated = false;          // an illegal call during it: its end answers INVALIDATED, no graph
+  bool ended = false;
+  std::deque<graph_node> nodes;      // deque: node handles (their addresses) stay valid
+  struct member { std::size_t nodes = 0, joined = 0; graph_node* last = nullptr; };
+  std::map<unsigned long long, member> members;  // by stream id, the origin included
+};
+
+struct graph_state {
+  context_state* ctx = nullptr;
+  std::deque<graph_node> nodes;
+};
+
 struct stream_state {
   context_state* ctx = nullptr;
+  std::shared_ptr<capture_state> capture;  // the capture it takes part in; null: none
   unsigned flags = 0;
   int priority = 0;
   unsigned long long id = 0;
@@ -52,6 +86,11 @@ struct event_state {
   unsigned flags = 0;
   std::uint64_t seq = 0;  // the work it waits for; 0: never recorded (complete)
   double at_ms = 0;       // when that work was done (for cuEventElapsedTime)
+  // Last recorded in a capture: no work to wait for, but a point of that capture (on stream `captured_on`, after
+  // its first `captured_at` nodes) that a wait joins; queries and timing of it are refused (CUDA_ERROR_CAPTURED_EVENT).
+  std::shared_ptr<capture_state> captured_in;
+  unsigned long long captured_on = 0;
+  std::size_t captured_at = 0;
 };
 
 struct param { std::size_t offset, size; };
@@ -125,6 +164,9 @@ struct device_model {
   std::map<void*, std::unique_ptr<module_state>> modules;
   std::map<void*, std::unique_ptr<pool_state>> pools;
   std::map<void*, std::unique_ptr<library_state>> libraries;
+  std::map<void*, std::unique_ptr<graph_state>> graphs;
+  std::map<void*, std::unique_ptr<graph_state>> graph_execs;  // an instantiated graph: a copy of its nodes
+  std::set<capture_state*> captures;  // under way (not ended)
   std::map<std::uintptr_t, allocation> memory;  // by start address
   unsigned long long next_id = 1;
   // Work
@@ -167,9 +209,23 @@ long calls_here(const char* entry);
 void make_sticky(context_state* c, CUresult r);
 
 // Queues `fn` as the next work of `s` (nullptr: the default stream); returns its sequence number. Lock held.
-// `after`: work that must be done before it; `ready`: a gate's condition (see work_item).
+// `after`: work that must be done before it; `ready`: a gate's condition (see work_item). On a capturing stream
+// it becomes a node of type `type` of the capture instead, and answers 0 (nothing to wait for).
 std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after = 0,
-                     std::function<bool()> ready = {});
+                     std::function<bool()> ready = {}, CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY);
+
+// ---- capture (entry_capture.cpp; lock held) ----
+// Marks `c` invalidated (its end answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
+void invalidate(capture_state& c);
+// A capturing stream destroyed: its capture is invalidated, and ended when it began there (no end can come).
+void abandon(device_model& d, stream_state& s);
+// A "potentially unsafe" call (an allocation, an event query or synchronize: cuThreadExchangeStreamCaptureMode's
+// list) made while a capture forbids it to this thread: invalidates the captures that forbid it and answers
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; CUDA_SUCCESS when none does.
+CUresult unsafe_call(device_model& d);
+// Work of the legacy default stream in a context where a blocking stream is capturing: invalidates those captures
+// and answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; CUDA_SUCCESS when there is none.
+CUresult legacy_stream_use(device_model& d, context_state* c);
 // True when work `seq` is done (lock held).
 bool finished(const device_model& d, std::uint64_t seq);
 // Waits (lock held, released while waiting) until work `seq` is done.

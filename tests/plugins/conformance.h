@@ -81,6 +81,9 @@ void run_abi_1_4_part(int with_driver);
 void run_abi_1_5_part(void);
 /* On the simulated driver only: admission places of operations without a completion (conformance_batches.c). */
 void run_batches_part(void);
+/* Capture-transparent operations inside the caller's cuStreamBeginCapture (conformance_capture.c), on a driver;
+ * `gpu`: 10,000 graph launches by default (CUASYNC_CAPTURE_REPLAYS), else 100. */
+void run_capture_part(int gpu);
 /* The GPU part (conformance_gpu.c); returns nothing, counts through CHECK. */
 void run_gpu_part(void);
 

@@ -71,9 +71,16 @@ program_request read_program(const char* call, const char* name, const char* sou
 struct stream_object;
 //! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
 admission_ticket admit(const stream_object& s, const char* call, bool hold = false);
-//! Refuses an operation that cuasync tracks (one that records an event) on an adopted stream that is being captured
-//! into a CUDA graph: the event would be a graph node, never recorded, never seen done. Created streams are not asked
-//! (no driver call on their path). @throws abi_error CUASYNC_ERROR_INVALID_ARGUMENT, cuda_error
+//! True when `s` is being captured into a CUDA graph (a framework's torch.cuda.graph, the caller's own
+//! cuStreamBeginCapture): its operations then become graph nodes, with no place taken and no event recorded (the
+//! event would be a node, never seen done). Only a stream someone else can capture is asked (adopted, or created and
+//! its handle given out by stream_native): a created stream's path makes no driver call. @throws cuda_error
+bool is_captured(const stream_object& s);
+//! For an operation enqueued on a captured stream (a graph node): reports its completion, if one was asked, at once
+//! with CUASYNC_OK. It says "captured": the operation is in the graph, and runs at each launch of it (what a framework's
+//! code written for eager streams awaits, e.g. Python's keep-alive of a copy's memory). Never throws.
+void complete_captured(delivery& to) noexcept;
+//! Refuses `call` on a captured stream (what needs to see the stream's work done). @throws abi_error, cuda_error
 void refuse_if_captured(const stream_object& s, const char* call);
 //! Refuses an event record on a stream a staged copy holds (the event would come before the chunks still to be
 //! enqueued). @throws abi_error CUASYNC_ERROR_BUSY

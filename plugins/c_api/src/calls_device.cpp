@@ -78,9 +78,9 @@ void stream_object::flush_unreported() const {
     if (unreported_.empty()) return;
     pending.swap(unreported_);
   }
-  // A stream adopted and then captured (its launches were refused while capturing, not these): an event recorded now
-  // would be a graph node, never queried. Its places are given back at once; that work is older than the capture.
-  if (!owned && ref.is_capturing()) return;
+  // A stream captured now (its operations in the capture hold no places; these are older than the capture): an event
+  // recorded now would be a graph node, never queried. Its places are given back at once.
+  if (is_captured(*this)) return;
   give_back_after(std::move(pending));
 }
 
@@ -118,12 +118,21 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
   return t;
 }
 
+bool is_captured(const stream_object& s) {
+  if (s.owned && !s.native_handed_out.load(std::memory_order_relaxed)) [[likely]] return false;
+  return s.ref.is_capturing();
+}
+
+void complete_captured(delivery& to) noexcept {
+  if (to) to(std::error_code{});
+}
+
 void refuse_if_captured(const stream_object& s, const char* call) {
-  if (s.owned || !s.ref.is_capturing()) return;
+  if (!is_captured(s)) return;
   fail(CUASYNC_ERROR_INVALID_ARGUMENT,
        std::string(call) + ": " + s.ref.describe() +
-           " is being captured into a CUDA graph, where the event cuasync records to track the operation could never "
-           "be queried: while capturing, launch with CUASYNC_LAUNCH_UNTRACKED (and no completion)");
+           " is being captured into a CUDA graph: its work runs only when the graph is launched, so there is nothing "
+           "to wait for now (a query or synchronize would invalidate the capture); wait after the graph's launch");
 }
 
 void refuse_if_held(const stream_object& s, const char* call) {
@@ -243,6 +252,7 @@ cuasync_error* stream_destroy(cuasync_stream_destroy_args* a) noexcept {
 cuasync_error* stream_native(cuasync_stream_native_args* a) noexcept {
   return call("stream_native", a, [](args<cuasync_stream_native_args>& x) {
     auto s = stream_of(x->stream, "stream");
+    s->native_handed_out.store(true, std::memory_order_relaxed);  // its caller may capture it from now on
     x->native = s->ref.get();
     x->context = s->ref.context().get();
   });
@@ -277,23 +287,34 @@ cuasync_error* stream_wait(cuasync_stream_wait_args* a) noexcept {
 cuasync_error* event_record(cuasync_event_record_args* a) noexcept {
   return call("event_record", a, [](args<cuasync_event_record_args>& x) {
     auto s = stream_of(x->stream, "stream");
-    refuse_if_captured(*s, "event_record");
     refuse_if_held(*s, "event_record");
     auto e = std::make_shared<event_object>();
-    e->event = event_pool::for_context(s->ref.context())->record(s->ref);
+    if (is_captured(*s)) {  // a fork/join point of the capture (legal there), not work
+      e->captured.emplace(event::create(s->ref.context()));
+      e->captured->record(s->ref);
+    } else {
+      e->event = event_pool::for_context(s->ref.context())->record(s->ref);
+    }
     x->event = to_handle<cuasync_event>(registry::instance().add(kind::event, std::move(e)));
   });
 }
 
 cuasync_error* event_query(cuasync_event_query_args* a) noexcept {
   return call("event_query", a, [](args<cuasync_event_query_args>& x) {
-    x->done = registry::instance().get<event_object>(x->event, kind::event, "event")->event.query() ? 1 : 0;
+    auto e = registry::instance().get<event_object>(x->event, kind::event, "event");
+    if (e->captured)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           "event_query: the event was recorded on a stream being captured into a CUDA graph: it marks a point of the "
+           "graph, not work that runs now (querying it would invalidate the capture); event_wait on it orders "
+           "another stream after that point");
+    x->done = e->event.query() ? 1 : 0;
   });
 }
 
 cuasync_error* event_wait(cuasync_event_wait_args* a) noexcept {
   return call("event_wait", a, [](args<cuasync_event_wait_args>& x) {
     auto e = registry::instance().get<event_object>(x->event, kind::event, "event");
+    if (e->captured) return stream_of(x->stream, "stream")->ref.wait(*e->captured);  // joins the stream to the capture
     e->event.make_wait(stream_of(x->stream, "stream")->ref);
   });
 }

@@ -168,7 +168,10 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
       launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
       return;
     }
-    refuse_if_captured(*s, "launch");
+    if (is_captured(*s)) {  // a graph node: no place, no event (an adopted or exposed stream asks the driver)
+      launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
+      return complete_captured(to);
+    }
     admission_ticket ticket = admit(*s, "launch");
     std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
     if (trace::flight::enabled()) [[unlikely]]

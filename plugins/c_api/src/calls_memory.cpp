@@ -320,14 +320,20 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
     if (!x->dst || !x->src) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: null pointer");
     if (x->size == 0) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: zero bytes");
     delivery to = make_delivery(x->completion, "copy");
-    refuse_if_captured(*s, "copy");
+    const bool captured = is_captured(*s);
     const memory_kind dk = classify_pointer(x->dst), sk = classify_pointer(x->src);
     const bool dst_host = dk == memory_kind::pageable_host || dk == memory_kind::pinned_host;
     const bool src_host = sk == memory_kind::pageable_host || sk == memory_kind::pinned_host;
     if (dst_host && src_host) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "copy: host to host (use memcpy)");
     const bool pageable = dk == memory_kind::pageable_host || sk == memory_kind::pageable_host;
+    if (pageable && captured)
+      fail(CUASYNC_ERROR_INVALID_ARGUMENT,
+           "copy: " + s->ref.describe() +
+               " is being captured into a CUDA graph, and a pageable copy is staged by host threads through pinned "
+               "blocks, which a graph cannot replay: copy from or to pinned memory (buffer_allocate with "
+               "CUASYNC_MEMORY_PINNED)");
     if (pageable) return copy_pageable(s, x->dst, x->src, x->size, src_host, std::move(to));
-    admission_ticket ticket = admit(*s, "copy");
+    admission_ticket ticket = captured ? admission_ticket() : admit(*s, "copy");  // a graph node holds no place
     if (src_host)
       copy_async(s->ref, device_span{device_address(x->dst), x->size},
                  std::span<const std::byte>(static_cast<const std::byte*>(x->src), x->size));
@@ -336,6 +342,7 @@ cuasync_error* copy(cuasync_copy_args* a) noexcept {
                  device_span{device_address(x->src), x->size});
     else
       copy_async(s->ref, device_span{device_address(x->dst), x->size}, device_span{device_address(x->src), x->size});
+    if (captured) return complete_captured(to);
     complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }
@@ -344,7 +351,10 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
   return call("memset", a, [](args<cuasync_memset_args>& x) {
     auto s = stream_of(x->stream, "stream");
     delivery to = make_delivery(x->completion, "memset");
-    refuse_if_captured(*s, "memset");
+    if (is_captured(*s)) {  // a graph node: no place, no event
+      memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
+      return complete_captured(to);
+    }
     admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
     if (!to) return s->add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch

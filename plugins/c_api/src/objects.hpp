@@ -6,6 +6,7 @@
 #include "host_side_work.hpp"
 #include <cuasync/runtime/stream_gate.hpp>
 
+#include <cuasync/driver/event.hpp>
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/admission.hpp>
@@ -14,6 +15,7 @@
 #include <cuasync/runtime/pinned_pool.hpp>
 #include <cuasync/runtime/tracked_buffer.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +45,9 @@ struct stream_object {
  public:
   //! The runtime whose staging serves pageable copies on this stream. Thread-safe. @throws abi_error
   runtime::device_runtime& staging_runtime(const char* call);
+
+  //! Set once stream_native gave its handle out: a created stream can be captured by its caller from then on.
+  std::atomic<bool> native_handed_out{false};
 
   //! Its copies' host-side work and staged copies' holds (shared: a copy finishing on a copy thread reports to it
   //! after the handle may be gone).
@@ -75,6 +80,9 @@ struct stream_object {
 
 struct event_object {
   pooled_event event;
+  //! Recorded on a stream being captured (event_record): a point of the graph that another stream's event_wait joins
+  //! (cuStreamWaitEvent), not work to query; a plain event of its own (a pooled one would be queried for reuse).
+  std::optional<cuasync::event> captured;
 };
 
 struct buffer_object {

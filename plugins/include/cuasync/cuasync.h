@@ -214,10 +214,15 @@ typedef struct cuasync_stream_create_args {
                               (void*)1 (CU_STREAM_LEGACY: PyTorch's and CuPy's default stream) or (void*)2
                               (CU_STREAM_PER_THREAD) adopts that default stream of `runtime`'s context (since 1.1;
                               work on the legacy one serializes with every blocking stream of the context). While
-                              an adopted stream is being captured into a CUDA graph, the operations that cuasync
-                              tracks on it (copy, memset, stream_wait, event_record and launches without
-                              CUASYNC_LAUNCH_UNTRACKED) are refused with CUASYNC_ERROR_INVALID_ARGUMENT: the event
-                              cuasync would record could never be queried (launch untracked there instead) */
+                              an adopted stream (or a created one whose handle stream_native gave out) is being
+                              captured into a CUDA graph (torch.cuda.graph, the caller's cuStreamBeginCapture; since
+                              1.2.0, issue 30), launches, memsets and pinned copies become graph nodes: no
+                              admission place, no event; a completion asked for one is reported at once with
+                              CUASYNC_OK, meaning "captured" (in the graph; it runs at each launch of the graph).
+                              Refused there with CUASYNC_ERROR_INVALID_ARGUMENT, naming the call and stream: a
+                              pageable copy (staged on the host: use pinned memory), stream_wait (nothing runs
+                              now) and event_query of an event recorded in the capture. event_record there gives a point of the capture that event_wait on another
+                              stream joins (a fork or join of the graph) */
   int priority;            /* in: for created streams (0: the default) */
   cuasync_stream stream;   /* out: destroy with stream_destroy (an adopted CUstream is not destroyed) */
 } cuasync_stream_create_args;
@@ -595,8 +600,8 @@ typedef enum cuasync_launch_flags {
    * enqueued and nothing else: it takes no admission place (never CUASYNC_ERROR_BUSY), records no event, and reports
    * no completion (`completion` must be empty: queue and callback NULL). For callers that order their stream
    * themselves: a PyTorch custom op on torch's current stream, a JAX FFI handler on XLA's stream; and for a stream
-   * being captured into a CUDA graph, where an event recorded by cuasync could never be queried (tracked operations
-   * on a captured adopted stream are refused). Without admission it can block the calling thread, like any driver
+   * being captured into a CUDA graph (where, since 1.2.0, a launch without a completion is a graph node either way:
+   * see stream_create). Without admission it can block the calling thread, like any driver
    * launch, while the stream's hardware queue is full (1,021 launches or copies per connection). */
   CUASYNC_LAUNCH_UNTRACKED = 1,
   /* ABI 1.2: programmatic dependent launch. The kernel may start while the previous kernel on the stream still runs

@@ -193,6 +193,49 @@ def test_custom_op_in_cuda_graph_capture_and_replay():
         torch.testing.assert_close(out, 2.0 * x + y, rtol=0, atol=0)
 
 
+def test_tracked_cuasync_work_inside_torch_cuda_graph_replays(module):
+    # Issue 30: inside torch.cuda.graph (global capture mode) a memset, tracked launches of a JIT kernel on two adopted
+    # streams handed the buffer between them (wait_stream: a fork and a join of the capture) and a pinned copy become
+    # graph nodes; the capture is never invalidated, and every replay gives the right data.
+    import ctypes
+
+    import numpy as np
+    n = 4096
+    cap_t, other_t = torch.cuda.Stream(), torch.cuda.Stream()
+    cap, other = cuasync.Stream.adopt(cap_t), cuasync.Stream.adopt(other_t)
+    x = cuasync.zeros(n, "float32", stream=cap)
+    host = cuasync.empty(n, "float32", pinned=True)
+    grid = cuasync.grid_for(n)
+    module.add_one.launch(cap, grid, 256, x, n)  # warm-up, outside the capture: both streams have used x once
+    other.wait_stream(cap)
+    module.add_one.launch(other, grid, 256, x, n)
+    cap.wait_stream(other)
+    cuasync.copy(host, x, stream=cap).wait()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=cap_t):
+        steps = [lambda: cuasync.memset(x, 0, stream=cap),
+                 lambda: module.add_one.launch(cap, grid, 256, x, n),
+                 lambda: other.wait_stream(cap),
+                 lambda: module.add_one.launch(other, grid, 256, x, n),
+                 lambda: cap.wait_stream(other),
+                 lambda: module.add_one.launch(cap, grid, 256, x, n),
+                 lambda: cuasync.copy(host, x, stream=cap)]
+        for step in steps:
+            step()
+            assert torch.cuda.is_current_stream_capturing()
+    replays = int(os.environ.get("CUASYNC_CAPTURE_REPLAYS", "10000"))
+    wrong = 0
+    for _ in range(replays):
+        ctypes.memset(host.ptr, 0xff, n * 4)  # NaNs: a replay that copies nothing is seen
+        g.replay()
+        torch.cuda.synchronize()
+        wrong += int(np.count_nonzero(np.frombuffer(host.tobytes(), dtype=np.float32) != 3.0))
+        if wrong:
+            break
+    assert wrong == 0
+
+
 def test_completions_stream_in_while_a_thread_synchronizes(module):
     # cuasync's completions (poller thread, eventfd) while another thread calls torch.cuda.synchronize() in a loop:
     # no deadlock on the GIL or the driver's locks.
