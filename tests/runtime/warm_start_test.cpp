@@ -163,7 +163,9 @@ TEST_CASE("a warm start loads the device's indexed kernels without NVRTC, off th
   CHECK(c["selected"] == 6);  // not other/, not the sm_120 CUBIN
   CHECK(c["known"] == 1);
   CHECK(c["loaded"] + c["already"] == 6);
-  CHECK(c["libraries"] == 6);
+  // Six libraries, but for kernel 0 when this thread's own lookup was loading it as the warm start came to it (the
+  // warm start then leaves it: "busy", counted as already).
+  CHECK((c["libraries"] == 6 || (c["libraries"] == 5 && c["main_loads"] == 1)));
   CHECK(c["stale"] == 0);
   CHECK(c["rejected"] == 0);
   CHECK(c["failed"] == 0);
