@@ -214,6 +214,29 @@ void run_capture_part(int gpu) {
     }
     CHECK(wrong == 0);
     printf("capture part: %ld graph launches, %ld wrong words\n", replays, wrong);
+    /* The same replays through graph_launch (ABI 1.5), each awaited on the queue: its completion comes once, after
+     * the replay's work (the words are checked when it arrives), none lost. */
+    if (api->struct_size >= CUASYNC_API_SIZE_1_5) {
+      long awaited_wrong = 0, completions = 0;
+      for (long i = 0; i < replays; ++i) {
+        memset(pinned, 0xee, 16);
+        cuasync_graph_launch_args gl = {CUASYNC_GRAPH_LAUNCH_ARGS_SIZE, sc.stream, exec, {f.queue, 5000 + (uint64_t)i, NULL, NULL}};
+        if (!ok(api->graph_launch(&gl), "graph_launch")) break;
+        if (drain_until(f.queue, f.fd, &rec, 1) != 1 || rec.token != 5000 + (uint64_t)i || rec.code != CUASYNC_OK) break;
+        ++completions;
+        for (int w = 0; w < 4; ++w) awaited_wrong += pinned[w] != 7;
+      }
+      CHECK(completions == replays && awaited_wrong == 0);
+      printf("capture part: %ld replays by graph_launch, %ld completions, %ld wrong words\n", replays, completions,
+             awaited_wrong);
+      cuasync_graph_launch_args bad = {CUASYNC_GRAPH_LAUNCH_ARGS_SIZE, sc.stream, NULL, {NULL, 0, NULL, NULL}};
+      cuasync_error* e = api->graph_launch(&bad);
+      CHECK(message_has(e, "graph_exec") && code_of(e) == CUASYNC_ERROR_INVALID_ARGUMENT);
+      /* Without a completion: the replay is enqueued, its place comes back later. */
+      bad.graph_exec = exec;
+      CHECK(ok(api->graph_launch(&bad), "graph_launch without a completion"));
+      CHECK(driver.synchronize(other) == CUDA_SUCCESS);
+    }
     driver.exec_destroy(exec);
   } else {
     CHECK(!"cuGraphInstantiateWithFlags");

@@ -40,7 +40,7 @@ constexpr cuasync_api table = {
     buffer_import_dlpack, buffer_export_dlpack,
     library_version, runtime_admission_get, runtime_admission_set, compile_image, image_destroy, log_sink_set,
     flight_recorder_set, flight_recorder_dump,
-    compile_image_start, compile_image_finish,
+    compile_image_start, compile_image_finish, graph_launch,
 };
 }  // namespace
 
@@ -93,10 +93,11 @@ static_assert(offsetof(cuasync_kernel_get_args, param_types) == 56 &&
               offsetof(cuasync_kernel_get_args, param_types_capacity) == 64 &&
               offsetof(cuasync_kernel_get_args, param_type_names) == 72 &&
               offsetof(cuasync_kernel_get_args, typed) == 80 && CUASYNC_KERNEL_GET_ARGS_SIZE == 84);
-// ABI 1.5: two functions appended (compiles that complete like GPU work), and their structs.
+// ABI 1.5: three functions appended (compiles that complete like GPU work, awaited graph replays), and their structs.
 static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 5);
 static_assert(offsetof(cuasync_api, compile_image_start) == CUASYNC_API_SIZE_1_4 &&
-              CUASYNC_API_SIZE_1_5 == CUASYNC_API_SIZE_1_4 + 2 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_5);
+              CUASYNC_API_SIZE_1_5 == CUASYNC_API_SIZE_1_4 + 3 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_5);
+static_assert(CUASYNC_GRAPH_LAUNCH_ARGS_SIZE == 56 && offsetof(cuasync_graph_launch_args, completion) == 24);
 static_assert(offsetof(cuasync_compile_image_start_args, completion) == 16 &&
               CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE == 56 && CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE == 24);
 // The codes are the driver layer's type_code bits with bit 24 set (calls_jit.cpp converts with that alone).

@@ -53,6 +53,7 @@ cuasync_error* compile_image(cuasync_compile_image_args* a) noexcept;
 cuasync_error* image_destroy(cuasync_image_destroy_args* a) noexcept;
 cuasync_error* compile_image_start(cuasync_compile_image_start_args* a) noexcept;
 cuasync_error* compile_image_finish(cuasync_compile_image_finish_args* a) noexcept;
+cuasync_error* graph_launch(cuasync_graph_launch_args* a) noexcept;
 cuasync_error* log_sink_set(cuasync_log_sink_set_args* a) noexcept;
 cuasync_error* flight_recorder_set(cuasync_flight_recorder_set_args* a) noexcept;
 cuasync_error* flight_recorder_dump(cuasync_flight_recorder_dump_args* a) noexcept;

@@ -99,5 +99,7 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_start_args> 
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_finish_args> =
     CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_graph_launch_args> = CUASYNC_GRAPH_LAUNCH_ARGS_SIZE;
 
 }  // namespace cuasync::c_api

@@ -817,6 +817,20 @@ typedef struct cuasync_compile_image_finish_args {
 } cuasync_compile_image_finish_args;
 #define CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_compile_image_finish_args, result)
 
+/** Arguments of graph_launch (ABI 1.5): one replay of a CUDA graph the caller instantiated (a `CUgraphExec`, from
+ * its own capture or graph API, in the stream's context), tracked like a launch: it takes an admission place (none:
+ * CUASYNC_ERROR_BUSY, nothing enqueued) and its completion comes when this replay has completed, with the device's
+ * error of a replay that faulted. Replays of one graph are predicted as one kind of work (their waits wake on time).
+ * On a stream that is being captured the replay becomes a child-graph node, and a completion asked is reported at once
+ * (CUASYNC_OK: "captured"), as for launches. */
+typedef struct cuasync_graph_launch_args {
+  size_t struct_size;            /**< in: CUASYNC_GRAPH_LAUNCH_ARGS_SIZE */
+  cuasync_stream stream;         /**< in */
+  void* graph_exec;              /**< in: borrowed `CUgraphExec`; it must outlive the replay */
+  cuasync_completion completion; /**< in: when the replay has completed (no queue: none; its place comes back later) */
+} cuasync_graph_launch_args;
+#define CUASYNC_GRAPH_LAUNCH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_graph_launch_args, completion)
+
 typedef struct cuasync_api {
   size_t struct_size; /* the table's size in this library: a field is usable when it fits */
   uint32_t abi_major;
@@ -869,6 +883,7 @@ typedef struct cuasync_api {
   /* ABI 1.5 */
   cuasync_error* (*compile_image_start)(cuasync_compile_image_start_args* args);
   cuasync_error* (*compile_image_finish)(cuasync_compile_image_finish_args* args);
+  cuasync_error* (*graph_launch)(cuasync_graph_launch_args* args);
 } cuasync_api;
 /* The table's size in each version that shipped: a function is usable when api->struct_size reaches its version's. */
 #define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, buffer_export_dlpack)
@@ -876,7 +891,7 @@ typedef struct cuasync_api {
 #define CUASYNC_API_SIZE_1_2 CUASYNC_STRUCT_SIZE(cuasync_api, log_sink_set)
 #define CUASYNC_API_SIZE_1_3 CUASYNC_STRUCT_SIZE(cuasync_api, flight_recorder_dump)
 #define CUASYNC_API_SIZE_1_4 CUASYNC_API_SIZE_1_3 /* 1.4 added struct fields (typed arguments), no function */
-#define CUASYNC_API_SIZE_1_5 CUASYNC_STRUCT_SIZE(cuasync_api, compile_image_finish)
+#define CUASYNC_API_SIZE_1_5 CUASYNC_STRUCT_SIZE(cuasync_api, graph_launch)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

@@ -210,6 +210,10 @@ class CompileImageFinishArgs(Structure):  # ABI 1.5
     _fields_ = _args(("job", c_void_p), ("result", POINTER(CompileImageArgs)))
 
 
+class GraphLaunchArgs(Structure):  # ABI 1.5
+    _fields_ = _args(("stream", c_void_p), ("graph_exec", c_void_p), ("completion", Completion))
+
+
 LOG_SINK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)  # void (*)(void* user, int level, const char* message)
 
 
@@ -245,7 +249,7 @@ _CALLS = ["queue_create", "queue_destroy", "queue_fd", "queue_drain", "host_toke
           # ABI 1.3
           "flight_recorder_set", "flight_recorder_dump",
           # ABI 1.5
-          "compile_image_start", "compile_image_finish"]
+          "compile_image_start", "compile_image_finish", "graph_launch"]
 _CALL = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # cuasync_error* (*)(args*): ctypes drops the GIL around it
 
 
