@@ -169,7 +169,8 @@ cuasync_error* runtime_create(cuasync_runtime_create_args* a) noexcept {
     // The C ABI's pageable copies up to 256 MiB never hold their stream: a cold one needs the reserved chunks
     // (taken at creation, in the background), else it goes through the ring, which holds the stream (later calls
     // on it are refused BUSY until the copy is done).
-    const runtime::device_runtime_options options{.reserve_pageable_staging = true};
+    runtime::device_runtime_options options;
+    options.reserve_pageable_staging = true;
     if (x->context)
       r->rt = runtime::device_runtime::adopt(context_ref::adopt(static_cast<CUcontext>(x->context)), options);
     else

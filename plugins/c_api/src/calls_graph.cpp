@@ -3,13 +3,12 @@
 // that a framework that captured its step as a graph learns of each replay's end (and its fault) on its queue.
 #include "calls.hpp"
 #include "objects.hpp"
+#include "tracked_enqueue.hpp"
 
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/engine/work_key.hpp>
-#include <cuasync/trace/flight_recorder.hpp>
 
-#include <optional>
 #include <source_location>
 
 namespace cuasync::c_api {
@@ -30,19 +29,8 @@ cuasync_error* graph_launch(cuasync_graph_launch_args* a) noexcept {
       fail(CUASYNC_ERROR_INVALID_ARGUMENT, "graph_launch: graph_exec is NULL (instantiate the graph first: "
                                            "cuGraphInstantiate)");
     const auto exec = static_cast<CUgraphExec>(x->graph_exec);
-    delivery to = make_delivery(x->completion, "graph_launch");
-    if (is_captured(*s)) {  // a child-graph node of the capture: no place, no event
-      launch_graph_raw(*s, exec);
-      return complete_captured(to);
-    }
-    admission_ticket ticket = admit(*s, "graph_launch");
-    std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
-    if (trace::flight::enabled()) [[unlikely]]
-      awaited.emplace(reinterpret_cast<std::uintptr_t>(x->completion.queue), x->completion.token);
-    const long long issued = to ? completion_queues::now_ns() : 0;
-    launch_graph_raw(*s, exec);
-    if (!to) return s->add_unreported(std::move(ticket));
-    complete_after(s->ref, std::move(ticket), std::move(to), graph_work_key(exec), issued);
+    enqueue_tracked(*s, "graph_launch", x->completion, make_delivery(x->completion, "graph_launch"),
+                    graph_work_key(exec), [&] { launch_graph_raw(*s, exec); });
   });
 }
 

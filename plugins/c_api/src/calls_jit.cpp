@@ -2,6 +2,7 @@
 // JIT (NVRTC through cuasync's caches) and checked launches.
 #include "calls.hpp"
 #include "objects.hpp"
+#include "tracked_enqueue.hpp"
 #include "typed_args.hpp"
 
 #include <cuasync/driver/launch.hpp>
@@ -168,19 +169,8 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
       launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
       return;
     }
-    if (is_captured(*s)) {  // a graph node: no place, no event (an adopted or exposed stream asks the driver)
-      launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-      return complete_captured(to);
-    }
-    admission_ticket ticket = admit(*s, "launch");
-    std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
-    if (trace::flight::enabled()) [[unlikely]]
-      awaited.emplace(reinterpret_cast<std::uintptr_t>(x->completion.queue), x->completion.token);
-    // The work's start, at the latest (its predicted end): read only for a completion (a clock read per launch).
-    const long long issued = to ? completion_queues::now_ns() : 0;
-    launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-    if (!to) return s->add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch
-    complete_after(s->ref, std::move(ticket), std::move(to), launch_work_key(k->kernel.get(), config), issued);
+    enqueue_tracked(*s, "launch", x->completion, std::move(to), launch_work_key(k->kernel.get(), config),
+                    [&] { launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr); });
   });
 }
 
