@@ -170,6 +170,7 @@ std::string to_html(const timeline& input) {
   out += "<script type=\"application/json\" id=\"tl-data\">" + detail::timeline_data(t, findings) + "</script>\n";
   out += "<script>";
   out += detail::viewer_script;
+  out += detail::viewer_script_input;
   out += "</script>\n";
   out += "</body>\n</html>\n";
   return out;

@@ -22,8 +22,11 @@ std::string html_with_code(std::string_view text);
 // places as (lane, begin, end) triples. Safe inside a <script> element ('<' written as \u003c).
 std::string timeline_data(const timeline& t, const std::vector<finding>& findings);
 
-// The viewer: the CSS of the timeline's parts and the script that draws the data on the canvas and zooms it.
+// The viewer: the CSS of the timeline's parts and its script, in two parts that go one after the other into one
+// <script> (they share one function's scope): the data, the view and the drawing (html_viewer.cpp), then the input
+// (html_viewer_input.cpp: hover, clicks, drag, pinch, wheel, keys, buttons).
 extern const std::string_view viewer_style;
 extern const std::string_view viewer_script;
+extern const std::string_view viewer_script_input;
 
 }  // namespace cuasync::trace::detail
