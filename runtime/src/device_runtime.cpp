@@ -40,7 +40,9 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
 }
 
 void device_runtime::reserve_pageable_staging() noexcept {
-  if (options_.pageable.cold_chunks == 0 || pageable_staging_reserved_.exchange(true, std::memory_order_relaxed))
+  // A plain load first: every C ABI pageable copy asks, and only the first may write the flag.
+  if (options_.pageable.cold_chunks == 0 || pageable_staging_reserved_.load(std::memory_order_relaxed) ||
+      pageable_staging_reserved_.exchange(true, std::memory_order_relaxed))
     return;
   try {
     std::vector<std::size_t> sizes(options_.pageable.cold_chunks, options_.pageable.cold_chunk_bytes);

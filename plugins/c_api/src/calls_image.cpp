@@ -130,22 +130,20 @@ struct compile_job_object {
   delivery to;
 
   // Keeps the outcome, then delivers the completion (finish may be waiting already, or come later).
-  void complete(std::optional<jit::compile_result> r, std::exception_ptr e) noexcept {
-    cuasync_error_code code = CUASYNC_OK;
+  void complete(jit::compile_result r, std::exception_ptr e) noexcept {
+    cuasync_error* made = nullptr;
     if (e) {
       try {
         std::rethrow_exception(e);
       } catch (...) {
-        cuasync_error* made = current_error("compile_image_start");
-        code = made->code;
-        r.reset();
-        std::lock_guard lock(mutex);
-        error = made;
+        made = current_error("compile_image_start");
       }
     }
+    const cuasync_error_code code = made ? made->code : CUASYNC_OK;
     {
       std::lock_guard lock(mutex);
-      result = std::move(r);
+      error = made;
+      if (!made) result = std::move(r);
       done = true;
     }
     finished.notify_all();
@@ -193,9 +191,7 @@ cuasync_error* compile_image_start(cuasync_compile_image_start_args* a) noexcept
     job->to = make_delivery(x->completion, "compile_image_start");
     job->name_expressions = expressions_of(*c);
     x->job = to_handle<cuasync_compile_job>(registry::instance().add(kind::compile_job, job));
-    auto done = [job](jit::compile_result r, std::exception_ptr e) {
-      job->complete(e ? std::nullopt : std::optional<jit::compile_result>(std::move(r)), e);
-    };
+    auto done = [job](jit::compile_result r, std::exception_ptr e) { job->complete(std::move(r), e); };
     if (compiler.farm()) {
       // A miss is queued in the farm and this returns at once; a hit completes here.
       compiler.compile_async(req.program, t, req.options, std::move(done));
