@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim_capture.hpp"
 #include "simulated_driver.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -33,26 +34,12 @@ namespace asio = boost::asio;
 using cuasync::detail::driver;
 using Catch::Contains;
 
-namespace {
-constexpr char add_ptx[] = R"(.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry sim_add_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
-.visible .entry sim_fill_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
-)";
-CUstreamCaptureStatus status_of(stream_ref s) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  REQUIRE(driver().cuStreamIsCapturing(s.get(), &st) == CUDA_SUCCESS);
-  return st;
-}
-}  // namespace
-
 TEST_CASE("an awaited operation on a capturing stream is refused, naming why, and the capture goes on",
           "[.simulated][capture]") {
   CUASYNC_SIMULATED_ONLY();
   auto rt = runtime::device_runtime::for_device(0);
   context_ref ctx = rt->context();
-  module m = module::load(ctx, std::string_view(add_ptx), "capture_async.ptx");
+  module m = module::load(ctx, std::string_view(test::sim_u32_ptx), "capture_async.ptx");
   device_buffer b = device_buffer::allocate(ctx, 4 * sizeof(std::uint32_t));
   stream s = stream::create(ctx);
   memset_async(s, b.span(), 0);
@@ -75,9 +62,9 @@ TEST_CASE("an awaited operation on a capturing stream is refused, naming why, an
       });
   io.run();
   CHECK_THAT(refused, Contains("awaiting inside a capture") && Contains("being captured"));
-  CHECK(status_of(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   launch(s, m.kernel("sim_add_u32"), {.grid = 1, .block = 4}, b.data<std::uint32_t>(), 4u, 3u);  // a node
-  CHECK(status_of(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   CUgraph g = nullptr;
   REQUIRE(driver().cuStreamEndCapture(s.get(), &g) == CUDA_SUCCESS);
   CUgraphExec e = nullptr;
@@ -96,7 +83,7 @@ TEST_CASE("a tracked buffer handed between two streams inside a capture forks an
   CUASYNC_SIMULATED_ONLY();
   auto rt = runtime::device_runtime::for_device(0);
   context_ref ctx = rt->context();
-  module m = module::load(ctx, std::string_view(add_ptx), "capture_handoff.ptx");
+  module m = module::load(ctx, std::string_view(test::sim_u32_ptx), "capture_handoff.ptx");
   stream a = stream::create(ctx), b = stream::create(ctx);
   pinned_buffer host = pinned_buffer::allocate(ctx, 4 * sizeof(std::uint32_t));
   std::span<std::uint32_t> out = host.as_span<std::uint32_t>();
@@ -106,16 +93,16 @@ TEST_CASE("a tracked buffer handed between two streams inside a capture forks an
   const launch_config cfg{.grid = 1, .block = 4};
   REQUIRE(driver().cuStreamBeginCapture(a.get(), CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
   runtime::launch(a, m.kernel("sim_fill_u32"), cfg, runtime::writes(x), 4u, 1u);
-  CHECK(status_of(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   runtime::launch(b, m.kernel("sim_add_u32"), cfg, runtime::read_writes(x), 4u, 2u);  // b waits for a: joins
-  CHECK(status_of(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-  CHECK(status_of(b) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(b) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   runtime::launch(a, m.kernel("sim_add_u32"), cfg, runtime::read_writes(x), 4u, 4u);  // a waits for b: joined back
   copy_async(a, out, x.span());
-  CHECK(status_of(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(a) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   CUgraph g = nullptr;
   REQUIRE(driver().cuStreamEndCapture(a.get(), &g) == CUDA_SUCCESS);
-  CHECK(status_of(b) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(test::capture_status(b) == CU_STREAM_CAPTURE_STATUS_NONE);
   CUgraphExec e = nullptr;
   REQUIRE(driver().cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
   for (int i = 0; i < 10; ++i) {

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim_capture.hpp"
 #include "simulated_driver.hpp"
 
 #include <cstdint>
@@ -26,19 +27,6 @@ using namespace cuasync;
 using cuasync::detail::driver;
 
 namespace {
-constexpr char capture_ptx[] = R"(.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry sim_fill_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
-.visible .entry sim_add_u32(.param .u64 p, .param .u32 n, .param .u32 value) { ret; }
-)";
-
-CUstreamCaptureStatus capture_status(stream_ref s) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  REQUIRE(driver().cuStreamIsCapturing(s.get(), &st) == CUDA_SUCCESS);
-  return st;
-}
-
 void drain() {
   void* f = test::simulated_driver_symbol("fake_cuda_drain");
   REQUIRE(f);
@@ -78,7 +66,7 @@ CUgraph end_capture(stream_ref s, CUresult expected = CUDA_SUCCESS) {
 struct fixture {
   primary_context ctx = primary_context::retain(0);
   stream s = stream::create(ctx);
-  module m = module::load(ctx, std::string_view(capture_ptx), "capture.ptx");
+  module m = module::load(ctx, std::string_view(test::sim_u32_ptx), "capture.ptx");
   device_buffer b = device_buffer::allocate(ctx, 4 * sizeof(std::uint32_t));
   pinned_buffer host = pinned_buffer::allocate(ctx, 4 * sizeof(std::uint32_t));
   std::span<std::uint32_t> out() const { return host.as_span<std::uint32_t>(); }
@@ -91,15 +79,15 @@ TEST_CASE("a capturing stream's memsets, launches and pinned copies become a gra
   fixture f;
   std::memset(f.host.get(), 0xee, 16);
   REQUIRE(driver().cuStreamBeginCapture(f.s.get(), CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   memset_async(f.s, f.b.span(), 0);
   launch(f.s, f.m.kernel("sim_add_u32"), {.grid = 1, .block = 4}, f.b.get(), 4u, 5u);
   copy_async(f.s, f.out(), f.b.span());
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   drain();
   CHECK(f.out()[0] == 0xeeeeeeeeu);  // captured, not run
   replayable g(end_capture(f.s));
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_NONE);
   CHECK(g.node_types() ==
         std::vector{CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY});
   for (int round = 0; round < 3; ++round) {  // the memset makes each replay start from 0
@@ -118,9 +106,9 @@ TEST_CASE("an event recorded in a capture joins the stream that waits on it", "[
   REQUIRE(driver().cuStreamBeginCapture(f.s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
   launch(f.s, f.m.kernel("sim_fill_u32"), {.grid = 1, .block = 4}, f.b.get(), 4u, 7u);
   forked.record(f.s);
-  CHECK(capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(test::capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
   s2.wait(forked);
-  CHECK(capture_status(s2) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(s2) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   launch(s2, f.m.kernel("sim_add_u32"), {.grid = 1, .block = 4}, f.b.get(), 4u, 2u);
   joined.record(s2);
 
@@ -128,7 +116,7 @@ TEST_CASE("an event recorded in a capture joins the stream that waits on it", "[
     f.s.wait(joined);
     copy_async(f.s, f.out(), f.b.span());
     replayable g(end_capture(f.s));
-    CHECK(capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK(test::capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
     CHECK(g.node_types().size() == 3);
     REQUIRE(driver().cuGraphLaunch(g.exec, s2.get()) == CUDA_SUCCESS);  // any stream may launch it
     s2.synchronize();
@@ -203,7 +191,7 @@ TEST_CASE("what the driver forbids during a capture invalidates it", "[.simulate
     scoped_context current(f.ctx.get());  // the legacy stream is the current context's
     refused = api.cuMemsetD8Async(f.b.get(), 0, 16, CU_STREAM_LEGACY);
     CHECK(refused == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-    CHECK(capture_status(blocking) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CHECK(test::capture_status(blocking) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
     end_capture(blocking, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     return;
   }
@@ -226,15 +214,15 @@ TEST_CASE("what the driver forbids during a capture invalidates it", "[.simulate
     }).join();
     CHECK(other == CUDA_SUCCESS);
     memset_async(f.s, f.b.span(), 1);
-    CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
     replayable g(end_capture(f.s));
     return;
   }
   CHECK(refused != CUDA_SUCCESS);
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   CHECK(api.cuMemsetD8Async(f.b.get(), 0, 16, s) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);  // work after it
   end_capture(f.s, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_NONE);
   CHECK(api.cuStreamQuery(s) == CUDA_SUCCESS);  // an ordinary stream again
 }
 
@@ -250,7 +238,7 @@ TEST_CASE("a thread-local capture ignores other threads' unsafe calls", "[.simul
     if (other == CUDA_SUCCESS) driver().cuMemFree(p);
   }).join();
   CHECK(other == CUDA_SUCCESS);
-  CHECK(capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   replayable g(end_capture(f.s));
   CHECK(g.node_types().empty());
 }
