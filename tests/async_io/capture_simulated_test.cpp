@@ -68,6 +68,7 @@ TEST_CASE("an awaited operation on a capturing stream is refused, naming why, an
   CUgraph g = nullptr;
   REQUIRE(driver().cuStreamEndCapture(s.get(), &g) == CUDA_SUCCESS);
   CUgraphExec e = nullptr;
+  const scoped_context current(ctx);  // the driver instantiates in the current context
   REQUIRE(driver().cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
   for (int i = 0; i < 2; ++i) REQUIRE(driver().cuGraphLaunch(e, s.get()) == CUDA_SUCCESS);
   std::array<std::uint32_t, 4> out{};
@@ -104,6 +105,7 @@ TEST_CASE("a tracked buffer handed between two streams inside a capture forks an
   REQUIRE(driver().cuStreamEndCapture(a.get(), &g) == CUDA_SUCCESS);
   CHECK(test::capture_status(b) == CU_STREAM_CAPTURE_STATUS_NONE);
   CUgraphExec e = nullptr;
+  const scoped_context current(ctx);  // the driver instantiates in the current context
   REQUIRE(driver().cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
   for (int i = 0; i < 10; ++i) {
     std::fill(out.begin(), out.end(), 0u);

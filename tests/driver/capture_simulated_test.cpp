@@ -37,8 +37,11 @@ void drain() {
 struct replayable {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  explicit replayable(CUgraph g) : graph(g) {
+  // Instantiated in `ctx`, made current here: the driver instantiates in the current context (as the real one does,
+  // the simulator answers CUDA_ERROR_INVALID_CONTEXT without one).
+  replayable(CUgraph g, CUcontext ctx) : graph(g) {
     REQUIRE(g);
+    const scoped_context current(ctx);
     REQUIRE(driver().cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS);
   }
   ~replayable() {
@@ -86,7 +89,7 @@ TEST_CASE("a capturing stream's memsets, launches and pinned copies become a gra
   CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   drain();
   CHECK(f.out()[0] == 0xeeeeeeeeu);  // captured, not run
-  replayable g(end_capture(f.s));
+  replayable g(end_capture(f.s), f.ctx.get());
   CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_NONE);
   CHECK(g.node_types() ==
         std::vector{CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY});
@@ -115,7 +118,7 @@ TEST_CASE("an event recorded in a capture joins the stream that waits on it", "[
   SECTION("joined back, the graph holds both streams' work in order") {
     f.s.wait(joined);
     copy_async(f.s, f.out(), f.b.span());
-    replayable g(end_capture(f.s));
+    replayable g(end_capture(f.s), f.ctx.get());
     CHECK(test::capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
     CHECK(g.node_types().size() == 3);
     REQUIRE(driver().cuGraphLaunch(g.exec, s2.get()) == CUDA_SUCCESS);  // any stream may launch it
@@ -155,7 +158,7 @@ TEST_CASE("an event recorded in a capture joins the stream that waits on it", "[
     CHECK(id1 != 0);
     CHECK(edges == nullptr);
     f.s.wait(joined);
-    replayable g(end_capture(f.s));
+    replayable g(end_capture(f.s), f.ctx.get());
   }
 }
 
@@ -186,7 +189,7 @@ TEST_CASE("what the driver forbids during a capture invalidates it", "[.simulate
   }
   SECTION("work on the legacy stream while a blocking stream captures") {
     stream blocking = stream::create(f.ctx, {.non_blocking = false});
-    replayable first(end_capture(f.s));  // one capture at a time here
+    replayable first(end_capture(f.s), f.ctx.get());  // one capture at a time here
     REQUIRE(api.cuStreamBeginCapture(blocking.get(), CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
     scoped_context current(f.ctx.get());  // the legacy stream is the current context's
     refused = api.cuMemsetD8Async(f.b.get(), 0, 16, CU_STREAM_LEGACY);
@@ -215,7 +218,7 @@ TEST_CASE("what the driver forbids during a capture invalidates it", "[.simulate
     CHECK(other == CUDA_SUCCESS);
     memset_async(f.s, f.b.span(), 1);
     CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    replayable g(end_capture(f.s));
+    replayable g(end_capture(f.s), f.ctx.get());
     return;
   }
   CHECK(refused != CUDA_SUCCESS);
@@ -239,6 +242,6 @@ TEST_CASE("a thread-local capture ignores other threads' unsafe calls", "[.simul
   }).join();
   CHECK(other == CUDA_SUCCESS);
   CHECK(test::capture_status(f.s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-  replayable g(end_capture(f.s));
+  replayable g(end_capture(f.s), f.ctx.get());
   CHECK(g.node_types().empty());
 }

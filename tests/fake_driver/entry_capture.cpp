@@ -190,6 +190,8 @@ graph_state* find_graph(std::map<void*, std::unique_ptr<graph_state>>& map, void
 CUresult CUDAAPI GraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg, unsigned long long) {
   ENTER(cuGraphInstantiateWithFlags, oom);
   lock_t lock(d.m);
+  // As the driver: the executable graph belongs to the current context, so there must be one.
+  if (CUresult r = usable(current_context())) return r;
   graph_state* g = find_graph(d.graphs, hg);
   if (!g || !out) return CUDA_ERROR_INVALID_VALUE;
   return adopt(d, d.graph_execs, kind::graph_exec, std::make_unique<graph_state>(*g), out);

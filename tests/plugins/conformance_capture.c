@@ -31,6 +31,8 @@ typedef struct capture_driver {
   CUresult (*exec_destroy)(CUgraphExec);
   CUresult (*destroy)(CUgraph);
   CUresult (*synchronize)(CUstream);
+  CUresult (*stream_ctx)(CUstream, CUcontext*);
+  CUresult (*set_current)(CUcontext);
 } capture_driver;
 
 static int load_driver(capture_driver* d) {
@@ -52,7 +54,9 @@ static int load_driver(capture_driver* d) {
                 {"cuGraphLaunch", 10000, (void**)&d->launch},
                 {"cuGraphExecDestroy", 10000, (void**)&d->exec_destroy},
                 {"cuGraphDestroy", 10000, (void**)&d->destroy},
-                {"cuStreamSynchronize", 10000, (void**)&d->synchronize}};
+                {"cuStreamSynchronize", 10000, (void**)&d->synchronize},
+                {"cuStreamGetCtx", 9020, (void**)&d->stream_ctx},
+                {"cuCtxSetCurrent", 4000, (void**)&d->set_current}};
   for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; ++i) {
     CUdriverProcAddressQueryResult q;
     if (get(wanted[i].name, wanted[i].fn, wanted[i].version, 0, &q) != CUDA_SUCCESS || !*wanted[i].fn) return 0;
@@ -198,8 +202,13 @@ void run_capture_part(int gpu) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   CHECK(driver.is_capturing(other, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE);
 
-  /* Replays: each starts from the memset, so each ends with 7 in every word. */
+  /* Replays: each starts from the memset, so each ends with 7 in every word. Instantiation happens in the current
+   * context (the driver refuses it without one, CUDA_ERROR_INVALID_CONTEXT): the caller's thread makes the stream's
+   * context current, as a framework's thread has its own. */
   CUgraphExec exec = NULL;
+  CUcontext stream_context = NULL;
+  CHECK(driver.stream_ctx(capturing, &stream_context) == CUDA_SUCCESS && stream_context);
+  CHECK(driver.set_current(stream_context) == CUDA_SUCCESS);
   if (graph && driver.instantiate(&exec, graph, 0) == CUDA_SUCCESS) {
     const char* env = getenv("CUASYNC_CAPTURE_REPLAYS");
     const long replays = env ? atol(env) : gpu ? 10000 : 100;

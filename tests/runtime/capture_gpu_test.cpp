@@ -68,6 +68,9 @@ TEST_CASE("a JIT kernel, a tracked buffer's hand-off and a pinned copy captured 
   REQUIRE(driver().cuStreamEndCapture(a.get(), &g) == CUDA_SUCCESS);
   CHECK_FALSE(active(b));
   CUgraphExec e = nullptr;
+  // The driver instantiates in the current context (CUDA_ERROR_INVALID_CONTEXT without one): a framework's thread
+  // has its own current; this one makes the runtime's current.
+  const scoped_context current(ctx);
   REQUIRE(driver().cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
 
   const char* env = std::getenv("CUASYNC_CAPTURE_REPLAYS");

@@ -33,7 +33,7 @@ constexpr double slots_margin = 1.25;
 // A host thread busy with stages this share of the window is the limit itself: more slots would not help. And the
 // host stages must cover this share of the GPU's idle time: requests with host work (a chain of GPU operations
 // linked by host waits is the round-trip finding's).
-constexpr double saturated_thread_share = 0.8;
+constexpr double saturated_thread_share = 0.6;
 constexpr double min_slot_stage_cover = 0.25;
 
 struct interval {
