@@ -146,6 +146,38 @@ int main(int argc, char** argv) {
     set_recording(false);
     rep.add({.name = "launch, empty kernel, tracing on (recorder): launch() on / off", .unit = "us", .ours = on,
              .baseline = off2, .baseline_name = "launch() with tracing off", .target = "<= 1.3"});
+    // The floor of "one timing event per op": the raw launch with a timing event recorded after it, and with the two
+    // stream queries the recorder makes (capturing? the stream's id), each against the raw launch alone.
+    {
+      CUevent timing = nullptr;
+      must(raw().cuEventCreate(&timing, CU_EVENT_DEFAULT), "cuEventCreate");
+      void* no_args[] = {nullptr};
+      auto raw_launch = [&] {
+        must(raw().cuLaunchKernel(info.function, 1, 1, 1, 32, 1, 1, 0, s.get(), no_args, nullptr), "cuLaunchKernel");
+      };
+      auto [timed, bare2] = alternate(
+          200, 500,
+          [&] {
+            raw_launch();
+            must(raw().cuEventRecord(timing, s.get()), "cuEventRecord");
+          },
+          raw_launch, sync);
+      rep.add({.name = "floor of tracing: cuLaunchKernel + cuEventRecord of a timing event / cuLaunchKernel",
+               .unit = "us", .ours = timed, .baseline = bare2, .baseline_name = "cuLaunchKernel", .target = ""});
+      auto [queried, bare3] = alternate(
+          200, 500,
+          [&] {
+            CUstreamCaptureStatus st{};
+            unsigned long long id = 0;
+            must(raw().cuStreamIsCapturing(s.get(), &st), "cuStreamIsCapturing");
+            must(raw().cuStreamGetId(s.get(), &id), "cuStreamGetId");
+            raw_launch();
+          },
+          raw_launch, sync);
+      rep.add({.name = "cuStreamIsCapturing + cuStreamGetId + cuLaunchKernel / cuLaunchKernel", .unit = "us",
+               .ours = queried, .baseline = bare3, .baseline_name = "cuLaunchKernel", .target = ""});
+      raw().cuEventDestroy(timing);
+    }
     on_now = true;
     trace::set_nvtx(true);
     auto [nvtx, off3] = alternate(200, 500, [&] { launch(s, k, cfg); }, [&] { launch(s, k, cfg); },
