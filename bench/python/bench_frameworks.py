@@ -66,6 +66,12 @@ def launch_overhead(rounds, calls):
         f"cuasync::scale_add ({'C++ dispatch' if ct.implementation() == 'native' else 'custom op'})":
             lambda: torch.ops.cuasync.scale_add(x, y, 2.0),
         "cuasync launch on torch's stream (untracked)": lambda: ct.launch(k, grid, 256, x, y, out, 2.0, n),
+        # The like-for-like reference of a custom op: PyTorch's own add through the same route (torch.ops, its
+        # OpOverload resolved per call in Python, then the dispatcher), and the custom op through its overload.
+        "torch.ops.aten.add.Tensor (PyTorch's op through torch.ops)":
+            lambda: torch.ops.aten.add.Tensor(y, x, alpha=2.0),
+        "torch.ops.cuasync.scale_add.default (the op's overload)":
+            lambda: torch.ops.cuasync.scale_add.default(x, y, 2.0),
     }
     s = cuasync.Stream()
     bx, by, bo = (cuasync.empty(n, "float32", stream=s) for _ in range(3))
