@@ -101,9 +101,12 @@ int main(int argc, char** argv) {
                                "), 20 us each, launched then waited for");
   rep.note("saturating loop", "two 1,024-thread blocks per SM it may use, 400 us each, one always queued");
 
-  // Green: each loop in its own green context, with the kernels loaded there.
-  const kernel_ref green_latency_k = test::kernels(small.context()).kernel("sleep_ns");
-  const kernel_ref green_saturating_k = test::kernels(large.context()).kernel("sleep_ns");
+  // Green: each loop in its own green context, with the kernels loaded there (modules of this scope: unloaded before
+  // their green contexts are destroyed, unlike the test support's modules, kept for the process).
+  const module small_m = module::load(small.context(), test::kernels_fatbin(), "test_kernels.fatbin");
+  const module large_m = module::load(large.context(), test::kernels_fatbin(), "test_kernels.fatbin");
+  const kernel_ref green_latency_k = small_m.kernel("sleep_ns");
+  const kernel_ref green_saturating_k = large_m.kernel("sleep_ns");
   stream green_s = stream::create(small.context());
   saturating_loop green_load(large.context(), green_saturating_k, 2 * large.sm_count());
   // Plain: both on the primary context; the saturating loop over every SM.
