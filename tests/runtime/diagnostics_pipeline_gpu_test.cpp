@@ -15,6 +15,7 @@
 #include "trace_recording.hpp"
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 using namespace cuasync;
@@ -96,8 +97,17 @@ TEST_CASE("diagnostics: kernels each launched after the host waited for the one 
     while (std::chrono::steady_clock::now() < looked) {
     }
   }
-  const auto findings = trace::diagnose(trace::snapshot());
+  const trace::timeline t = trace::snapshot();
+  const auto findings = trace::diagnose(t);
   INFO(trace::to_text(findings));
+  // The spans themselves, for a failure: each kernel's GPU span should end near its synchronize's end.
+  std::string spans;
+  for (const trace::span& sp : t.spans)
+    spans += sp.name + (sp.clock == trace::clock_source::gpu_events ? " gpu " : " host ") +
+             std::to_string(sp.begin_ns - t.spans.front().begin_ns) + " .. " +
+             std::to_string(sp.end_ns - t.spans.front().begin_ns) + " ns, stream " + std::to_string(sp.stream_id) +
+             ", flow " + std::to_string(sp.flow) + "\n";
+  INFO(spans);
   const trace::finding* f = find(findings, trace::diagnostic::gpu_idle_round_trip);
   REQUIRE(f);
   CHECK(f->occurrences >= 3);
