@@ -16,12 +16,7 @@
 
 namespace cuasync::detail {
 
-// A reference serves spans for 250 ms, then a new one is made: the map keeps the tightest sample, so a GPU clock that
-// runs a few tens of ppm fast against the host's (or is stepped by the driver) maps spans early by drift x age (on
-// the H200 kernel spans of 100 us once ended ~85 us early against a reference up to 2 s old); 250 ms bounds that to a
-// few us, and float ms keep ~0.02 us steps. A reference costs one event record and a short wait on the collector's
-// thread.
-constexpr std::int64_t reference_lifetime_ns = 250'000'000;
+constexpr std::int64_t reference_lifetime_ns = 2'000'000'000;  // float ms keep ~0.1 µs steps within 2 s
 
 struct reference {
   CUevent event = nullptr;
