@@ -27,6 +27,10 @@ constexpr double min_stage_cover = 0.5;
 constexpr std::int64_t min_round_trip_gap_ns = 5'000;
 constexpr double min_round_trip_share = 0.05;
 constexpr std::size_t min_round_trips = 3;
+// A GPU span's end is mapped onto the host clock from timing events, within a few µs (trace::gpu_clock_map: an upper
+// bound by its tightest sample's lateness), so a host wait seen ending up to this long before the GPU span it waited
+// for still waited for it (on the H200 a synchronize's end came 0.2 µs before its kernel's mapped end).
+constexpr std::int64_t clock_slack_ns = 5'000;
 // Too few slots: at least this many requests seen, and fewer streams than (cycle / bound) / this factor.
 constexpr std::size_t min_requests = 8;
 constexpr double slots_margin = 1.25;
@@ -225,7 +229,7 @@ std::optional<finding> find_gpu_idle_round_trips(const timeline& t) {
     if (!issue || issue->begin_ns < gap.begin) continue;
     // A host wait that was waiting when A finished and ended before B's issue: the round trip.
     const span* wait = nullptr;
-    for (auto it = std::lower_bound(waits.begin(), waits.end(), gap.begin,
+    for (auto it = std::lower_bound(waits.begin(), waits.end(), gap.begin - clock_slack_ns,
                                     [](const span* w, std::int64_t at) { return w->end_ns < at; });
          it != waits.end() && (*it)->end_ns <= issue->begin_ns; ++it)
       if ((*it)->begin_ns <= gap.begin) wait = *it;
@@ -235,8 +239,8 @@ std::optional<finding> find_gpu_idle_round_trips(const timeline& t) {
     if (overlap(one, g.stages) >= min_stage_cover * static_cast<double>(gap.end - gap.begin)) continue;
     ++f.occurrences;
     add_clamped(total, gap.end - gap.begin);
-    add_clamped(seen, wait->end_ns - gap.begin);
-    add_clamped(host, issue->begin_ns - wait->end_ns);
+    add_clamped(seen, std::max<std::int64_t>(0, wait->end_ns - gap.begin));
+    add_clamped(host, issue->begin_ns - std::max(wait->end_ns, gap.begin));
     add_clamped(to_gpu, gap.end - issue->begin_ns);
     add_place(f, *a);
     add_place(f, *b);
