@@ -132,10 +132,16 @@ void completion_queues::pass(bool full, std::vector<completed_wait>& done, deliv
   ps.now = now_ns();
   {
     std::lock_guard pass_lock(pass_mutex_);
-    if (full)
-      full_pass(ps);
-    else
+    if (full) {
+      full_pass(ps);  // the watchdog's: every source asked in full (no pass time)
+    } else {
+      // Sources see the pass's time: a host word still to come is a plain load, its event asked only now and then.
+      struct pass_time {
+        explicit pass_time(long long now) noexcept { detail::pass_now_ns = now; }
+        ~pass_time() { detail::pass_now_ns = 0; }
+      } in_pass(ps.now);
       head_pass(ps);
+    }
     settle_pass(ps);
     if (deliver) {
       // Still serialised with the other passes, so that a later pass's completions are handed over after these;

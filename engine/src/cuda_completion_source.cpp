@@ -6,6 +6,12 @@
 
 namespace cuasync {
 
+namespace {
+// How often a pass asks the event of a wait whose host word is still to come: a device fault (which stops the words)
+// reaches its waiters within this and a pass; between, a pass over lone waits makes no driver call.
+constexpr long long fault_check_period_ns = 500'000;
+}  // namespace
+
 using detail::is_special_stream;
 using detail::record_shard;
 using detail::stream_state;
@@ -75,6 +81,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
             r != CUDA_SUCCESS)
           detail::throw_cu(r, "cuStreamWriteValue64", s.describe(), where);
         slot->written = slot->expected = value;
+        slot->fault_checked_ns.store(0, std::memory_order_relaxed);
         st.word_waits.fetch_add(1, std::memory_order_relaxed);
       }
       ev.record(s, where);
@@ -133,12 +140,24 @@ poll_result cuda_completion_source::query(std::uintptr_t token) noexcept {
     ev = reinterpret_cast<CUevent>(token & ~user_event_bit);
   } else {
     // The word is written after the work before it, with a fence: reaching the expected value means done.
-    const auto& slot = *reinterpret_cast<const detail::event_slot*>(token);
-    if (slot.expected != 0 &&
-        std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire) >= slot.expected) {
-      if (slot.flight) [[unlikely]]
-        trace::flight::seen_done(slot.flight);  // its stream's operations up to it are done
-      return {poll_status::ready, {}, {}};
+    auto& slot = *reinterpret_cast<detail::event_slot*>(token);
+    if (slot.expected != 0) {
+      if (std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire) >= slot.expected) {
+        if (slot.flight) [[unlikely]]
+          trace::flight::seen_done(slot.flight);  // its stream's operations up to it are done
+        return {poll_status::ready, {}, {}};
+      }
+      // The word is still to come. In a pass, its event is asked only every fault_check_period_ns (a faulted
+      // context never writes the word: the event brings its error): a pass over many streams' lone waits is then
+      // plain loads, where a query of each pending event cost ~0.25 µs (18.6 µs a pass at 64 streams on the H200).
+      if (const long long now = detail::pass_now_ns) {
+        const long long last = slot.fault_checked_ns.load(std::memory_order_relaxed);
+        if (last == 0 || now - last < fault_check_period_ns) {
+          if (last == 0) slot.fault_checked_ns.store(now, std::memory_order_relaxed);
+          return {poll_status::pending, {}, {}};
+        }
+        slot.fault_checked_ns.store(now, std::memory_order_relaxed);
+      }
     }
     ev = slot.event;
   }

@@ -49,4 +49,11 @@ class completion_source {
   }
 };
 
+namespace detail {
+//! While a completion pass queries sources on this thread, its time (completion_queues::now_ns()); 0 otherwise. A
+//! source may skip a costly check it made lately for the same token: the CUDA source asks the event of a wait whose
+//! host word is still to come only every so often (cuda_completion_source.cpp), not in every pass.
+inline thread_local long long pass_now_ns = 0;
+}  // namespace detail
+
 }  // namespace cuasync

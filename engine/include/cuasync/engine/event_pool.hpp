@@ -58,6 +58,8 @@ struct event_slot {
   std::uint64_t first_seq = 0;   // the stream's record count when this wait was its only one (0: it was not)
   std::uint64_t admit_key = 0;   // the stream whose admission place this loan holds (admission.hpp); 0: none
   trace::flight::mark flight;    // this wait in its stream's flight ring (trace/flight_recorder.hpp); empty: off
+  // When a pass last asked this loan's event while its word was still to come (0: no pass has seen it yet).
+  std::atomic<long long> fault_checked_ns{0};
 };
 }  // namespace detail
 

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// Lone waits get host words (cuda_completion_source.hpp): a pass sees them done with a memory read. While a word is
+// still to come, a pass asks the wait's event only every fault-check period (a faulted context never writes the
+// word; the event brings the error), so passes over many streams make no driver call in between. Counted with the
+// simulated driver's per-thread call counts.
+#include <cuasync/driver/stream.hpp>
+#include <cuasync/engine/completion_queues.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "sim_gate.hpp"
+#include "simulated_driver.hpp"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace cuasync;
+
+namespace {
+long event_queries_here() {
+  auto* calls =
+      reinterpret_cast<long (*)(const char*)>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
+  REQUIRE(calls);
+  return calls("cuEventQuery");
+}
+}  // namespace
+
+TEST_CASE("passes over lone waits whose host words are still to come ask their events only when a fault check is due",
+          "[.simulated][engine]") {
+  CUASYNC_SIMULATED_ONLY();
+  primary_context ctx = primary_context::retain(0);
+  test::sim_gate gate(ctx);
+  constexpr int n = 16;
+  std::vector<stream> streams;
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(stream::create(ctx));
+    gate.close(streams.back());
+  }
+  poll_policy p = poll_policy::balanced();
+  p.watchdog = std::chrono::hours(1);  // no full pass: those ask every event
+  completion_queues queues(p);
+  auto& source = cuda_completion_source::instance();
+  const std::uint64_t words_before = source.host_word_waits();
+  std::vector<std::unique_ptr<queued_wait>> waits;
+  for (stream& s : streams) {
+    waits.push_back(std::make_unique<queued_wait>());
+    REQUIRE(queues.add(source.target(source.record(s), nullptr), waits.back().get()));
+  }
+  REQUIRE(source.host_word_waits() - words_before == n);  // each wait alone on its stream: a word each
+  std::vector<completed_wait> done;
+
+  // Passes in quick succession: plain loads of pending words, no event asked (the first pass only notes the time).
+  const long before = event_queries_here();
+  const auto started = std::chrono::steady_clock::now();
+  int passes = 0;
+  while (std::chrono::steady_clock::now() - started < std::chrono::microseconds(200)) {
+    queues.pass(false, done);
+    ++passes;
+  }
+  CHECK(passes > 1);
+  CHECK(done.empty());
+  CHECK(event_queries_here() - before == 0);
+
+  // Past the period: one pass asks each pending wait's event once (the fault check), then quiet again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const long at_check = event_queries_here();
+  queues.pass(false, done);
+  CHECK(event_queries_here() - at_check == n);
+  queues.pass(false, done);
+  CHECK(event_queries_here() - at_check == n);
+  CHECK(done.empty());
+
+  // The gate opens: the words are written; a pass completes every wait with loads alone.
+  gate.open();
+  for (stream& s : streams) s.synchronize();
+  const long at_open = event_queries_here();
+  queues.pass(false, done);
+  CHECK(done.size() == n);
+  CHECK(event_queries_here() - at_open == 0);
+}
