@@ -236,17 +236,18 @@ TEST_CASE("replay anchor fault child", "[.replay_anchor_fault_child]") {
   });
   runtime::graph_exec exec = g.instantiate();
   constexpr int replays = 6, faulting = 4;  // generation 4 faults
+  REQUIRE(exec.kernel_node_count() == 2);  // the kernel, then the anchor's bump
   for (int i = 1; i <= replays; ++i) {
-    if (i == faulting) {
-      s.synchronize();  // replays before it are done
-      if (sim)
-        target = device_buffer{};  // its kernel now adds through freed memory
-      else
-        exec.set_kernel_arguments(0, reinterpret_cast<int*>(0x10), i);  // nothing is mapped there
-    } else if (!sim) {
-      exec.set_kernel_arguments(0, out.data<int>(), i);
-    }
     try {
+      if (i == faulting) {
+        s.synchronize();  // replays before it are done
+        if (sim)
+          target = device_buffer{};  // its kernel now adds through freed memory
+        else
+          exec.set_kernel_arguments(0, reinterpret_cast<int*>(0x10), i);  // nothing is mapped there
+      } else if (!sim) {
+        exec.set_kernel_arguments(0, out.data<int>(), i);
+      }
       exec.launch(s);
     } catch (const cuda_error& e) {
       std::printf("CHILD launch %d: %s\n", i, e.code().message().c_str());  // the fault may be seen here already
