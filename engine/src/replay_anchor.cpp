@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The replay anchor (replay_anchor.hpp): its counter, its fault-check event and the completion source that answers
 // waits for generations. The bump kernel is in replay_bump.cpp.
+#include <cuasync/driver/context.hpp>
 #include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
+#include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/replay_anchor.hpp>
 
 #include <atomic>
@@ -38,16 +40,28 @@ struct replay_anchor_state final : completion_source {
     long long last = last_check_ns.load(std::memory_order_relaxed);
     if (now - last < fault_check_ns || !last_check_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
       return {poll_status::pending, {}, {}};
-    const CUresult r = driver().cuEventQuery(fault_event.get());
-    // NOT_READY: a replay is under way; SUCCESS: none is, or the last one ended; CAPTURED_EVENT: a driver that
-    // counts an external record as part of a capture not launched yet. None of them is a fault.
-    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY || r == CUDA_ERROR_CAPTURED_EVENT) {
+    const CUresult r = query_event();
+    // Only a fault of the context counts: NOT_READY (a replay under way), SUCCESS (none, or the last one ended) and
+    // whatever a driver answers for an event whose record node is in a capture not ended yet are not a replay's
+    // fault. A faulted context answers every call with its sticky error, so the fault is seen whatever the event's
+    // state.
+    if (!cuda_completion_source::is_sticky(r)) {
       if (count() + 1 >= token) return {poll_status::ready, {}, {}};  // reached meanwhile
       return {poll_status::pending, {}, {}};
     }
     fault.store(r, std::memory_order_release);
     if (count() + 1 >= token) return {poll_status::ready, {}, {}};  // reached before the fault
     return failed(r);
+  }
+  // In relaxed capture mode: the query is a "potentially unsafe" call, which would invalidate a global-mode capture
+  // under way on another thread (torch.cuda.graph) when this thread (an io thread's pass) is in global mode.
+  CUresult query_event() const noexcept {
+    const auto& d = driver();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    const bool swapped = d.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    const CUresult r = d.cuEventQuery(fault_event.get());
+    if (swapped) d.cuThreadExchangeStreamCaptureMode(&mode);
+    return r;
   }
   // Each generation on its own: those reached before the fault completed (the engine then asks each from the head,
   // failures_in_order), and a group failure would also fail those completed in the same pass. Other waits of the
@@ -81,6 +95,7 @@ replay_anchor replay_anchor::mark(stream_ref s, options opts, std::source_locati
   st->label = s.describe();
   st->queue = detail::next_queue.fetch_add(1, std::memory_order_relaxed);
   st->fault_check_ns = opts.fault_check.count();
+  scoped_context current(st->ctx, where);  // the caller's thread may have none current (a C ABI caller)
   {
     // Relaxed: cuMemHostAlloc is a call a global-mode capture forbids; the counter is no part of the graph.
     thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
@@ -89,8 +104,13 @@ replay_anchor replay_anchor::mark(stream_ref s, options opts, std::source_locati
     st->fault_event = event::create(st->ctx, {}, where);  // timing disabled
   }
   detail::enqueue_replay_bump(s, st->word.device_pointer(where), where);
-  detail::check(d.cuEventRecordWithFlags(st->fault_event.get(), s.get(), CU_EVENT_RECORD_EXTERNAL),
-                "cuEventRecordWithFlags", where);
+  if (CUresult r = d.cuEventRecordWithFlags(st->fault_event.get(), s.get(), CU_EVENT_RECORD_EXTERNAL);
+      r != CUDA_SUCCESS) {
+    // The bump is a node of the capture already: a graph made of it would write the counter, so it stays (for the
+    // process) instead of being freed under it.
+    static_cast<void>(new std::shared_ptr<detail::replay_anchor_state>(st));
+    detail::throw_cu(r, "cuEventRecordWithFlags", s.describe(), where);
+  }
   return replay_anchor(std::move(st));
 }
 
