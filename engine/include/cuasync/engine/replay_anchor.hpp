@@ -17,8 +17,9 @@
 //! made), for any front-end (async_io's `async_wait_replay`, the engine's callbacks). A wait for a generation already
 //! reached completes at the first pass; waits are ordered by generation, so one read of the counter completes every
 //! waiter it covers (two replays between passes complete both generations' waiters); a pending wait queries the event
-//! at most once per `fault_check` period, and a device error fails the waits of every generation not reached yet
-//! (sticky errors: every wait of the context, failure_scope::group).
+//! at most once per `fault_check` period (in relaxed capture mode), and a sticky error there (the context faulted)
+//! fails the waits of every generation not reached yet, each on its own (failure_scope::operation: those reached
+//! before the fault succeed; `failures_in_order()` is false).
 //!
 //! The anchor (its counter) must outlive every launch of the graphs it was captured into, as a kernel's argument
 //! buffer must: a replay after it is gone writes memory that was freed.
