@@ -186,6 +186,39 @@ void completes_every_generation(int replays) {
   CHECK(kit.counted() == replays + 1);
 }
 
+// A wait started inside the capture, polled there with a fault check at every pass (the event whose record node the
+// capture holds is queried while the capture goes on): the capture stays valid, and the wait completes at the first
+// replay.
+void waits_from_inside_the_capture() {
+  replay_kit kit;
+  kit.open();
+  stream s = stream::create(kit.ctx);
+  asio::io_context io;
+  bool done = false;
+  std::error_code result;
+  CUstreamCaptureStatus after_polling = CU_STREAM_CAPTURE_STATUS_NONE;
+  replay_anchor anchor;
+  runtime::graph g = runtime::graph::capture(s, [&](stream_ref st) {
+    kit.add_one(st);
+    anchor = replay_anchor::mark(st, replay_anchor::options{.fault_check = std::chrono::nanoseconds(0)});
+    async_wait_replay(anchor, 1, asio::bind_executor(io, [&](std::error_code ec) {
+                        result = ec;
+                        done = true;
+                      }));
+    io.run_for(20ms);  // passes (on this thread, the capturing one) while the capture is under way
+    after_polling = test::capture_status(st);
+  });
+  CHECK(after_polling == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK_FALSE(done);
+  const runtime::graph_exec exec = g.instantiate();
+  exec.launch(s);
+  io.restart();
+  io.run();
+  CHECK(done);
+  CHECK_FALSE(result);
+  CHECK(kit.counted() == 1);
+}
+
 }  // namespace
 
 TEST_CASE("replay_anchor::mark refuses a stream that is not being captured", "[async_io][replay][gpu]") {
@@ -293,4 +326,15 @@ TEST_CASE("a fault in replay k reaches the waiters of generation k and later (si
 
 TEST_CASE("a fault in replay k reaches the waiters of generation k and later", "[async_io][replay][fault][gpu]") {
   fault_reaches_its_waiters();
+}
+
+TEST_CASE("a wait started inside the capture leaves it valid and completes at the first replay (simulated)",
+          "[.simulated][replay]") {
+  CUASYNC_SIMULATED_ONLY();
+  waits_from_inside_the_capture();
+}
+
+TEST_CASE("a wait started inside the capture leaves it valid and completes at the first replay",
+          "[async_io][replay][gpu]") {
+  waits_from_inside_the_capture();
 }
