@@ -114,6 +114,11 @@ replay_anchor replay_anchor::mark(stream_ref s, options opts, std::source_locati
   return replay_anchor(std::move(st));
 }
 
+void replay_anchor::prepare(context_ref ctx, std::source_location where) {
+  scoped_context current(ctx, where);
+  detail::replay_bump_kernel(ctx, where);
+}
+
 std::uint64_t replay_anchor::generation() const noexcept { return state_ ? state_->count() : 0; }
 
 context_ref replay_anchor::context() const noexcept { return state_ ? state_->ctx : context_ref{}; }

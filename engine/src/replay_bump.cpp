@@ -33,9 +33,11 @@ constexpr char bump_ptx[] = R"(.version 7.0
 }
 )";
 
+}  // namespace
+
 // By context id (a later context that reuses a handle gets its own); never destroyed: a module of a context that is
 // gone went with it, and one of a live context stays for its graphs.
-kernel_ref bump_kernel(context_ref ctx, std::source_location where) {
+kernel_ref replay_bump_kernel(context_ref ctx, std::source_location where) {
   static std::mutex m;
   static auto* modules = new std::map<unsigned long long, module>;
   const unsigned long long id = ctx.id(where);
@@ -49,10 +51,8 @@ kernel_ref bump_kernel(context_ref ctx, std::source_location where) {
   return it->second.kernel("cuasync_replay_bump", where);
 }
 
-}  // namespace
-
 void enqueue_replay_bump(stream_ref s, CUdeviceptr word, std::source_location where) {
-  launch({s, where}, bump_kernel(s.context(), where), launch_config{}, word);  // one block of one thread
+  launch({s, where}, replay_bump_kernel(s.context(), where), launch_config{}, word);  // one block of one thread
 }
 
 }  // namespace cuasync::detail

@@ -7,6 +7,7 @@
 // kernels (by name) or the test kernels on a GPU, so the [gpu] cases run on either; the [.simulated] ones (CTest
 // async_io_misuse_simulated) are the smaller runs for CI.
 #include <cuasync/async_io/async_replay.hpp>
+#include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/module.hpp>
@@ -136,7 +137,9 @@ void awaits_each_replay(int replays, int probe_every) {
 }
 
 // Replays launched behind a closed gate, waiters for each and for generations already reached: every waiter
-// completes once, in generation order, none before its replay.
+// completes once, in generation order, none before its replay. Few enough that the launches never fill the stream's
+// hardware queue behind the gate (a launch would then wait for the GPU, which waits for the gate: 64 graphs of four
+// nodes are well under the 1,021 entries of a connection).
 void completes_every_generation(int replays) {
   replay_kit kit;
   stream s = stream::create(kit.ctx);
@@ -242,11 +245,11 @@ TEST_CASE("a captured region's replays are awaited once each, none early, 10,000
 TEST_CASE("replays that land between passes complete every generation's waiters, in order (simulated)",
           "[.simulated][replay]") {
   CUASYNC_SIMULATED_ONLY();
-  completes_every_generation(200);
+  completes_every_generation(64);
 }
 
 TEST_CASE("replays that land between passes complete every generation's waiters, in order", "[async_io][replay][gpu]") {
-  completes_every_generation(200);
+  completes_every_generation(64);
 }
 
 TEST_CASE("replay anchor fault child", "[.replay_anchor_fault_child]") {
@@ -337,4 +340,33 @@ TEST_CASE("a wait started inside the capture leaves it valid and completes at th
 TEST_CASE("a wait started inside the capture leaves it valid and completes at the first replay",
           "[async_io][replay][gpu]") {
   waits_from_inside_the_capture();
+}
+
+TEST_CASE("after prepare, a mark inside a capture loads no module there (simulated)", "[.simulated][replay]") {
+  CUASYNC_SIMULATED_ONLY();
+  using calls_fn = long (*)(const char*);
+  const auto calls = reinterpret_cast<calls_fn>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
+  REQUIRE(calls);
+  // A context of its own: the bump's module is loaded once per context, so no earlier case has loaded it here.
+  const auto& d = detail::driver();
+  CUdevice dev = 0;
+  REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CUcontext raw = nullptr;
+  REQUIRE(d.cuCtxCreate(&raw, 0, dev) == CUDA_SUCCESS);
+  CUcontext popped = nullptr;
+  d.cuCtxPopCurrent(&popped);
+  {
+    const context_ref ctx = context_ref::adopt(raw);
+    replay_anchor::prepare(ctx);
+    stream s = stream::create(ctx);
+    long loads = -1;
+    replay_anchor anchor;
+    runtime::graph g = runtime::graph::capture(s, [&](stream_ref st) {
+      const long before = calls("cuModuleLoadDataEx");
+      anchor = replay_anchor::mark(st);
+      loads = calls("cuModuleLoadDataEx") - before;
+    });
+    CHECK(loads == 0);
+  }
+  d.cuCtxDestroy(raw);
 }

@@ -25,6 +25,7 @@
 //! buffer must: a replay after it is gone writes memory that was freed.
 
 #include <cuasync/driver/event.hpp>
+#include <cuasync/driver/kernel.hpp>
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/completion_queues.hpp>
 
@@ -60,6 +61,10 @@ class replay_anchor {
     return mark(s, options{}, where);
   }
 
+  //! Loads the bump kernel's module into `ctx` now (the driver compiles its PTX: milliseconds the first time), so
+  //! that a later `mark` inside a capture makes no module load there. Optional. @throws cuda_error
+  static void prepare(context_ref ctx, std::source_location where = std::source_location::current());
+
   explicit operator bool() const noexcept { return state_ != nullptr; }
   //! Replays that have got past the mark so far (a relaxed read of the counter; 0 for an empty anchor).
   std::uint64_t generation() const noexcept;
@@ -80,6 +85,8 @@ namespace detail {
 //! Enqueues the bump of the counter at device address `word` on `s` (captured when `s` is): the one-thread kernel,
 //! its module loaded once per context (replay_bump.cpp). @throws cuda_error
 void enqueue_replay_bump(stream_ref s, CUdeviceptr word, std::source_location where);
+//! The bump kernel of `ctx`, its module loaded (in relaxed capture mode) the first time. @throws cuda_error
+kernel_ref replay_bump_kernel(context_ref ctx, std::source_location where);
 }  // namespace detail
 
 }  // namespace cuasync
