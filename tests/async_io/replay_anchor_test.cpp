@@ -317,7 +317,7 @@ void fault_reaches_its_waiters() {
     CHECK_THAT(r.output, Catch::Contains("CHILD generation " + std::to_string(n) + ": CUDA_ERROR_ILLEGAL_ADDRESS"));
     CHECK_THAT(r.output, !Catch::Contains("CHILD generation " + std::to_string(n) + ": ok"));
   }
-  CHECK_THAT(r.output, Catch::Contains("cuasync::async_wait_replay"));
+  CHECK_THAT(r.output, Catch::Contains("cuasync::async_wait_replay") && Catch::Contains("replay_anchor_test.cpp"));
   CHECK_THAT(r.output, Catch::Contains("CHILD done at generation 3"));
 }
 }  // namespace

@@ -10,8 +10,8 @@
 //!   None lost: a wait for a generation already reached completes at once (posted), and one read of the counter
 //!   completes every wait it covers.
 //! - A device error of a replay (`CUDA_ERROR_ILLEGAL_ADDRESS` in one of its kernels) fails the waits of the
-//!   generations not reached yet; `use_awaitable` throws a `cuda_error` that names this call (`anchor.label()` names
-//!   the stream it was marked on).
+//!   generations not reached yet; `use_awaitable` throws a `cuda_error` that names this call and the caller's line
+//!   (`anchor.label()` names the stream it was marked on).
 //! - Nothing is enqueued: the replays are the caller's (`cuGraphLaunch`, `torch.cuda.CUDAGraph.replay()`).
 //! @throws cuda_error from the call for an empty anchor
 
@@ -20,15 +20,37 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include <cstdint>
+#include <source_location>
 #include <utility>
 
 namespace cuasync {
 
-//! Completes when `anchor` has reached generation `n`; the token defaults to `use_awaitable`.
+//! A generation and the caller's line (converted at the call, so that a failure names the line that awaited it).
+struct replay_generation {
+  std::uint64_t n;
+  std::source_location where;
+  replay_generation(std::uint64_t generation, std::source_location w = std::source_location::current()) noexcept
+      : n(generation), where(w) {}
+};
+
+namespace detail {
+//! A replay anchor's generation: its wait named after the caller's line.
+struct replay_starter {
+  wait_target t;
+  std::source_location where;
+  void operator()(completion_service& s, boost::asio::any_io_executor ex, wait_handler h, wait_hints hints) && {
+    hints.where = where;
+    s.start_wait(std::move(ex), std::move(t), std::move(h), hints);
+  }
+};
+}  // namespace detail
+
+//! Completes when `anchor` has reached generation `g`; the token defaults to `use_awaitable`.
 template <class Token = const boost::asio::use_awaitable_t<>&>
-auto async_wait_replay(const replay_anchor& anchor, std::uint64_t n, Token&& token = boost::asio::use_awaitable) {
+auto async_wait_replay(const replay_anchor& anchor, replay_generation g, Token&& token = boost::asio::use_awaitable) {
   return detail::initiate(boost::asio::any_io_executor(boost::asio::system_executor()),
-                          detail::target_starter{anchor.target(n)}, std::forward<Token>(token),
+                          detail::replay_starter{anchor.target(g.n, g.where), g.where}, std::forward<Token>(token),
                           "cuasync::async_wait_replay");
 }
 
