@@ -5,7 +5,7 @@
 # ABI 1.6 conformance part (--gpu: 10,000 replays; the whole suite runs), the Python ReplayAnchor tests, and the
 # per-replay await bench against raw cuGraphLaunch + busy cuEventQuery. Writes OUT/replay.log (everything, line by
 # line), OUT/replay_await.{json,md}.
-# Pack here first (~20 MiB):
+# Pack here first (~32 MiB with the wheel):
 #   CUASYNC_PACK_SKIP='^\./(tests/(allocations|callgrind|soak|fake_driver|fake_nccl|collectives|jit|trace|driver|engine|fault_injection|runtime|consumer|tools)|bench/(multi_gpu|jit|runtime|driver|plugins|trace)|examples|tools)/' scripts/gpu-pack.sh
 # then carry ["build-gpu"] and run: scripts/gpu-replay.sh $OUT build-gpu
 # Usage: scripts/gpu-replay.sh OUT [BUILD_DIR]   (BUILD_DIR: the packed build, default build-gpu)
