@@ -118,7 +118,7 @@ if [ "${CUASYNC_EXAMPLES:-1}" != 0 ] && [ -f "$build/plugins/libcuasync.so" ]; t
   note "example_python_service: rc=$? $(tail -1 "$work/example_python_service.log")"
 fi
 
-for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi wait_accuracy green}; do
+for bnch in ${CUASYNC_GPU_BENCHES-driver jit runtime async_io c_abi wait_accuracy green replay_await}; do
   bin=$(find "$build/bench" -name "cuasync_${bnch}_bench" -type f | head -1)
   [ -x "$bin" ] || continue
   start=$(date +%s)

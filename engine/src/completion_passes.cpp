@@ -29,14 +29,18 @@ void completion_queues::head_pass(pass_state& ps) {
       // Ordered: one query of the newest answers for every entry recorded before it.
       const poll_result r = h.newest->source->query(h.newest->token);
       ++ps.queries;
-      if (r.status != poll_status::pending) {
+      if (r.status != poll_status::pending && (r.status == poll_status::ready || f.source->failures_in_order())) {
         std::lock_guard lock(mutex_);
         finish_run_locked(f, h.newest->order, r, ps);
         continue;
       }
-      h.newest->pending_ns = ps.now;
-      // Pending: the done prefix (if any) is found with O(log n) queries.
-      if (search_ordered(f, h.newest->order, ps)) continue;
+      if (r.status == poll_status::pending) {
+        h.newest->pending_ns = ps.now;
+        // Pending: the done prefix (if any) is found with O(log n) queries.
+        if (search_ordered(f, h.newest->order, ps)) continue;
+      } else {
+        h.newest = nullptr;  // failed, the ones before maybe not: each from the head, the newest included
+      }
       std::lock_guard lock(mutex_);  // no longer ordered: from the head
       e = f.entries.empty() || f.entries.front() == h.newest ? nullptr : f.entries.front();
     }
@@ -89,6 +93,7 @@ bool completion_queues::search_ordered(fifo& f, std::uint64_t bound, pass_state&
       distance *= 2;
       continue;
     }
+    if (r.status == poll_status::failed && !f.source->failures_in_order()) return false;  // each from the head
     std::lock_guard lock(mutex_);
     f.head_pending = false;
     finish_run_locked(f, probe->order, r, ps);

@@ -11,8 +11,9 @@
 // a launched graph runs its nodes one after another (a gate node holds the
 // whole graph, not only its branch); no node-adding or node-updating calls; no
 // memory nodes (stream-ordered allocation in a capture is refused); no external
-// event nodes (a capturing stream's wait on an event recorded outside it is
-// refused).
+// event wait nodes (a capturing stream's wait on an event recorded outside it is
+// refused). External event record nodes are simulated (entry_stream.cpp): each
+// launch of the graph records the event at its node.
 #include <algorithm>
 #include <atomic>
 
@@ -205,7 +206,14 @@ CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
   if (CUresult u = usable(context_of(s))) return u;
-  for (const graph_node& n : e->nodes) submit(d, s, n.fn, 0, n.ready, n.type);  // captured again when s captures
+  for (const graph_node& n : e->nodes) {
+    const std::uint64_t seq = submit(d, s, n.fn, 0, n.ready, n.type);  // captured again when s captures
+    if (n.event && seq)  // an event record node: the event stands for this launch's node from now on
+      if (auto ev = d.events.find(n.event); ev != d.events.end()) {
+        ev->second->captured_in.reset();
+        ev->second->seq = seq;
+      }
+  }
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI GraphExecDestroy(CUgraphExec he) {

@@ -210,17 +210,23 @@ CUresult CUDAAPI EventDestroy(CUevent e) {
   lock_t lock(d.m);
   return forget(d, d.events, kind::event, e);
 }
+// The event and stream of a record (lock held).
+CUresult record_targets(device_model& d, CUevent he, CUstream hs, event_state** e, stream_state** s) {
+  auto it = d.events.find(he);
+  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *e = it->second.get();
+  CUresult r = CUDA_SUCCESS;
+  *s = find_stream(d, hs, &r);
+  return r;
+}
 CUresult CUDAAPI EventRecord(CUevent he, CUstream hs) {
   ENTER(cuEventRecord, unknown);
   lock_t lock(d.m);
-  auto it = d.events.find(he);
-  if (it == d.events.end()) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult r = CUDA_SUCCESS;
-  stream_state* s = find_stream(d, hs, &r);
-  if (r) return r;
-  event_state* e = it->second.get();
+  event_state* e = nullptr;
+  stream_state* s = nullptr;
+  if (CUresult r = record_targets(d, he, hs, &e, &s)) return r;
   e->captured_in.reset();
-  if (s && s->capture) {  // a point of the capture, not work (cuEventRecordWithFlags' external record: not simulated)
+  if (s && s->capture) {  // a point of the capture, not work (an external record is a node: EventRecordWithFlags)
     e->captured_in = s->capture;
     e->captured_on = s->id;
     e->captured_at = s->capture->members[s->id].nodes;
@@ -233,6 +239,25 @@ CUresult CUDAAPI EventRecord(CUevent he, CUstream hs) {
     auto found = d.events.find(he);
     if (found != d.events.end() && found->second->seq == seq) found->second->at_ms = now_ms();
   });
+  return CUDA_SUCCESS;
+}
+// CU_EVENT_RECORD_EXTERNAL (cuda.h): in a capture, an event record node instead of a point of the capture; the event
+// is not "captured" (queries of it stay legal) and each launch of the graph records it at the node (GraphLaunch).
+// Outside a capture the flag is invalid.
+CUresult CUDAAPI EventRecordWithFlags(CUevent he, CUstream hs, unsigned flags) {
+  if (!(flags & CU_EVENT_RECORD_EXTERNAL)) return EventRecord(he, hs);
+  ENTER(cuEventRecordWithFlags, unknown);
+  lock_t lock(d.m);
+  event_state* e = nullptr;
+  stream_state* s = nullptr;
+  if (CUresult r = record_targets(d, he, hs, &e, &s)) return r;
+  if (!s || !s->capture) return CUDA_ERROR_INVALID_VALUE;
+  capture_state& c = *s->capture;
+  submit(d, s, [&d, he] {
+    std::lock_guard l(d.m);
+    if (auto found = d.events.find(he); found != d.events.end()) found->second->at_ms = now_ms();
+  }, 0, {}, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+  c.nodes.back().event = he;
   return CUDA_SUCCESS;
 }
 CUresult event_status(device_model& d, CUevent he, event_state** out) {
@@ -300,6 +325,7 @@ std::span<const entry> stream_entries() {
       CUASYNC_SIM_ENTRY(cuEventCreate, EventCreate),
       CUASYNC_SIM_ENTRY(cuEventDestroy, EventDestroy),
       CUASYNC_SIM_ENTRY(cuEventRecord, EventRecord),
+      CUASYNC_SIM_ENTRY(cuEventRecordWithFlags, EventRecordWithFlags),
       CUASYNC_SIM_ENTRY(cuEventQuery, EventQuery),
       CUASYNC_SIM_ENTRY(cuEventSynchronize, EventSynchronize),
       CUASYNC_SIM_ENTRY(cuEventElapsedTime, EventElapsedTime),

@@ -8,8 +8,10 @@
 //                                            waits on it), as a spinning kernel does on a GPU
 //   sim_trap()                               CUDA_ERROR_LAUNCH_FAILED (sticky, like __trap())
 //   sim_illegal_address()                    CUDA_ERROR_ILLEGAL_ADDRESS (sticky)
+//   cuasync_replay_bump(u64* word)           *word += 1, as the replay anchor's PTX kernel does (engine/src/replay_bump.cpp)
 #include "simulated_device.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -46,6 +48,16 @@ CUresult run_kernel(const function_state& f, const std::vector<unsigned char>& a
     std::uintptr_t base = 0;
     allocation* a = find_memory(model(), p, &base);
     if (!a || p + 4 > base + a->size) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  } else if (f.name == "cuasync_replay_bump") {
+    const auto p = arg<std::uint64_t>(f, args, 0);
+    {
+      std::lock_guard lock(model().m);
+      std::uintptr_t base = 0;
+      allocation* a = find_memory(model(), p, &base);
+      if (!a || p + 8 > base + a->size || p % 8) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    std::atomic_ref<std::uint64_t> word(*reinterpret_cast<std::uint64_t*>(p));  // one writer: load, add, store
+    word.store(word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   } else if (f.name == "sim_trap") {
     return CUDA_ERROR_LAUNCH_FAILED;
   } else if (f.name == "sim_illegal_address") {

@@ -49,6 +49,9 @@ struct graph_node {
   context_state* ctx = nullptr;
   std::function<void()> fn;
   std::function<bool()> ready;
+  // An event record node (cuEventRecordWithFlags' external record): each launch records `event` anew, so that a query
+  // of it answers for that launch's node (nullptr for other nodes).
+  CUevent event = nullptr;
 };
 
 // A capture sequence (cuStreamBeginCapture .. cuStreamEndCapture). Its nodes are kept in the order they were

@@ -628,6 +628,7 @@ int main(int argc, char** argv) {
     if (devices >= 1) run_host_work_part();
     if (devices >= 1 && strcmp(mode, "--simulated") == 0) run_batches_part();
     if (devices >= 1) run_capture_part(strcmp(mode, "--gpu") == 0);
+    if (devices >= 1) run_abi_1_6_part(strcmp(mode, "--gpu") == 0);
     if (devices >= 1 && strcmp(mode, "--gpu") == 0) run_gpu_part();
   }
   printf("conformance: %d checks, %d failed%s\n", checks, failures,

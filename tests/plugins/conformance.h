@@ -84,6 +84,31 @@ void run_batches_part(void);
 /* Capture-transparent operations inside the caller's cuStreamBeginCapture (conformance_capture.c), on a driver;
  * `gpu`: 10,000 graph launches by default (CUASYNC_CAPTURE_REPLAYS), else 100. */
 void run_capture_part(int gpu);
+/* The driver's capture and graph entry points (from the libcuda cuasync loaded: CUASYNC_LIBCUDA, else libcuda.so.1),
+ * for the parts that capture and launch graphs themselves, as a framework does (conformance_capture.c). */
+#include <cuda.h>
+typedef struct capture_driver {
+  CUresult (*begin)(CUstream, CUstreamCaptureMode);
+  CUresult (*end)(CUstream, CUgraph*);
+  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*launch)(CUgraphExec, CUstream);
+  CUresult (*exec_destroy)(CUgraphExec);
+  CUresult (*destroy)(CUgraph);
+  CUresult (*synchronize)(CUstream);
+  CUresult (*stream_ctx)(CUstream, CUcontext*);  /* a graph is instantiated in the current context */
+  CUresult (*set_current)(CUcontext);
+} capture_driver;
+/* 1 when every entry point was found. */
+int load_capture_driver(capture_driver* d);
+/* sim_add_u32(unsigned* p, unsigned n, unsigned v): p[i] += v, compiled in `f`'s runtime (the simulated driver runs
+ * it by name); NULL when it could not be made (reported). */
+cuasync_kernel add_u32_kernel(fixture* f);
+/* A buffer of `kind` and `n` bytes on `f`'s stream: its pointer, NULL when it could not be made (reported). */
+void* allocate_buffer(fixture* f, cuasync_memory_kind kind, size_t n, cuasync_buffer* b);
+/* ABI 1.6 (conformance_abi_1_6.c): replay anchors in the caller's capture, awaited once per replay of its graph, on a
+ * driver; `gpu`: 10,000 replays (CUASYNC_CAPTURE_REPLAYS), else 100. */
+void run_abi_1_6_part(int gpu);
 /* The GPU part (conformance_gpu.c); returns nothing, counts through CHECK. */
 void run_gpu_part(void);
 

@@ -22,20 +22,7 @@ static const char add_source[] =
     "  if (i < n) p[i] += v;\n"
     "}\n";
 
-typedef struct capture_driver {
-  CUresult (*begin)(CUstream, CUstreamCaptureMode);
-  CUresult (*end)(CUstream, CUgraph*);
-  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*);
-  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long);
-  CUresult (*launch)(CUgraphExec, CUstream);
-  CUresult (*exec_destroy)(CUgraphExec);
-  CUresult (*destroy)(CUgraph);
-  CUresult (*synchronize)(CUstream);
-  CUresult (*stream_ctx)(CUstream, CUcontext*);
-  CUresult (*set_current)(CUcontext);
-} capture_driver;
-
-static int load_driver(capture_driver* d) {
+int load_capture_driver(capture_driver* d) {
   const char* path = getenv("CUASYNC_LIBCUDA");
   void* lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!lib) return 0;
@@ -62,6 +49,22 @@ static int load_driver(capture_driver* d) {
     if (get(wanted[i].name, wanted[i].fn, wanted[i].version, 0, &q) != CUDA_SUCCESS || !*wanted[i].fn) return 0;
   }
   return 1;
+}
+
+cuasync_kernel add_u32_kernel(fixture* f) {
+  cuasync_compile_args cc;
+  memset(&cc, 0, sizeof cc);
+  cc.struct_size = CUASYNC_COMPILE_ARGS_SIZE;
+  cc.runtime = f->runtime;
+  cc.name = "add_u32.cu";
+  cc.source = add_source;
+  cuasync_kernel_get_args kg;
+  memset(&kg, 0, sizeof kg);
+  kg.struct_size = CUASYNC_KERNEL_GET_ARGS_SIZE;
+  kg.name = "sim_add_u32";
+  if (!ok(api->compile(&cc), "compile")) return NULL;
+  kg.module = cc.module;
+  return ok(api->kernel_get(&kg), "kernel_get") ? kg.kernel : NULL;
 }
 
 static CUstream native_of(cuasync_stream s) {
@@ -112,7 +115,7 @@ static cuasync_error* fill(cuasync_stream s, void* dst, uint8_t v, size_t n) {
   return api->memset(&m);
 }
 
-static void* allocate(fixture* f, cuasync_memory_kind kind, size_t n, cuasync_buffer* b) {
+void* allocate_buffer(fixture* f, cuasync_memory_kind kind, size_t n, cuasync_buffer* b) {
   cuasync_buffer_allocate_args ba;
   memset(&ba, 0, sizeof ba);
   ba.struct_size = CUASYNC_BUFFER_ALLOCATE_ARGS_SIZE;
@@ -144,7 +147,7 @@ static void check_refusals(fixture* f, void* dev, cuasync_event captured) {
 
 void run_capture_part(int gpu) {
   capture_driver driver;
-  if (!load_driver(&driver)) {
+  if (!load_capture_driver(&driver)) {
     fprintf(stderr, "capture part: the driver's capture entry points were not found\n");
     ++failures;
     return;
@@ -152,25 +155,15 @@ void run_capture_part(int gpu) {
   cd = &driver;
   fixture f;
   if (!open_fixture(&f)) return;
-  cuasync_compile_args cc;
-  memset(&cc, 0, sizeof cc);
-  cc.struct_size = CUASYNC_COMPILE_ARGS_SIZE;
-  cc.runtime = f.runtime;
-  cc.name = "capture.cu";
-  cc.source = add_source;
-  cuasync_kernel_get_args kg;
-  memset(&kg, 0, sizeof kg);
-  kg.struct_size = CUASYNC_KERNEL_GET_ARGS_SIZE;
-  kg.name = "sim_add_u32";
+  const cuasync_kernel k = add_u32_kernel(&f);
   cuasync_stream_create_args sc;
   memset(&sc, 0, sizeof sc);
   sc.struct_size = CUASYNC_STREAM_CREATE_ARGS_SIZE;
   sc.runtime = f.runtime;
   cuasync_buffer dev_b = NULL, pinned_b = NULL;
-  void* dev = allocate(&f, CUASYNC_MEMORY_DEVICE, 16, &dev_b);
-  uint32_t* pinned = allocate(&f, CUASYNC_MEMORY_PINNED, 16, &pinned_b);
-  if (!ok(api->compile(&cc), "compile") || !(kg.module = cc.module, ok(api->kernel_get(&kg), "kernel_get")) ||
-      !ok(api->stream_create(&sc), "stream_create") || !dev || !pinned) {
+  void* dev = allocate_buffer(&f, CUASYNC_MEMORY_DEVICE, 16, &dev_b);
+  uint32_t* pinned = allocate_buffer(&f, CUASYNC_MEMORY_PINNED, 16, &pinned_b);
+  if (!k || !ok(api->stream_create(&sc), "stream_create") || !dev || !pinned) {
     close_fixture(&f);
     return;
   }
@@ -184,12 +177,12 @@ void run_capture_part(int gpu) {
   /* Capture: memset 0, +5 on the first stream, hand the buffer to the second (+2), back, then copy out. */
   CHECK(driver.begin(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
   CHECK(ok(fill(f.stream, dev, 0, 16), "memset in a capture") && still_capturing());
-  CHECK(ok(add(f.stream, kg.kernel, dev, 5, none), "launch in a capture") && still_capturing());
+  CHECK(ok(add(f.stream, k, dev, 5, none), "launch in a capture") && still_capturing());
   cuasync_event to_other = record(f.stream);
   CHECK(to_other && still_capturing());
   CHECK(wait_on(to_other, sc.stream) && still_capturing());
   const cuasync_completion awaited = {f.queue, 21, NULL, NULL};  /* reported at once: "captured" */
-  CHECK(ok(add(sc.stream, kg.kernel, dev, 2, awaited), "awaited launch on the joined stream") && still_capturing());
+  CHECK(ok(add(sc.stream, k, dev, 2, awaited), "awaited launch on the joined stream") && still_capturing());
   CHECK(drain_until(f.queue, f.fd, &rec, 1) == 1 && rec.token == 21 && rec.code == CUASYNC_OK && still_capturing());
   cuasync_event back = record(sc.stream);
   CHECK(back && wait_on(back, f.stream) && still_capturing());

@@ -6,6 +6,7 @@
 #include <cuasync/async_io/async_copy.hpp>
 #include <cuasync/async_io/async_copy_peer.hpp>
 #include <cuasync/async_io/async_graph.hpp>
+#include <cuasync/async_io/async_replay.hpp>
 #include <cuasync/async_io/async_launch.hpp>
 #include <cuasync/async_io/async_pipeline.hpp>
 #include <cuasync/async_io/async_run_blocking.hpp>

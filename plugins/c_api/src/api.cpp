@@ -41,6 +41,7 @@ constexpr cuasync_api table = {
     library_version, runtime_admission_get, runtime_admission_set, compile_image, image_destroy, log_sink_set,
     flight_recorder_set, flight_recorder_dump,
     compile_image_start, compile_image_finish, graph_launch,
+    replay_anchor_mark, replay_anchor_wait, replay_anchor_destroy,
 };
 }  // namespace
 
@@ -94,12 +95,18 @@ static_assert(offsetof(cuasync_kernel_get_args, param_types) == 56 &&
               offsetof(cuasync_kernel_get_args, param_type_names) == 72 &&
               offsetof(cuasync_kernel_get_args, typed) == 80 && CUASYNC_KERNEL_GET_ARGS_SIZE == 84);
 // ABI 1.5: three functions appended (compiles that complete like GPU work, awaited graph replays), and their structs.
-static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 5);
 static_assert(offsetof(cuasync_api, compile_image_start) == CUASYNC_API_SIZE_1_4 &&
-              CUASYNC_API_SIZE_1_5 == CUASYNC_API_SIZE_1_4 + 3 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_5);
+              CUASYNC_API_SIZE_1_5 == CUASYNC_API_SIZE_1_4 + 3 * 8);
 static_assert(CUASYNC_GRAPH_LAUNCH_ARGS_SIZE == 56 && offsetof(cuasync_graph_launch_args, completion) == 24);
 static_assert(offsetof(cuasync_compile_image_start_args, completion) == 16 &&
               CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE == 56 && CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE == 24);
+// ABI 1.6: three functions appended (awaited replays of the caller's graphs: replay anchors), and their structs.
+static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 6);
+static_assert(offsetof(cuasync_api, replay_anchor_mark) == CUASYNC_API_SIZE_1_5 &&
+              CUASYNC_API_SIZE_1_6 == CUASYNC_API_SIZE_1_5 + 3 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_6);
+static_assert(CUASYNC_REPLAY_ANCHOR_MARK_ARGS_SIZE == 32 && CUASYNC_REPLAY_ANCHOR_DESTROY_ARGS_SIZE == 16 &&
+              offsetof(cuasync_replay_anchor_wait_args, completion) == 24 &&
+              CUASYNC_REPLAY_ANCHOR_WAIT_ARGS_SIZE == 64);
 // The codes are the driver layer's type_code bits with bit 24 set (calls_jit.cpp converts with that alone).
 static_assert(CUASYNC_ARG_F32 == (cuasync::type_code_of<float>().bits | 1u << 24) &&
               CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F64) == (cuasync::type_code_of<double*>().bits | 1u << 24) &&

@@ -15,6 +15,7 @@ const char* kind_name(kind k) noexcept {
     case kind::host_token: return "host token";
     case kind::image: return "image";
     case kind::compile_job: return "compile job";
+    case kind::replay_anchor: return "replay anchor";
   }
   return "handle";
 }

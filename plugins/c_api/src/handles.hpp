@@ -14,7 +14,7 @@
 namespace cuasync::c_api {
 
 enum class kind : std::uint8_t {
-  runtime = 1, stream, event, buffer, module, kernel, queue, host_token, image, compile_job
+  runtime = 1, stream, event, buffer, module, kernel, queue, host_token, image, compile_job, replay_anchor
 };
 
 const char* kind_name(kind k) noexcept;

@@ -101,5 +101,13 @@ inline constexpr std::size_t shipped_size_1_0<cuasync_compile_image_finish_args>
     CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE;
 template <>
 inline constexpr std::size_t shipped_size_1_0<cuasync_graph_launch_args> = CUASYNC_GRAPH_LAUNCH_ARGS_SIZE;
+// Structs that first shipped in ABI 1.6.
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_replay_anchor_mark_args> = CUASYNC_REPLAY_ANCHOR_MARK_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_replay_anchor_wait_args> = CUASYNC_REPLAY_ANCHOR_WAIT_ARGS_SIZE;
+template <>
+inline constexpr std::size_t shipped_size_1_0<cuasync_replay_anchor_destroy_args> =
+    CUASYNC_REPLAY_ANCHOR_DESTROY_ARGS_SIZE;
 
 }  // namespace cuasync::c_api

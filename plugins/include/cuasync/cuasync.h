@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define CUASYNC_ABI_MAJOR 1
-#define CUASYNC_ABI_MINOR 5
+#define CUASYNC_ABI_MINOR 6
 
 /* The size of a struct up to and including `field`: what a struct of that version occupies. */
 #define CUASYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
@@ -831,6 +831,45 @@ typedef struct cuasync_graph_launch_args {
 } cuasync_graph_launch_args;
 #define CUASYNC_GRAPH_LAUNCH_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_graph_launch_args, completion)
 
+/* ---- ABI 1.6: replays of someone else's graph, awaited ----------------------------------------------------------- */
+
+typedef struct cuasync_replay_anchor_t* cuasync_replay_anchor; /**< a point of a captured graph (ABI 1.6) */
+
+/** Arguments of replay_anchor_mark (ABI 1.6): called while `stream` is being captured (torch.cuda.graph, the caller's
+ * cuStreamBeginCapture), adds to the capture, after the work captured on it so far, a one-thread kernel that counts the
+ * replays that get past this point (a generation counter in pinned host memory) and an event record node that reports
+ * a replay's device error. The graph's launches are the caller's; replay_anchor_wait completes once per replay. The
+ * anchor must outlive every launch of the graphs it was captured into (a later replay writes freed memory). Errors: a
+ * stream not being captured: CUASYNC_ERROR_CUDA with CUDA_ERROR_ILLEGAL_STATE (the capture is left as it was). */
+typedef struct cuasync_replay_anchor_mark_args {
+  size_t struct_size;           /**< in: CUASYNC_REPLAY_ANCHOR_MARK_ARGS_SIZE */
+  cuasync_stream stream;        /**< in: being captured */
+  uint64_t fault_check_ns;      /**< in: how often a pending wait asks for a device error; 0: 200 µs */
+  cuasync_replay_anchor anchor; /**< out: destroy with replay_anchor_destroy */
+} cuasync_replay_anchor_mark_args;
+#define CUASYNC_REPLAY_ANCHOR_MARK_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_replay_anchor_mark_args, anchor)
+
+/** Arguments of replay_anchor_wait (ABI 1.6): a completion when the anchor has reached `generation` (that many
+ * replays got past it since it was marked): CUASYNC_OK once the replay's work before the mark has completed (never
+ * earlier), or the device's error of a replay that faulted (for every generation it did not reach; those it reached
+ * complete with CUASYNC_OK). A generation already reached completes at once (through the queue, never inside the
+ * call). Without a queue nothing is awaited: the call only reports `reached`. */
+typedef struct cuasync_replay_anchor_wait_args {
+  size_t struct_size;            /**< in: CUASYNC_REPLAY_ANCHOR_WAIT_ARGS_SIZE */
+  cuasync_replay_anchor anchor;  /**< in */
+  uint64_t generation;           /**< in: the generation to wait for; 0: the next (reached + 1). out: the one awaited */
+  cuasync_completion completion; /**< in */
+  uint64_t reached;              /**< out: the generations reached at the call */
+} cuasync_replay_anchor_wait_args;
+#define CUASYNC_REPLAY_ANCHOR_WAIT_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_replay_anchor_wait_args, reached)
+
+/** Arguments of replay_anchor_destroy (ABI 1.6). Waits still pending keep what they need until they complete. */
+typedef struct cuasync_replay_anchor_destroy_args {
+  size_t struct_size;           /**< in: CUASYNC_REPLAY_ANCHOR_DESTROY_ARGS_SIZE */
+  cuasync_replay_anchor anchor; /**< in: invalid after the call */
+} cuasync_replay_anchor_destroy_args;
+#define CUASYNC_REPLAY_ANCHOR_DESTROY_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_replay_anchor_destroy_args, anchor)
+
 typedef struct cuasync_api {
   size_t struct_size; /* the table's size in this library: a field is usable when it fits */
   uint32_t abi_major;
@@ -884,6 +923,10 @@ typedef struct cuasync_api {
   cuasync_error* (*compile_image_start)(cuasync_compile_image_start_args* args);
   cuasync_error* (*compile_image_finish)(cuasync_compile_image_finish_args* args);
   cuasync_error* (*graph_launch)(cuasync_graph_launch_args* args);
+  /* ABI 1.6 */
+  cuasync_error* (*replay_anchor_mark)(cuasync_replay_anchor_mark_args* args);
+  cuasync_error* (*replay_anchor_wait)(cuasync_replay_anchor_wait_args* args);
+  cuasync_error* (*replay_anchor_destroy)(cuasync_replay_anchor_destroy_args* args);
 } cuasync_api;
 /* The table's size in each version that shipped: a function is usable when api->struct_size reaches its version's. */
 #define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, buffer_export_dlpack)
@@ -892,6 +935,7 @@ typedef struct cuasync_api {
 #define CUASYNC_API_SIZE_1_3 CUASYNC_STRUCT_SIZE(cuasync_api, flight_recorder_dump)
 #define CUASYNC_API_SIZE_1_4 CUASYNC_API_SIZE_1_3 /* 1.4 added struct fields (typed arguments), no function */
 #define CUASYNC_API_SIZE_1_5 CUASYNC_STRUCT_SIZE(cuasync_api, graph_launch)
+#define CUASYNC_API_SIZE_1_6 CUASYNC_STRUCT_SIZE(cuasync_api, replay_anchor_destroy)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

@@ -31,6 +31,7 @@ from ._image import CompiledImage, compile_to_bytes, compile_to_bytes_async
 from ._jit import Kernel, Module, compile, grid_for, load_package
 from ._log import set_log_level
 from ._memory import Buffer, copy, empty, from_dlpack, memset, zeros
+from ._replay import ReplayAnchor, ReplayWait
 from ._runtime import Event, Runtime, Stream, device_count
 from .errors import (BusyError, CancelledError, CompileError, CuasyncError, CudaError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError, NoDriverError, OutOfMemoryError, StaleHandleError,
@@ -38,7 +39,8 @@ from .errors import (BusyError, CancelledError, CompileError, CuasyncError, Cuda
 
 __all__ = ["Buffer", "BusyError", "CancelledError", "CompileError", "CompiledImage", "CuasyncError", "CudaError",
            "Event", "HostToken", "InternalError", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Module",
-           "NoDriverError", "OutOfMemoryError", "Pending", "Runtime", "StaleHandleError", "Stream", "UnsupportedError",
+           "NoDriverError", "OutOfMemoryError", "Pending", "ReplayAnchor", "ReplayWait", "Runtime", "StaleHandleError",
+           "Stream", "UnsupportedError",
            "abi_version", "collect", "compile", "compile_to_bytes", "compile_to_bytes_async", "copy", "device_count", "disable_flight_recorder",
            "empty", "enable_flight_recorder", "flight_recorder_dump", "from_dlpack",
            "grid_for", "host_token", "library_path", "load_package", "memset", "set_log_level", "zeros"]

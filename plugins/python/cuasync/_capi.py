@@ -214,6 +214,18 @@ class GraphLaunchArgs(Structure):  # ABI 1.5
     _fields_ = _args(("stream", c_void_p), ("graph_exec", c_void_p), ("completion", Completion))
 
 
+class ReplayAnchorMarkArgs(Structure):  # ABI 1.6
+    _fields_ = _args(("stream", c_void_p), ("fault_check_ns", c_uint64), ("anchor", c_void_p))
+
+
+class ReplayAnchorWaitArgs(Structure):  # ABI 1.6
+    _fields_ = _args(("anchor", c_void_p), ("generation", c_uint64), ("completion", Completion), ("reached", c_uint64))
+
+
+class ReplayAnchorDestroyArgs(Structure):  # ABI 1.6
+    _fields_ = _args(("anchor", c_void_p))
+
+
 LOG_SINK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)  # void (*)(void* user, int level, const char* message)
 
 
@@ -249,7 +261,9 @@ _CALLS = ["queue_create", "queue_destroy", "queue_fd", "queue_drain", "host_toke
           # ABI 1.3
           "flight_recorder_set", "flight_recorder_dump",
           # ABI 1.5
-          "compile_image_start", "compile_image_finish", "graph_launch"]
+          "compile_image_start", "compile_image_finish", "graph_launch",
+          # ABI 1.6
+          "replay_anchor_mark", "replay_anchor_wait", "replay_anchor_destroy"]
 _CALL = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # cuasync_error* (*)(args*): ctypes drops the GIL around it
 
 

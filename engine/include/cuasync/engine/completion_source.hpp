@@ -47,6 +47,10 @@ class completion_source {
   virtual void release_many(std::span<const std::uintptr_t> tokens) noexcept {
     for (std::uintptr_t t : tokens) release(t);
   }
+  //! For an ordered queue (`wait_target::order`): whether a failed token means that every token before it failed too
+  //! (events of one stream: a fault fails what is still pending). False: earlier tokens may have completed (a replay
+  //! anchor's generations reached before the replay that faulted), so a pass asks each of them from the head.
+  virtual bool failures_in_order() const noexcept { return true; }
 };
 
 namespace detail {

@@ -29,6 +29,7 @@ namespace cuasync::detail {
   X(cuStreamIsCapturing, 10000) X(cuThreadExchangeStreamCaptureMode, 10010)                                 \
   X(cuStreamWriteValue64, 11070) X(cuStreamWriteValue32, 11070) X(cuStreamWaitValue32, 11070)                \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventQuery, 2000)                 \
+  X(cuEventRecordWithFlags, 11010)                                                                           \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                                    \
   X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)                       \
   X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000) X(cuMemHostGetDevicePointer, 3020)                  \
