@@ -9,7 +9,8 @@
 // (cuda.h on cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode; the
 // programming guide's "Prohibited and Unhandled Operations"). Simplifications:
 // a launched graph runs its nodes one after another (a gate node holds the
-// whole graph, not only its branch); no node-adding or node-updating calls; no
+// whole graph, not only its branch); no node-updating calls, and of the
+// node-adding ones only conditional and empty nodes (entry_conditional.cpp); no
 // memory nodes (stream-ordered allocation in a capture is refused); no external
 // event nodes (a capturing stream's wait on an event recorded outside it is
 // refused).
@@ -85,8 +86,8 @@ CUstreamCaptureStatus status_of(const stream_state& s) {
   return s.capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
-  ENTER(cuStreamBeginCapture, unknown);
+// `into`: a graph to capture into (cuStreamBeginCaptureToGraph), null for a new one.
+CUresult begin_capture(device_model& d, CUstream hs, CUstreamCaptureMode mode, graph_state* into) {
   lock_t lock(d.m);
   if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CUDA_SUCCESS;
@@ -101,10 +102,27 @@ CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
   c->mode = mode;
   c->origin = s->id;
   c->thread = this_thread();
+  c->into = into;
   c->members[s->id];
   s->capture = c;
   d.captures.insert(c.get());
   return CUDA_SUCCESS;
+}
+CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
+  ENTER(cuStreamBeginCapture, unknown);
+  return begin_capture(d, hs, mode, nullptr);
+}
+// The captured nodes join `hg` in order; the dependencies given are earlier nodes of it (that order holds them).
+CUresult CUDAAPI StreamBeginCaptureToGraph(CUstream hs, CUgraph hg, const CUgraphNode*, const CUgraphEdgeData*,
+                                           size_t, CUstreamCaptureMode mode) {
+  ENTER(cuStreamBeginCaptureToGraph, unknown);
+  graph_state* g = nullptr;
+  {
+    lock_t lock(d.m);
+    g = find_any_graph(d, hg);
+  }
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(d, hs, mode, g);
 }
 
 CUresult CUDAAPI StreamEndCapture(CUstream hs, CUgraph* out) {
@@ -126,6 +144,7 @@ CUresult CUDAAPI StreamEndCapture(CUstream hs, CUgraph* out) {
   if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   for (const auto& [id, m] : c->members)
     if (id != c->origin && m.nodes > m.joined) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  if (c->into) return *out = reinterpret_cast<CUgraph>(c->into), CUDA_SUCCESS;  // its nodes are there already
   auto g = std::make_unique<graph_state>();
   g->ctx = s->ctx;
   g->nodes = std::move(c->nodes);
@@ -192,7 +211,9 @@ CUresult CUDAAPI GraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg, unsigne
   lock_t lock(d.m);
   graph_state* g = find_graph(d.graphs, hg);
   if (!g || !out) return CUDA_ERROR_INVALID_VALUE;
-  return adopt(d, d.graph_execs, kind::graph_exec, std::make_unique<graph_state>(*g), out);
+  auto e = std::make_unique<graph_state>(*g);
+  instantiate_conditionals(d, *e);
+  return adopt(d, d.graph_execs, kind::graph_exec, std::move(e), out);
 }
 CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   ENTER(cuGraphLaunch, no_resources);
@@ -203,6 +224,7 @@ CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
   if (CUresult u = usable(context_of(s))) return u;
+  launch_conditionals(d, s, *e);
   for (const graph_node& n : e->nodes) submit(d, s, n.fn, 0, n.ready, n.type);  // captured again when s captures
   return CUDA_SUCCESS;
 }
@@ -220,7 +242,7 @@ CUresult CUDAAPI GraphDestroy(CUgraph hg) {
 CUresult CUDAAPI GraphGetNodes(CUgraph hg, CUgraphNode* nodes, size_t* n) {
   ENTER(cuGraphGetNodes, unknown);
   lock_t lock(d.m);
-  graph_state* g = find_graph(d.graphs, hg);
+  graph_state* g = find_any_graph(d, hg);
   if (!g || !n) return CUDA_ERROR_INVALID_VALUE;
   if (nodes)
     for (std::size_t i = 0; i < *n; ++i)
@@ -241,6 +263,7 @@ CUresult CUDAAPI GraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
 std::span<const entry> capture_entries() {
   static const entry table[] = {
       CUASYNC_SIM_ENTRY(cuStreamBeginCapture, StreamBeginCapture),
+      CUASYNC_SIM_ENTRY(cuStreamBeginCaptureToGraph, StreamBeginCaptureToGraph),
       CUASYNC_SIM_ENTRY(cuStreamEndCapture, StreamEndCapture),
       CUASYNC_SIM_ENTRY(cuStreamIsCapturing, StreamIsCapturing),
       CUASYNC_SIM_ENTRY(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode),

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The Driver API entry points of the simulated driver, handed out by cuGetProcAddress_v2 (the only symbol cuasync's
 // loader looks up), each at the ABI of the version cuasync requests (driver/detail/driver_api.hpp). The entry points
-// themselves are in entry_context.cpp, entry_stream.cpp, entry_capture.cpp, entry_memory.cpp, entry_module.cpp and
-// entry_logs.cpp; the control functions of control.h are here.
+// themselves are in entry_context.cpp, entry_stream.cpp, entry_capture.cpp, entry_conditional.cpp, entry_memory.cpp,
+// entry_module.cpp and entry_logs.cpp; the control functions of control.h are here.
 #include "entry_support.hpp"
 
 #include <cstdio>
@@ -19,7 +19,8 @@ namespace {
 CUresult CUDAAPI NotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
 
 const char* const unsupported[] = {"cuGraphExecKernelNodeSetParams", "cuGraphKernelNodeGetParams",
-                                   "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
+                                   "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled", "cuGraphMemsetNodeGetParams",
+                                   "cuGraphExecMemsetNodeSetParams",
                                    // IPC needs a second process and a real driver; the simulation has neither.
                                    "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
                                    "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
@@ -39,7 +40,8 @@ extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, 
     return CUDA_SUCCESS;
   }
   for (const auto fragment :
-       {context_entries, stream_entries, capture_entries, memory_entries, module_entries, log_entries})
+       {context_entries, stream_entries, capture_entries, conditional_entries, memory_entries, module_entries,
+        log_entries})
     for (const entry& e : fragment())
       if (!std::strcmp(symbol, e.name)) {
         *pfn = e.fn;

@@ -89,6 +89,7 @@ std::span<const entry> memory_entries();
 std::span<const entry> module_entries();
 std::span<const entry> log_entries();
 std::span<const entry> capture_entries();
+std::span<const entry> conditional_entries();
 // cuStreamGetCaptureInfo at the ABI of `cuda_version`: _v3 from 12.3, _v2 before.
 void* capture_info_entry(int cuda_version);
 

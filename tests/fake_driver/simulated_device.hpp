@@ -9,7 +9,8 @@
 // (and what waits on it): the device thread runs later work of other streams meanwhile, as a GPU does behind a
 // spinning kernel. Without a closed gate, work runs strictly in submission order.
 // Stream capture (entry_capture.cpp): work submitted to a capturing stream becomes a node of its capture instead
-// of running; an illegal call during a capture invalidates it, as the driver does (see capture_state).
+// of running; an illegal call during a capture invalidates it, as the driver does (see capture_state). Conditional
+// nodes (entry_conditional.cpp): built graphs whose if / while / switch nodes run their bodies by a handle's value.
 #include <cuda.h>
 
 #include <condition_variable>
@@ -43,12 +44,17 @@ struct context_state {
   CUresult sticky = CUDA_SUCCESS;  // a faulted kernel (sim_trap): every later call in the context answers it
 };
 
+struct conditional_node;   // entry_conditional.cpp
+struct conditional_value;
+struct graph_state;
+
 // One node of a graph: what submit() would have queued (its work, its gate, its context), in capture order.
 struct graph_node {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   context_state* ctx = nullptr;
   std::function<void()> fn;
   std::function<bool()> ready;
+  std::shared_ptr<conditional_node> conditional;  // a conditional node: its handle and bodies (`fn` made at instantiation)
 };
 
 // A capture sequence (cuStreamBeginCapture .. cuStreamEndCapture). Its nodes are kept in the order they were
@@ -63,6 +69,7 @@ struct capture_state {
   bool invalidated = false;          // an illegal call during it: its end answers INVALIDATED, no graph
   bool ended = false;
   std::deque<graph_node> nodes;      // deque: node handles (their addresses) stay valid
+  graph_state* into = nullptr;         // cuStreamBeginCaptureToGraph: nodes go straight into that graph instead
   struct member { std::size_t nodes = 0, joined = 0; graph_node* last = nullptr; };
   std::map<unsigned long long, member> members;  // by stream id, the origin included
 };
@@ -70,6 +77,10 @@ struct capture_state {
 struct graph_state {
   context_state* ctx = nullptr;
   std::deque<graph_node> nodes;
+  graph_state* parent = nullptr;  // a conditional node's body: the graph holding the node
+  // Conditional handles made for it (an instantiated graph: those of its bodies too), set to their default value at
+  // the start of each launch when asked to be.
+  std::vector<std::shared_ptr<conditional_value>> handles;
 };
 
 struct stream_state {
@@ -226,6 +237,17 @@ CUresult unsafe_call(device_model& d);
 // Work of the legacy default stream in a context where a blocking stream is capturing: invalidates those captures
 // and answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; CUDA_SUCCESS when there is none.
 CUresult legacy_stream_use(device_model& d, context_state* c);
+// ---- conditional nodes (entry_conditional.cpp; lock held unless said) ----
+// A graph (d.graphs) or a conditional node's body graph by its handle; nullptr when neither.
+graph_state* find_any_graph(device_model& d, CUgraph g);
+// Makes the work of `exec`'s conditional nodes from a snapshot of their bodies (later edits of the graph's bodies do
+// not reach it), and collects the bodies' handles into `exec.handles`.
+void instantiate_conditionals(device_model& d, graph_state& exec);
+// What a launch of `exec` on `s` does first: its handles' default values, assigned in stream order.
+void launch_conditionals(device_model& d, stream_state* s, const graph_state& exec);
+// cudaGraphSetConditional from a simulated kernel (lock not held): CUDA_ERROR_ILLEGAL_ADDRESS for an unknown handle.
+CUresult set_conditional(std::uint64_t handle, unsigned value);
+
 // True when work `seq` is done (lock held).
 bool finished(const device_model& d, std::uint64_t seq);
 // Waits (lock held, released while waiting) until work `seq` is done.
