@@ -42,13 +42,7 @@ graph graph::create(context_ref ctx, std::source_location where) {
 }
 
 conditional_handle graph::create_conditional(unsigned default_value, std::source_location where) {
-  if (!buildable_)
-    cuasync::detail::throw_invalid("cuasync::runtime::graph::create_conditional",
-                                   "graph " + cuasync::detail::handle_string(graph_) +
-                                       (graph_ ? " was captured: build a graph with conditional nodes with "
-                                                 "graph::create"
-                                               : " is empty (moved from)"),
-                                   where);
+  check_buildable("cuasync::runtime::graph::create_conditional", where);
   scoped_context guard(ctx_, where);
   conditional_handle h;
   if (CUresult r = driver().cuGraphConditionalHandleCreate(&h.value, graph_, ctx_.get(), default_value,
@@ -61,15 +55,19 @@ conditional_handle graph::create_conditional(unsigned default_value, std::source
 
 graph& graph::operator=(graph&& o) noexcept {
   if (this != &o) {
-    this->~graph();
+    destroy();  // not ~graph(): the builder's members live on and take `o`'s
     take(std::move(o));
   }
   return *this;
 }
 
-graph::~graph() {
+graph::~graph() { destroy(); }
+
+void graph::destroy() noexcept {
   if (graph_)
-    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_), "cuGraphDestroy", graph_);
+    if (auto* d = cuasync::detail::driver_if_loaded())
+      cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_), "cuGraphDestroy", graph_);
+  graph_ = nullptr;
 }
 
 std::size_t graph::node_count(std::source_location where) const {

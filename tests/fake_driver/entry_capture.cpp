@@ -212,6 +212,7 @@ CUresult CUDAAPI GraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg, unsigne
   graph_state* g = find_graph(d.graphs, hg);
   if (!g || !out) return CUDA_ERROR_INVALID_VALUE;
   auto e = std::make_unique<graph_state>(*g);
+  e->origin = g;
   instantiate_conditionals(d, *e);
   return adopt(d, d.graph_execs, kind::graph_exec, std::move(e), out);
 }
@@ -225,7 +226,8 @@ CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   if (r) return r;
   if (CUresult u = usable(context_of(s))) return u;
   launch_conditionals(d, s, *e);
-  for (const graph_node& n : e->nodes) submit(d, s, n.fn, 0, n.ready, n.type);  // captured again when s captures
+  for (const graph_node& n : e->nodes)  // captured again when s captures
+    if (n.enabled) submit(d, s, n.fn, 0, n.ready, n.type, n.params);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI GraphExecDestroy(CUgraphExec he) {

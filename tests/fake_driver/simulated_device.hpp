@@ -47,6 +47,19 @@ struct context_state {
 struct conditional_node;   // entry_conditional.cpp
 struct conditional_value;
 struct graph_state;
+struct function_state;
+
+// What a kernel or memset node was made from, for the calls that read and change a node (entry_graph_update.cpp).
+struct kernel_node_params {
+  CUfunction func = nullptr;
+  std::shared_ptr<const function_state> fn;  // a copy (the module may be unloaded before the work runs)
+  std::vector<unsigned char> args;
+  unsigned grid[3] = {}, block[3] = {}, shared = 0;
+};
+struct node_params {
+  std::shared_ptr<const kernel_node_params> kernel;
+  std::shared_ptr<const CUDA_MEMSET_NODE_PARAMS> memset;
+};
 
 // One node of a graph: what submit() would have queued (its work, its gate, its context), in capture order.
 struct graph_node {
@@ -54,7 +67,9 @@ struct graph_node {
   context_state* ctx = nullptr;
   std::function<void()> fn;
   std::function<bool()> ready;
-  std::shared_ptr<conditional_node> conditional;  // a conditional node: its handle and bodies (`fn` made at instantiation)
+  std::shared_ptr<conditional_node> conditional;  // a conditional node: handle and bodies (`fn` made at instantiation)
+  node_params params;                             // a kernel or memset node: what made `fn`
+  bool enabled = true;                            // false: an instantiated graph's node turned off
 };
 
 // A capture sequence (cuStreamBeginCapture .. cuStreamEndCapture). Its nodes are kept in the order they were
@@ -78,6 +93,7 @@ struct graph_state {
   context_state* ctx = nullptr;
   std::deque<graph_node> nodes;
   graph_state* parent = nullptr;  // a conditional node's body: the graph holding the node
+  const graph_state* origin = nullptr;  // an instantiated graph: the graph it was made from (its nodes' handles)
   // Conditional handles made for it (an instantiated graph: those of its bodies too), set to their default value at
   // the start of each launch when asked to be.
   std::vector<std::shared_ptr<conditional_value>> handles;
@@ -222,8 +238,10 @@ void make_sticky(context_state* c, CUresult r);
 // Queues `fn` as the next work of `s` (nullptr: the default stream); returns its sequence number. Lock held.
 // `after`: work that must be done before it; `ready`: a gate's condition (see work_item). On a capturing stream
 // it becomes a node of type `type` of the capture instead, and answers 0 (nothing to wait for).
+// `params`: what a kernel or memset node keeps of its launch.
 std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after = 0,
-                     std::function<bool()> ready = {}, CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY);
+                     std::function<bool()> ready = {}, CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY,
+                     node_params params = {});
 
 // ---- capture (entry_capture.cpp; lock held) ----
 // Marks `c` invalidated (its end answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).

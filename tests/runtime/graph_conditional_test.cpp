@@ -2,9 +2,11 @@
 // Conditional nodes built through runtime::graph (issue 30, scope 3): a while node whose body runs as many times as
 // the data says (Collatz steps of an input, counted on the device, against a CPU reference), if / else nodes, the
 // handle set by JIT kernels (`cudaGraphSetConditional` through jit::program::add_graph_conditional_header), and bad
-// input refused before the driver sees it. The kernels carry the simulated driver's names (sim_kernels.cpp), so the
-// [.simulated] cases run the same sources there (as PTX: FAKE_CUDA_COMPUTE_CAPABILITY=95); the [gpu] cases replay an
-// instantiated graph with new arguments (graph_exec::set_kernel_arguments), which the simulated driver does not do.
+// input refused before the driver sees it. The kernels carry the simulated driver's names (sim_kernels.cpp), so
+// every case runs the same sources there too (as PTX: FAKE_CUDA_COMPUTE_CAPABILITY=95; CTest
+// runtime_graph_conditional_simulated); the [gpu] cases replay an instantiated graph with new arguments
+// (graph_exec::set_kernel_arguments, set_memset), the [.simulated] ones build a graph per input and check what the
+// simulation alone can show (bad input refused before the driver, whose answer on a GPU is undefined or vaguer).
 #include <cuasync/runtime/graph.hpp>
 
 #include <cuasync/driver/copy.hpp>
@@ -201,6 +203,16 @@ TEST_CASE("conditional nodes refuse a handle of another graph, a body of the wro
   CHECK_THROWS_WITH(unused.instantiate(),
                     Contains(std::to_string(idle.value)) && Contains("used by no conditional node"));
 
+  // A moved-from graph takes nothing; the one moved into takes its handles along.
+  graph moved;
+  CHECK_THROWS_WITH(moved.create_conditional(), Contains("moved from"));
+  moved = std::move(other);
+  CHECK_THROWS_WITH(other.add_while(theirs, nothing), Contains("moved from"));
+  moved.add_while(theirs, nothing);
+  CHECK(moved.node_count() == 1);
+  moved = graph::create(rt->context());  // the graph it held is destroyed
+  CHECK(moved.node_count() == 0);
+
   // A captured graph takes no more pieces.
   graph captured = graph::capture(s, [&](stream_ref st) { memset_async(st, d.span(), 0); });
   CHECK_THROWS_WITH(captured.create_conditional(), Contains("was captured"));
@@ -258,6 +270,35 @@ TEST_CASE("an if / else node replayed with new handle values takes the branch ea
     CHECK(std::count(out.begin(), out.end(), value ? 11u : 101u) == n);
   }
   CHECK_THROWS_WITH(e.set_kernel_arguments(0, h), Contains("takes 2 parameter(s) but 1"));
+}
+
+TEST_CASE("conditional nodes nest: an if node inside a while node's body runs once per iteration",
+          "[runtime][graph][conditional][gpu]") {
+  setup t(1);
+  stream_ref s = t.s;
+  graph g = graph::create(s.context());
+  const conditional_handle loop = g.create_conditional(0), always = g.create_conditional(1);
+  unsigned* counter = t.d.data<unsigned>();
+  g.append(s, [&](stream_ref st) {
+    memset32_async(st, t.d.span(), 0);
+    launch(st, t.k.start, one, t.x.data<unsigned>(), t.steps.data<unsigned>(), 97u, loop);
+  });
+  g.add_while(loop, [&](graph_builder& body) {
+    body.append(s, [&](stream_ref st) {
+      launch(st, t.k.step, one, t.x.data<unsigned>(), t.steps.data<unsigned>(), loop);
+    });
+    body.add_if(always, [&](graph_builder& inner) {  // a handle of the whole graph, used two levels down
+      inner.append(s, [&](stream_ref st) { launch(st, t.k.add, one, counter, 1u, 1u); });
+    });
+  });
+  g.append(s, [&](stream_ref st) { copy_async(st, t.out, t.d.span()); });
+  graph_exec e = g.instantiate();
+  for (int replay = 0; replay < 2; ++replay) {
+    t.out[0] = 0;
+    e.launch(s);
+    s.synchronize();
+    CHECK(t.out[0] == collatz_steps(97));
+  }
 }
 
 TEST_CASE("a memset node's range and value change in place, checked against what it was captured with",

@@ -72,8 +72,9 @@ class graph_builder {
   //! `h`'s value is nonzero, checked before each run (so it may run zero times). `build(graph_builder& body)` fills
   //! the body (with `body.append`, or nested conditional nodes); a kernel in it sets the value for the next check.
   //! A body may hold kernels, memsets, copies and conditional nodes only (no host functions, event records or waits,
-  //! stream memory operations, allocations): anything else is refused, naming the node. @throws cuda_error for a
-  //! handle of another graph, a body of the wrong kind, or the driver's error
+  //! stream memory operations, allocations): anything else is refused, naming the node. If `build` throws, or the
+  //! body is refused, the node stays in the graph with what was built of its body: discard the graph.
+  //! @throws cuda_error for a handle of another graph, a body of the wrong kind, or the driver's error
   template <class F>
   graph_builder& add_while(conditional_handle h, F&& build,
                            std::source_location where = std::source_location::current()) {
@@ -112,8 +113,10 @@ class graph_builder {
       : graph_(g), ctx_(ctx), handles_(std::move(handles)) {}
   graph_builder(graph_builder&& o) noexcept
       : graph_(std::exchange(o.graph_, nullptr)), ctx_(o.ctx_), handles_(std::move(o.handles_)),
-        tail_(std::move(o.tail_)), buildable_(o.buildable_) {}
+        tail_(std::move(o.tail_)), buildable_(std::exchange(o.buildable_, false)) {}
   void take(graph_builder&& o) noexcept;
+  // Refuses a moved-from graph, or a captured one (which has no known tail to add pieces after).
+  void check_buildable(const char* api, std::source_location where) const;
 
   CUgraph graph_ = nullptr;
   context_ref ctx_;
@@ -144,7 +147,6 @@ class graph_builder {
     check_body(b, i, where);
   }
   void check_body(const conditional_bodies& b, unsigned i, std::source_location where) const;
-  void check_buildable(const char* api, std::source_location where) const;
   void begin_append(stream_ref s, std::source_location where);
   void abandon_append(stream_ref s) noexcept;
   void end_append(stream_ref s, std::source_location where);
@@ -191,6 +193,7 @@ class graph : public graph_builder {
   static void begin_capture(stream_ref s, std::source_location where);
   static void abandon_capture(stream_ref s) noexcept;
   static graph end_capture(stream_ref s, std::source_location where);
+  void destroy() noexcept;
 };
 
 //! An instantiated graph. Move-only.
