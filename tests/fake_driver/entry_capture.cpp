@@ -9,8 +9,9 @@
 // (cuda.h on cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode; the
 // programming guide's "Prohibited and Unhandled Operations"). Simplifications:
 // a launched graph runs its nodes one after another (a gate node holds the
-// whole graph, not only its branch); no node-updating calls, and of the
-// node-adding ones only conditional and empty nodes (entry_conditional.cpp); no
+// whole graph, not only its branch); of the node-updating calls those of kernel
+// and memset nodes (entry_graph_update.cpp), of the node-adding ones those of
+// conditional and empty nodes (entry_conditional.cpp); no
 // memory nodes (stream-ordered allocation in a capture is refused); no external
 // event nodes (a capturing stream's wait on an event recorded outside it is
 // refused).

@@ -49,6 +49,11 @@ std::map<std::uint64_t, std::weak_ptr<conditional_value>>& handles() {
   static auto* m = new std::map<std::uint64_t, std::weak_ptr<conditional_value>>;
   return *m;
 }
+// Drops the entries whose objects are gone (a weak entry keeps a make_shared object's memory).
+template <class Map>
+void prune(Map& m) {
+  std::erase_if(m, [](const auto& e) { return e.second.expired(); });
+}
 std::shared_ptr<conditional_value> find_handle(std::uint64_t h) {
   auto it = handles().find(h);
   return it == handles().end() ? nullptr : it->second.lock();
@@ -202,6 +207,7 @@ CUresult CUDAAPI GraphConditionalHandleCreate(CUgraphConditionalHandle* out, CUg
   h->value = default_value;
   g->handles.push_back(h);
   *out = reinterpret_cast<std::uintptr_t>(h.get());
+  prune(handles());
   handles()[*out] = h;
   return CUDA_SUCCESS;
 }
@@ -235,6 +241,7 @@ CUresult CUDAAPI GraphAddNode(CUgraphNode* out, CUgraph hg, const CUgraphNode* d
                          : p.type == CU_GRAPH_COND_TYPE_IF  ? p.size == 1 || p.size == 2
                          : p.type == CU_GRAPH_COND_TYPE_SWITCH && p.size >= 1;
     if (!size_ok) return CUDA_ERROR_INVALID_VALUE;
+    prune(bodies());
     auto c = std::make_shared<conditional_node>();
     c->type = p.type;
     c->handle = h;

@@ -22,8 +22,8 @@ namespace cuasync::runtime {
 
 class graph_exec;
 
-//! A kernel node's index and the caller's source location: `graph_exec::set_kernel_arguments` takes its index as
-//! this, because its last parameters are variadic (as launches take a `located_stream`).
+//! A kernel or memset node's index and the caller's source location: `graph_exec::set_kernel_arguments` takes its
+//! index as this, because its last parameters are variadic (as launches take a `located_stream`).
 struct located_node {
   std::size_t index;
   std::source_location where;
@@ -51,6 +51,7 @@ class graph_builder {
   graph_builder(const graph_builder&) = delete;
   graph_builder& operator=(const graph_builder&) = delete;
 
+  //! The graph, or body graph, being built (the driver's handle; still owned by the `graph`).
   CUgraph get() const noexcept { return graph_; }
   //! Captures everything `enqueue(s)` enqueues on `s` into this graph, after what was added before
   //! (`cuStreamBeginCaptureToGraph`, thread-local mode). Nothing runs. `s` must belong to the graph's context. If
