@@ -21,6 +21,19 @@ program& program::add_name_expression(std::string expression, std::source_locati
   return *this;
 }
 
+program& program::add_graph_conditional_header() {
+  // The toolkit's cuda_device_runtime_api.h declares the same (and warns under NVRTC about an internal header it
+  // includes); the guard lets a program include both. The call lowers to `.extern .func cudaGraphSetConditional`,
+  // which ptxas (NVRTC's, or the driver's for PTX) resolves itself.
+  return add_header(graph_conditional_header_name,
+                    "#pragma once\n"
+                    "#if !defined(__CUDA_DEVICE_RUNTIME_API_H__)\n"
+                    "typedef unsigned long long cudaGraphConditionalHandle;\n"
+                    "extern \"C\" __device__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle,\n"
+                    "                                                     unsigned int value);\n"
+                    "#endif\n");
+}
+
 const std::string& compiled_program::lowered_name(std::string_view expression, std::source_location where) const {
   for (const auto& [expr, lowered] : lowered_names)
     if (expr == expression) return lowered;

@@ -31,18 +31,43 @@ graph graph::end_capture(stream_ref s, std::source_location where) {
   return out;
 }
 
+graph graph::create(context_ref ctx, std::source_location where) {
+  graph out;
+  if (CUresult r = driver().cuGraphCreate(&out.graph_, 0); r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphCreate", "an empty graph of context " + cuasync::detail::handle_string(ctx.get()), where);
+  out.ctx_ = ctx;
+  out.handles_ = std::make_shared<handle_list>();
+  out.buildable_ = true;
+  return out;
+}
+
+conditional_handle graph::create_conditional(unsigned default_value, std::source_location where) {
+  check_buildable("cuasync::runtime::graph::create_conditional", where);
+  scoped_context guard(ctx_, where);
+  conditional_handle h;
+  if (CUresult r = driver().cuGraphConditionalHandleCreate(&h.value, graph_, ctx_.get(), default_value,
+                                                           CU_GRAPH_COND_ASSIGN_DEFAULT);
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphConditionalHandleCreate", "graph " + cuasync::detail::handle_string(graph_), where);
+  handles_->push_back({h.value, false});
+  return h;
+}
+
 graph& graph::operator=(graph&& o) noexcept {
   if (this != &o) {
-    this->~graph();
-    graph_ = std::exchange(o.graph_, nullptr);
-    ctx_ = o.ctx_;
+    destroy();  // not ~graph(): the builder's members live on and take `o`'s
+    take(std::move(o));
   }
   return *this;
 }
 
-graph::~graph() {
+graph::~graph() { destroy(); }
+
+void graph::destroy() noexcept {
   if (graph_)
-    if (auto* d = cuasync::detail::driver_if_loaded()) cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_), "cuGraphDestroy", graph_);
+    if (auto* d = cuasync::detail::driver_if_loaded())
+      cuasync::detail::defer_error(ctx_.get(), d->cuGraphDestroy(graph_), "cuGraphDestroy", graph_);
+  graph_ = nullptr;
 }
 
 std::size_t graph::node_count(std::source_location where) const {
@@ -54,6 +79,13 @@ std::size_t graph::node_count(std::source_location where) const {
 }
 
 graph_exec graph::instantiate(std::source_location where) const {
+  if (handles_)
+    for (const handle_record& h : *handles_)
+      if (!h.used)  // the driver may refuse the instantiation for it, saying less
+        cuasync::detail::throw_invalid("cuasync::runtime::graph::instantiate",
+                                       "graph " + cuasync::detail::handle_string(graph_) + ": conditional handle " +
+                                           std::to_string(h.value) + " is used by no conditional node",
+                                       where);
   graph_exec e;
   e.ctx_ = ctx_;
   scoped_context guard(ctx_, where);
@@ -67,6 +99,7 @@ graph_exec graph::instantiate(std::source_location where) const {
     CUgraphNodeType type{};
     cuasync::detail::check(driver().cuGraphNodeGetType(node, &type), "cuGraphNodeGetType", where);
     if (type == CU_GRAPH_NODE_TYPE_KERNEL) e.kernel_nodes_.push_back(node);
+    if (type == CU_GRAPH_NODE_TYPE_MEMSET) e.memset_nodes_.push_back(node);
   }
   return e;
 }
@@ -98,18 +131,23 @@ void graph_exec::launch(stream_ref s, std::source_location where) const {
   if (traced) traced->enqueued();
 }
 
-void graph_exec::check_node_index(const char* api, std::size_t index, std::source_location where) const {
-  if (index >= kernel_nodes_.size())
-    cuasync::detail::throw_invalid(
-        api, "kernel node " + std::to_string(index) + " of " + std::to_string(kernel_nodes_.size()), where);
+void graph_exec::check_node_index(const char* api, const char* kind, std::size_t index, std::size_t count,
+                                  std::source_location where) const {
+  if (index >= count)
+    cuasync::detail::throw_invalid(api,
+                                   std::string(kind) + " node " + std::to_string(index) + " of " +
+                                       std::to_string(count) + " (graph exec " +
+                                       cuasync::detail::handle_string(exec_) + ")",
+                                   where);
 }
 
 void graph_exec::update_kernel_node(std::size_t index, const launch_config* config, void** params,
                                     const std::size_t* sizes, std::size_t count, std::source_location where) {
   const char* api = config ? "cuasync::runtime::graph_exec::set_kernel_launch"
                            : "cuasync::runtime::graph_exec::set_kernel_arguments";
-  check_node_index(api, index, where);
-  const std::string node = "kernel node " + std::to_string(index);
+  check_node_index(api, "kernel", index, kernel_nodes_.size(), where);
+  const std::string node = "kernel node " + std::to_string(index) + " of graph exec " +
+                           cuasync::detail::handle_string(exec_);
   if (config && (config->cluster || config->cooperative || config->priority || config->dependent_launch))
     cuasync::detail::throw_invalid(api, node + ": a node keeps the launch attributes it was captured with (cluster, "
                                               "cooperative, priority, dependent launch): recapture to change them",
@@ -155,15 +193,54 @@ void graph_exec::update_kernel_node(std::size_t index, const launch_config* conf
     throw_cu(r, "cuGraphExecKernelNodeSetParams", node, where);
 }
 
+void graph_exec::update_memset_node(std::size_t index, device_span dst, std::uint32_t value, unsigned element_size,
+                                    std::source_location where) {
+  constexpr const char* api = "cuasync::runtime::graph_exec::set_memset";
+  check_node_index(api, "memset", index, memset_nodes_.size(), where);
+  const std::string node =
+      "memset node " + std::to_string(index) + " of graph exec " + cuasync::detail::handle_string(exec_);
+  scoped_context guard(ctx_, where);
+  CUDA_MEMSET_NODE_PARAMS p{};
+  cuasync::detail::check(driver().cuGraphMemsetNodeGetParams(memset_nodes_[index], &p), "cuGraphMemsetNodeGetParams",
+                         where);
+  // The driver changes a one-dimensional memset's address and value; its shape stays (it may refuse, or take a new
+  // width only sometimes): say so before asking.
+  if (p.height != 1)
+    cuasync::detail::throw_invalid(api, node + " is two-dimensional: only a one-dimensional memset's address and "
+                                               "value change in place",
+                                   where);
+  if (element_size != p.elementSize)
+    cuasync::detail::throw_invalid(api, node + " sets " + std::to_string(p.elementSize) +
+                                            "-byte elements but the value given is " + std::to_string(element_size) +
+                                            " byte(s)",
+                                   where);
+  const std::size_t bytes = p.width * p.elementSize;
+  if (dst.size != bytes)
+    cuasync::detail::throw_invalid(api, node + " sets " + std::to_string(bytes) + " bytes but the range given has " +
+                                            std::to_string(dst.size) + ": recapture to change its size",
+                                   where);
+  if (dst.ptr % element_size)
+    cuasync::detail::throw_invalid(api, node + ": the range given is not aligned to its " +
+                                            std::to_string(element_size) + "-byte elements",
+                                   where);
+  p.dst = dst.ptr;
+  p.value = value;
+  if (CUresult r = driver().cuGraphExecMemsetNodeSetParams(exec_, memset_nodes_[index], &p, ctx_.get());
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuGraphExecMemsetNodeSetParams", node, where);
+}
+
 void graph_exec::set_kernel_node_enabled(std::size_t index, bool enabled, std::source_location where) {
-  check_node_index("cuasync::runtime::graph_exec::set_kernel_node_enabled", index, where);
+  check_node_index("cuasync::runtime::graph_exec::set_kernel_node_enabled", "kernel", index, kernel_nodes_.size(),
+                   where);
   scoped_context guard(ctx_, where);
   if (CUresult r = driver().cuGraphNodeSetEnabled(exec_, kernel_nodes_[index], enabled ? 1 : 0); r != CUDA_SUCCESS)
     throw_cu(r, "cuGraphNodeSetEnabled", "kernel node " + std::to_string(index), where);
 }
 
 bool graph_exec::kernel_node_enabled(std::size_t index, std::source_location where) const {
-  check_node_index("cuasync::runtime::graph_exec::kernel_node_enabled", index, where);
+  check_node_index("cuasync::runtime::graph_exec::kernel_node_enabled", "kernel", index, kernel_nodes_.size(),
+                   where);
   scoped_context guard(ctx_, where);
   unsigned on = 0;
   if (CUresult r = driver().cuGraphNodeGetEnabled(exec_, kernel_nodes_[index], &on); r != CUDA_SUCCESS)

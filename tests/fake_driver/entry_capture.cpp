@@ -9,7 +9,9 @@
 // (cuda.h on cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode; the
 // programming guide's "Prohibited and Unhandled Operations"). Simplifications:
 // a launched graph runs its nodes one after another (a gate node holds the
-// whole graph, not only its branch); no node-adding or node-updating calls; no
+// whole graph, not only its branch); of the node-updating calls those of kernel
+// and memset nodes (entry_graph_update.cpp), of the node-adding ones those of
+// conditional and empty nodes (entry_conditional.cpp); no
 // memory nodes (stream-ordered allocation in a capture is refused); no external
 // event wait nodes (a capturing stream's wait on an event recorded outside it is
 // refused). External event record nodes are simulated (entry_stream.cpp): each
@@ -86,8 +88,8 @@ CUstreamCaptureStatus status_of(const stream_state& s) {
   return s.capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
-  ENTER(cuStreamBeginCapture, unknown);
+// `into`: a graph to capture into (cuStreamBeginCaptureToGraph), null for a new one.
+CUresult begin_capture(device_model& d, CUstream hs, CUstreamCaptureMode mode, graph_state* into) {
   lock_t lock(d.m);
   if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CUDA_SUCCESS;
@@ -102,10 +104,27 @@ CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
   c->mode = mode;
   c->origin = s->id;
   c->thread = this_thread();
+  c->into = into;
   c->members[s->id];
   s->capture = c;
   d.captures.insert(c.get());
   return CUDA_SUCCESS;
+}
+CUresult CUDAAPI StreamBeginCapture(CUstream hs, CUstreamCaptureMode mode) {
+  ENTER(cuStreamBeginCapture, unknown);
+  return begin_capture(d, hs, mode, nullptr);
+}
+// The captured nodes join `hg` in order; the dependencies given are earlier nodes of it (that order holds them).
+CUresult CUDAAPI StreamBeginCaptureToGraph(CUstream hs, CUgraph hg, const CUgraphNode*, const CUgraphEdgeData*,
+                                           size_t, CUstreamCaptureMode mode) {
+  ENTER(cuStreamBeginCaptureToGraph, unknown);
+  graph_state* g = nullptr;
+  {
+    lock_t lock(d.m);
+    g = find_any_graph(d, hg);
+  }
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(d, hs, mode, g);
 }
 
 CUresult CUDAAPI StreamEndCapture(CUstream hs, CUgraph* out) {
@@ -127,6 +146,7 @@ CUresult CUDAAPI StreamEndCapture(CUstream hs, CUgraph* out) {
   if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   for (const auto& [id, m] : c->members)
     if (id != c->origin && m.nodes > m.joined) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  if (c->into) return *out = reinterpret_cast<CUgraph>(c->into), CUDA_SUCCESS;  // its nodes are there already
   auto g = std::make_unique<graph_state>();
   g->ctx = s->ctx;
   g->nodes = std::move(c->nodes);
@@ -195,7 +215,10 @@ CUresult CUDAAPI GraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg, unsigne
   if (CUresult r = usable(current_context())) return r;
   graph_state* g = find_graph(d.graphs, hg);
   if (!g || !out) return CUDA_ERROR_INVALID_VALUE;
-  return adopt(d, d.graph_execs, kind::graph_exec, std::make_unique<graph_state>(*g), out);
+  auto e = std::make_unique<graph_state>(*g);
+  e->origin = g;
+  instantiate_conditionals(d, *e);
+  return adopt(d, d.graph_execs, kind::graph_exec, std::move(e), out);
 }
 CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   ENTER(cuGraphLaunch, no_resources);
@@ -206,8 +229,10 @@ CUresult CUDAAPI GraphLaunch(CUgraphExec he, CUstream hs) {
   stream_state* s = find_stream(d, hs, &r);
   if (r) return r;
   if (CUresult u = usable(context_of(s))) return u;
+  launch_conditionals(d, s, *e);
   for (const graph_node& n : e->nodes) {
-    const std::uint64_t seq = submit(d, s, n.fn, 0, n.ready, n.type);  // captured again when s captures
+    if (!n.enabled) continue;
+    const std::uint64_t seq = submit(d, s, n.fn, 0, n.ready, n.type, n.params);  // captured again when s captures
     if (n.event && seq)  // an event record node: the event stands for this launch's node from now on
       if (auto ev = d.events.find(n.event); ev != d.events.end()) {
         ev->second->captured_in.reset();
@@ -230,7 +255,7 @@ CUresult CUDAAPI GraphDestroy(CUgraph hg) {
 CUresult CUDAAPI GraphGetNodes(CUgraph hg, CUgraphNode* nodes, size_t* n) {
   ENTER(cuGraphGetNodes, unknown);
   lock_t lock(d.m);
-  graph_state* g = find_graph(d.graphs, hg);
+  graph_state* g = find_any_graph(d, hg);
   if (!g || !n) return CUDA_ERROR_INVALID_VALUE;
   if (nodes)
     for (std::size_t i = 0; i < *n; ++i)
@@ -251,6 +276,7 @@ CUresult CUDAAPI GraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
 std::span<const entry> capture_entries() {
   static const entry table[] = {
       CUASYNC_SIM_ENTRY(cuStreamBeginCapture, StreamBeginCapture),
+      CUASYNC_SIM_ENTRY(cuStreamBeginCaptureToGraph, StreamBeginCaptureToGraph),
       CUASYNC_SIM_ENTRY(cuStreamEndCapture, StreamEndCapture),
       CUASYNC_SIM_ENTRY(cuStreamIsCapturing, StreamIsCapturing),
       CUASYNC_SIM_ENTRY(cuThreadExchangeStreamCaptureMode, ThreadExchangeStreamCaptureMode),

@@ -248,6 +248,21 @@ CUresult CUDAAPI MemFreeAsync(CUdeviceptr p, CUstream hs) {
   });
   return CUDA_SUCCESS;
 }
+}  // namespace
+
+std::function<void()> memset_work(CUdeviceptr dst, unsigned value, std::size_t n, std::size_t unit) {
+  return [=] {
+    if (unit == 1) {
+      std::memset(reinterpret_cast<void*>(dst), static_cast<int>(value), n);
+    } else {
+      auto* p = reinterpret_cast<std::uint32_t*>(dst);
+      for (size_t i = 0; i < n; ++i) p[i] = value;
+    }
+  };
+}
+
+namespace {
+
 CUresult memset_async(device_model& d, CUdeviceptr dst, unsigned value, size_t n, size_t unit, CUstream hs) {
   lock_t lock(d.m);
   CUresult r = CUDA_SUCCESS;
@@ -256,14 +271,11 @@ CUresult memset_async(device_model& d, CUdeviceptr dst, unsigned value, size_t n
   std::uintptr_t base = 0;
   allocation* a = find_memory(d, dst, &base);
   if (!a || dst + n * unit > base + a->size || dst % unit) return CUDA_ERROR_INVALID_VALUE;
-  submit(d, s, [=] {
-    if (unit == 1) {
-      std::memset(reinterpret_cast<void*>(dst), static_cast<int>(value), n);
-    } else {
-      auto* p = reinterpret_cast<std::uint32_t*>(dst);
-      for (size_t i = 0; i < n; ++i) p[i] = value;
-    }
-  }, 0, {}, CU_GRAPH_NODE_TYPE_MEMSET);
+  node_params kept;
+  if (s && s->capture)  // a node: what the node-update calls read and change (entry_graph_update.cpp)
+    kept.memset = std::make_shared<const CUDA_MEMSET_NODE_PARAMS>(
+        CUDA_MEMSET_NODE_PARAMS{dst, 0, value, static_cast<unsigned>(unit), n, 1});
+  submit(d, s, memset_work(dst, value, n, unit), 0, {}, CU_GRAPH_NODE_TYPE_MEMSET, std::move(kept));
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI MemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {

@@ -108,7 +108,8 @@ CUresult CUDAAPI KernelGetFunction(CUfunction* out, CUkernel hk) {
   return CUDA_SUCCESS;
 }
 
-// A function whose module (or library) is still loaded (nullptr otherwise). Lock held.
+}  // namespace
+
 function_state* find_function(device_model& d, CUfunction f) {
   auto* fs = reinterpret_cast<function_state*>(f);
   for (auto& [h, m] : d.modules)
@@ -120,6 +121,50 @@ function_state* find_function(device_model& d, CUfunction f) {
         if (fn.get() == fs) return fs;
   return nullptr;
 }
+
+bool pack_arguments(const function_state& f, void** params, void** extra, std::vector<unsigned char>& args) {
+  args.clear();
+  if (params) {
+    for (std::size_t i = 0; i < f.params.size(); ++i) {
+      args.resize(f.params[i].offset + f.params[i].size);
+      std::memcpy(args.data() + f.params[i].offset, params[i], f.params[i].size);
+    }
+  } else if (extra) {
+    void* buffer = nullptr;
+    std::size_t size = 0;
+    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(e[1]);
+    }
+    if (!buffer) return false;
+    args.assign(static_cast<unsigned char*>(buffer), static_cast<unsigned char*>(buffer) + size);
+  } else if (!f.params.empty()) {
+    return false;
+  }
+  return true;
+}
+
+CUresult check_launch_shape(const function_state& f, const unsigned grid[3], const unsigned block[3],
+                            unsigned shared) {
+  if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2]) return CUDA_ERROR_INVALID_VALUE;
+  if (std::uint64_t(block[0]) * block[1] * block[2] > 1024 || block[2] > 64) return CUDA_ERROR_INVALID_VALUE;
+  if (shared > static_cast<unsigned>(std::max(48 << 10, f.max_dynamic_shared))) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+std::function<void()> kernel_work(device_model& d, context_state* c, const function_state& f,
+                                  std::vector<unsigned char> args) {
+  // A copy of `f`: the module may be unloaded before the work runs (the driver keeps it).
+  return [&d, c, fn = f, args = std::move(args)] {
+    if (CUresult e = run_kernel(fn, args)) {
+      std::lock_guard l(d.m);
+      if (c->sticky == CUDA_SUCCESS) c->sticky = e;
+    }
+  };
+}
+
+namespace {
+
 CUresult CUDAAPI FuncGetAttribute(int* v, CUfunction_attribute a, CUfunction hf) {
   ENTER(cuFuncGetAttribute, unknown);
   lock_t lock(d.m);
@@ -174,38 +219,17 @@ CUresult launch(device_model& d, CUfunction hf, const unsigned grid[3], const un
   context_state* c = context_of(s);
   if (CUresult u = usable(c)) return u;
   if (c != f->module->ctx) return CUDA_ERROR_INVALID_HANDLE;  // a function of another context
-  if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2]) return CUDA_ERROR_INVALID_VALUE;
-  if (std::uint64_t(block[0]) * block[1] * block[2] > 1024 || block[2] > 64) return CUDA_ERROR_INVALID_VALUE;
-  if (shared > static_cast<unsigned>(std::max(48 << 10, f->max_dynamic_shared))) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult shape = check_launch_shape(*f, grid, block, shared)) return shape;
   std::vector<unsigned char> args;
-  if (params) {
-    for (std::size_t i = 0; i < f->params.size(); ++i) {
-      args.resize(f->params[i].offset + f->params[i].size);
-      std::memcpy(args.data() + f->params[i].offset, params[i], f->params[i].size);
-    }
-  } else if (extra) {
-    void* buffer = nullptr;
-    std::size_t size = 0;
-    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
-      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
-      if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(e[1]);
-    }
-    if (!buffer) return CUDA_ERROR_INVALID_VALUE;
-    args.assign(static_cast<unsigned char*>(buffer), static_cast<unsigned char*>(buffer) + size);
-  } else if (!f->params.empty()) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  const function_state fn = *f;  // the module may be unloaded before the work runs (the driver keeps it)
-  std::function<bool()> gate = kernel_gate(fn, args);
-  submit(
-      d, s,
-      [&d, c, fn, args = std::move(args)] {
-        if (CUresult e = run_kernel(fn, args)) {
-          std::lock_guard l(d.m);
-          if (c->sticky == CUDA_SUCCESS) c->sticky = e;
-        }
-      },
-      0, std::move(gate), CU_GRAPH_NODE_TYPE_KERNEL);
+  if (!pack_arguments(*f, params, extra, args)) return CUDA_ERROR_INVALID_VALUE;
+  std::function<bool()> gate = kernel_gate(*f, args);
+  node_params kept;
+  if (s && s->capture)  // a node: what the node-update calls read and change (entry_graph_update.cpp)
+    kept.kernel = std::make_shared<const kernel_node_params>(
+        kernel_node_params{hf, std::make_shared<const function_state>(*f), args, {grid[0], grid[1], grid[2]},
+                           {block[0], block[1], block[2]}, shared});
+  submit(d, s, kernel_work(d, c, *f, std::move(args)), 0, std::move(gate), CU_GRAPH_NODE_TYPE_KERNEL,
+         std::move(kept));
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI LaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The Driver API entry points of the simulated driver, handed out by cuGetProcAddress_v2 (the only symbol cuasync's
 // loader looks up), each at the ABI of the version cuasync requests (driver/detail/driver_api.hpp). The entry points
-// themselves are in entry_context.cpp, entry_stream.cpp, entry_capture.cpp, entry_memory.cpp, entry_module.cpp and
-// entry_logs.cpp; the control functions of control.h are here.
+// themselves are in entry_context.cpp, entry_stream.cpp, entry_capture.cpp, entry_conditional.cpp,
+// entry_graph_update.cpp, entry_memory.cpp, entry_module.cpp and entry_logs.cpp; the control functions of control.h
+// are here.
 #include "entry_support.hpp"
 
 #include <cstdio>
@@ -14,13 +15,10 @@ using namespace sim::api;
 
 namespace {
 
-// Graphs are captured and launched (entry_capture.cpp), not edited: cuasync's node-update code answers the driver's
-// "not supported" as it would any error.
+// What the simulation does not model: cuasync's code answers the driver's "not supported" as it would any error.
 CUresult CUDAAPI NotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
 
-const char* const unsupported[] = {"cuGraphExecKernelNodeSetParams", "cuGraphKernelNodeGetParams",
-                                   "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
-                                   // IPC needs a second process and a real driver; the simulation has neither.
+const char* const unsupported[] = {// IPC needs a second process and a real driver; the simulation has neither.
                                    "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
                                    "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
                                    // Nor is virtual memory management (its attributes read 0: no VMM, no fd handles).
@@ -39,7 +37,8 @@ extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, 
     return CUDA_SUCCESS;
   }
   for (const auto fragment :
-       {context_entries, stream_entries, capture_entries, memory_entries, module_entries, log_entries})
+       {context_entries, stream_entries, capture_entries, conditional_entries, graph_update_entries, memory_entries,
+        module_entries, log_entries})
     for (const entry& e : fragment())
       if (!std::strcmp(symbol, e.name)) {
         *pfn = e.fn;

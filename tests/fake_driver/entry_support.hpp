@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 namespace sim::api {
 
@@ -57,6 +59,20 @@ place where(device_model& d, std::uintptr_t p, std::size_t n, CUresult* r);
 // destination is written before returning (the call is synchronous then), everything else when its turn comes.
 CUresult copy(lock_t& lock, std::uintptr_t dst, std::uintptr_t src, std::size_t n, CUstream hs);
 
+// Kernels and memsets, shared by launches and the node-update calls (entry_graph_update.cpp); lock held.
+// A function whose module (or library) is still loaded (nullptr otherwise).
+function_state* find_function(device_model& d, CUfunction f);
+// The argument bytes of a launch of `f` from its kernelParams or extra; false when neither gives them.
+bool pack_arguments(const function_state& f, void** params, void** extra, std::vector<unsigned char>& args);
+// CUDA_ERROR_INVALID_VALUE for a grid, block or dynamic shared memory `f` cannot be launched with.
+CUresult check_launch_shape(const function_state& f, const unsigned grid[3], const unsigned block[3],
+                            unsigned shared);
+// The work of a launch of `fn` with `args` in context `c` (a fault there is sticky).
+std::function<void()> kernel_work(device_model& d, context_state* c, const function_state& f,
+                                  std::vector<unsigned char> args);
+// The work of a memset of `n` elements of `unit` (1 or 4) bytes at `dst`.
+std::function<void()> memset_work(CUdeviceptr dst, unsigned value, std::size_t n, std::size_t unit);
+
 // A created object joins its map (keyed by the handle given out) and the live count of its kind.
 template <class Handle, class State>
 CUresult adopt(device_model& d, std::map<void*, std::unique_ptr<State>>& map, kind k, std::unique_ptr<State> s,
@@ -89,6 +105,8 @@ std::span<const entry> memory_entries();
 std::span<const entry> module_entries();
 std::span<const entry> log_entries();
 std::span<const entry> capture_entries();
+std::span<const entry> conditional_entries();
+std::span<const entry> graph_update_entries();
 // cuStreamGetCaptureInfo at the ABI of `cuda_version`: _v3 from 12.3, _v2 before.
 void* capture_info_entry(int cuda_version);
 

@@ -149,10 +149,12 @@ void make_sticky(context_state* c, CUresult r) {
 }
 
 std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after,
-                     std::function<bool()> ready, CUgraphNodeType type) {
+                     std::function<bool()> ready, CUgraphNodeType type, node_params params) {
   if (s && s->capture) {  // captured, not run: `after` is none here (a wait in a capture is an edge, not work)
     capture_state& c = *s->capture;
-    graph_node& n = c.nodes.emplace_back(graph_node{type, s->ctx, std::move(fn), std::move(ready)});
+    std::deque<graph_node>& nodes = c.into ? c.into->nodes : c.nodes;
+    graph_node& n =
+        nodes.emplace_back(graph_node{type, s->ctx, std::move(fn), std::move(ready), {}, std::move(params)});
     capture_state::member& m = c.members[s->id];
     ++m.nodes;
     m.last = &n;

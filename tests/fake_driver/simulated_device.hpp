@@ -9,7 +9,8 @@
 // (and what waits on it): the device thread runs later work of other streams meanwhile, as a GPU does behind a
 // spinning kernel. Without a closed gate, work runs strictly in submission order.
 // Stream capture (entry_capture.cpp): work submitted to a capturing stream becomes a node of its capture instead
-// of running; an illegal call during a capture invalidates it, as the driver does (see capture_state).
+// of running; an illegal call during a capture invalidates it, as the driver does (see capture_state). Conditional
+// nodes (entry_conditional.cpp): built graphs whose if / while / switch nodes run their bodies by a handle's value.
 #include <cuda.h>
 
 #include <condition_variable>
@@ -43,6 +44,23 @@ struct context_state {
   CUresult sticky = CUDA_SUCCESS;  // a faulted kernel (sim_trap): every later call in the context answers it
 };
 
+struct conditional_node;   // entry_conditional.cpp
+struct conditional_value;
+struct graph_state;
+struct function_state;
+
+// What a kernel or memset node was made from, for the calls that read and change a node (entry_graph_update.cpp).
+struct kernel_node_params {
+  CUfunction func = nullptr;
+  std::shared_ptr<const function_state> fn;  // a copy (the module may be unloaded before the work runs)
+  std::vector<unsigned char> args;
+  unsigned grid[3] = {}, block[3] = {}, shared = 0;
+};
+struct node_params {
+  std::shared_ptr<const kernel_node_params> kernel;
+  std::shared_ptr<const CUDA_MEMSET_NODE_PARAMS> memset;
+};
+
 // One node of a graph: what submit() would have queued (its work, its gate, its context), in capture order.
 struct graph_node {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
@@ -52,6 +70,9 @@ struct graph_node {
   // An event record node (cuEventRecordWithFlags' external record): each launch records `event` anew, so that a query
   // of it answers for that launch's node (nullptr for other nodes).
   CUevent event = nullptr;
+  std::shared_ptr<conditional_node> conditional;  // a conditional node: handle and bodies (`fn` made at instantiation)
+  node_params params;                             // a kernel or memset node: what made `fn`
+  bool enabled = true;                            // false: an instantiated graph's node turned off
 };
 
 // A capture sequence (cuStreamBeginCapture .. cuStreamEndCapture). Its nodes are kept in the order they were
@@ -66,6 +87,7 @@ struct capture_state {
   bool invalidated = false;          // an illegal call during it: its end answers INVALIDATED, no graph
   bool ended = false;
   std::deque<graph_node> nodes;      // deque: node handles (their addresses) stay valid
+  graph_state* into = nullptr;         // cuStreamBeginCaptureToGraph: nodes go straight into that graph instead
   struct member { std::size_t nodes = 0, joined = 0; graph_node* last = nullptr; };
   std::map<unsigned long long, member> members;  // by stream id, the origin included
 };
@@ -73,6 +95,11 @@ struct capture_state {
 struct graph_state {
   context_state* ctx = nullptr;
   std::deque<graph_node> nodes;
+  graph_state* parent = nullptr;  // a conditional node's body: the graph holding the node
+  const graph_state* origin = nullptr;  // an instantiated graph: the graph it was made from (its nodes' handles)
+  // Conditional handles made for it (an instantiated graph: those of its bodies too), set to their default value at
+  // the start of each launch when asked to be.
+  std::vector<std::shared_ptr<conditional_value>> handles;
 };
 
 struct stream_state {
@@ -214,8 +241,10 @@ void make_sticky(context_state* c, CUresult r);
 // Queues `fn` as the next work of `s` (nullptr: the default stream); returns its sequence number. Lock held.
 // `after`: work that must be done before it; `ready`: a gate's condition (see work_item). On a capturing stream
 // it becomes a node of type `type` of the capture instead, and answers 0 (nothing to wait for).
+// `params`: what a kernel or memset node keeps of its launch.
 std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn, std::uint64_t after = 0,
-                     std::function<bool()> ready = {}, CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY);
+                     std::function<bool()> ready = {}, CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY,
+                     node_params params = {});
 
 // ---- capture (entry_capture.cpp; lock held) ----
 // Marks `c` invalidated (its end answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
@@ -229,6 +258,17 @@ CUresult unsafe_call(device_model& d);
 // Work of the legacy default stream in a context where a blocking stream is capturing: invalidates those captures
 // and answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; CUDA_SUCCESS when there is none.
 CUresult legacy_stream_use(device_model& d, context_state* c);
+// ---- conditional nodes (entry_conditional.cpp; lock held unless said) ----
+// A graph (d.graphs) or a conditional node's body graph by its handle; nullptr when neither.
+graph_state* find_any_graph(device_model& d, CUgraph g);
+// Makes the work of `exec`'s conditional nodes from a snapshot of their bodies (later edits of the graph's bodies do
+// not reach it), and collects the bodies' handles into `exec.handles`.
+void instantiate_conditionals(device_model& d, graph_state& exec);
+// What a launch of `exec` on `s` does first: its handles' default values, assigned in stream order.
+void launch_conditionals(device_model& d, stream_state* s, const graph_state& exec);
+// cudaGraphSetConditional from a simulated kernel (lock not held): CUDA_ERROR_ILLEGAL_ADDRESS for an unknown handle.
+CUresult set_conditional(std::uint64_t handle, unsigned value);
+
 // True when work `seq` is done (lock held).
 bool finished(const device_model& d, std::uint64_t seq);
 // Waits (lock held, released while waiting) until work `seq` is done.

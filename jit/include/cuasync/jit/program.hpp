@@ -29,6 +29,12 @@ class program {
     headers_.insert_or_assign(std::move(include_name), std::move(contents));
     return *this;
   }
+  //! Makes `#include <cuasync/graph_conditional.cuh>` declare, for device code, `cudaGraphConditionalHandle` and
+  //! `cudaGraphSetConditional(handle, value)`, with which a kernel sets the value of a graph's conditional node
+  //! (`runtime::graph::create_conditional`). NVRTC declares neither by itself; the call is a builtin that the compiler
+  //! resolves (no relocatable device code, no device runtime library to link). The header is one of the program's
+  //! in-memory headers (`graph_conditional_header_name`), so it is part of the cache key like any other.
+  program& add_graph_conditional_header();
   //! Asks for the lowered (mangled) name of a `__global__` function or template instantiation, e.g.
   //! `"saxpy<float, 256>"` or `"ns::reduce<double>"`; NVRTC instantiates the template. Duplicates are ignored.
   program& add_name_expression(std::string expression, std::source_location where = std::source_location::current());
@@ -45,6 +51,9 @@ class program {
   std::map<std::string, std::string> headers_;
   std::vector<std::string> name_expressions_;
 };
+
+//! The include name `program::add_graph_conditional_header` provides.
+inline constexpr const char* graph_conditional_header_name = "cuasync/graph_conditional.cuh";
 
 //! The result of a compile: the code and the lowered names that belong to it (stored with it in the caches).
 struct compiled_program {

@@ -51,7 +51,10 @@ namespace cuasync::detail {
   X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) X(cuGraphInstantiateWithFlags, 11040)          \
   X(cuGraphLaunch, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000)                              \
   X(cuGraphExecKernelNodeSetParams, 12000) X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000)            \
-  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)
+  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)            \
+  X(cuGraphCreate, 10000) X(cuGraphAddNode, 12030) X(cuGraphConditionalHandleCreate, 12030)                      \
+  X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamGetCaptureInfo, 12030) X(cuGraphMemsetNodeGetParams, 10000)   \
+  X(cuGraphExecMemsetNodeSetParams, 10020)
 
 // (name, version) of entry points newer than CUDA 12.4, or that the simulated driver lacks: null where the driver has
 // none. Each use checks for null and falls back or says what is missing.
