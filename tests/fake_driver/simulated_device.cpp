@@ -154,7 +154,7 @@ std::uint64_t submit(device_model& d, stream_state* s, std::function<void()> fn,
     capture_state& c = *s->capture;
     std::deque<graph_node>& nodes = c.into ? c.into->nodes : c.nodes;
     graph_node& n =
-        nodes.emplace_back(graph_node{type, s->ctx, std::move(fn), std::move(ready), {}, std::move(params)});
+        nodes.emplace_back(graph_node{type, s->ctx, std::move(fn), std::move(ready), nullptr, {}, std::move(params)});
     capture_state::member& m = c.members[s->id];
     ++m.nodes;
     m.last = &n;
