@@ -2,6 +2,8 @@
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/event_pool.hpp>
 
+#include <cuasync/driver/blocking_free.hpp>
+
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
@@ -108,6 +110,10 @@ event_pool::~event_pool() {
     }
   if (!alive)
     for (auto& slab : slabs_) (void)slab.release();
+  // The slabs' cuMemFreeHost waits for the whole device to be idle: the reaper makes it, never the thread whose last
+  // loan or runtime teardown ends the pool (driver/blocking_free.hpp).
+  must_not_block_scope teardown;
+  slabs_.clear();
 }
 
 std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source_location where) {

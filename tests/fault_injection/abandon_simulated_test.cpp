@@ -57,13 +57,17 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   auto c = std::make_unique<test::c_abi_client>(test::c_abi_library(), s->get());  // runtime_create reserves too
   for (int i = 0; i < 1000 && live_pinned() < before + 2 * per_runtime; ++i) std::this_thread::sleep_for(10ms);
   std::printf("RESERVED %ld pinned blocks\n", live_pinned() - before);
+  std::fflush(stdout);  // a child killed at its time bound loses what is buffered
   gate->close(*s);  // never opened: the device never goes idle again
   cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c->stream(), c->completion(1, false)};
   c->check(c->api().stream_wait(&w), "stream_wait");
   std::printf("PENDING %zu completions\n", 1 - c->drain(1, 100ms).size());
+  std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   for (const auto& line : c->teardown()) std::printf("TEARDOWN said %s\n", line.c_str());
   c.reset();
+  std::printf("TEARDOWN of the C ABI's runtime ok\n");
+  std::fflush(stdout);
   rt.reset();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   const deferred_free_stats f = deferred_frees();
