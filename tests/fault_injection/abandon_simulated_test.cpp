@@ -43,11 +43,12 @@ long live_pinned() {
 
 TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]") {
   CUASYNC_CHILD_ONLY();
-  // The framework's objects, left to the process's end as a framework with an endless kernel leaves them.
-  auto* kept = new primary_context(primary_context::retain(device::get(0)));
+  // The framework's objects, left to the process's end as a framework with an endless kernel leaves them (static:
+  // reachable, so LeakSanitizer does not count them).
+  static auto* kept = new primary_context(primary_context::retain(device::get(0)));
   const context_ref ctx = *kept;
-  auto* s = new stream(stream::create(ctx));
-  auto* gate = new test::sim_gate(ctx);
+  static auto* s = new stream(stream::create(ctx));
+  static auto* gate = new test::sim_gate(ctx);
   const long before = live_pinned();
   // Each runtime reserves pageable staging at creation: cold chunks and gate words, allocated in the background.
   runtime::device_runtime_options reserving;
