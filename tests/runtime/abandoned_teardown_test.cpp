@@ -12,6 +12,7 @@
 #include "gpu.hpp"
 #include "sim_gate.hpp"
 #include "simulated_driver.hpp"
+#include "trace_recording.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -98,4 +99,20 @@ TEST_CASE("the reaper skips a free whose context's life ended before its turn", 
   CHECK(after.handed_over == before.handed_over + 2);
   CHECK(after.done == before.done + 2);
   CHECK(after.skipped == before.skipped + 1);
+}
+
+TEST_CASE("a primary context's release while a traced kernel never ends returns within the bound",
+          "[runtime][cold][teardown][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  const context_ref c = test::ctx();
+  std::future<void> released;  // declared first, so destroyed last: after the gate below opened
+  stream s = stream::create(c);
+  test::sim_gate gate(c);
+  primary_context extra = primary_context::retain(0);
+  test::trace_recording recording;
+  gate.close(s);  // traced: the GPU span collector waits for its end event when the context is released
+  const auto start = std::chrono::steady_clock::now();
+  released = std::async(std::launch::async, [p = std::move(extra)]() mutable { p = primary_context(); });
+  REQUIRE(released.wait_for(10s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - start < teardown_free_wait + 2s);
 }
