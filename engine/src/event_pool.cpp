@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/event_pool.hpp>
+
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
