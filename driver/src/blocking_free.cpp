@@ -6,6 +6,7 @@
 #include <cuasync/driver/detail/serial_worker.hpp>
 #include <cuasync/trace/hooks.hpp>
 
+#include <algorithm>
 #include <compare>
 #include <condition_variable>
 #include <cstdlib>
@@ -13,12 +14,14 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 
 namespace cuasync {
 
 namespace {
 thread_local bool marked = false;
+thread_local const std::function<bool()>* held_until = nullptr;  // the innermost deferred_until_scope's
 
 bool deferred_everywhere() noexcept {
   static const bool on = [] {
@@ -66,10 +69,10 @@ struct free_call {
   }
 };
 
-// Makes `f`, unless the life it was handed over in has ended: the context took its memory with it, and the address
-// may be another allocation's by now. Then settles it in the ledger.
-void reap(const free_call& f, life_key key) noexcept {
-  const bool ended = key.life != 0 && detail::context_life(key.ctx) != key.life;
+// Makes `f`, unless the life it was handed over in has ended (the context took its memory with it, and the address
+// may be another allocation's by now) or it is `dropped`. Then settles it in the ledger.
+void reap(const free_call& f, life_key key, bool dropped = false) noexcept {
+  const bool ended = dropped || (key.life != 0 && detail::context_life(key.ctx) != key.life);
   if (!ended) f.make();
   ledger& l = the_ledger();
   std::lock_guard lock(l.m);
@@ -80,7 +83,24 @@ void reap(const free_call& f, life_key key) noexcept {
   }
   l.settled.notify_all();
 }
+// Holds a free until `ready` answers true, polling; false when process exit came first.
+bool held_until_ready(const std::function<bool()>& ready) noexcept {
+  using std::chrono::milliseconds;
+  try {
+    for (milliseconds pause{1}; !ready(); pause = std::min(pause * 2, milliseconds{20})) {
+      if (reaper().stopping()) return false;
+      std::this_thread::sleep_for(pause);
+    }
+  } catch (...) {
+    // A predicate that throws holds nothing.
+  }
+  return true;
+}
 }  // namespace
+
+deferred_until_scope::deferred_until_scope(std::function<bool()> ready) noexcept
+    : ready_(std::move(ready)), outer_(std::exchange(held_until, &ready_)) {}
+deferred_until_scope::~deferred_until_scope() { held_until = outer_; }
 
 bool set_thread_must_not_block(bool must_not_block) noexcept { return std::exchange(marked, must_not_block); }
 bool thread_must_not_block() noexcept { return marked || deferred_everywhere(); }
@@ -129,7 +149,14 @@ void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle
   } catch (...) {
     return f.make();  // no memory for the ledger
   }
-  if (!reaper().post(std::function<void()>([f, key] { reap(f, key); }))) reap(f, key);  // not taken: made here
+  std::function<bool()> ready;
+  try {
+    if (held_until) ready = *held_until;
+  } catch (...) {
+  }
+  auto task = [f, key, ready] { reap(f, key, ready && !held_until_ready(ready)); };
+  // Not taken (no memory, or exit): made here, or dropped if it would wait for work cuasync knows is pending.
+  if (!reaper().post(std::function<void()>(task))) reap(f, key, ready && !ready());
 }
 }  // namespace detail
 

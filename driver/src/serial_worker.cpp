@@ -57,6 +57,11 @@ bool serial_worker::on_worker() const noexcept {
   return thread_.joinable() && id_ == std::this_thread::get_id();
 }
 
+bool serial_worker::stopping() const noexcept {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
 std::uint64_t serial_worker::posted() const noexcept {
   std::lock_guard lock(mutex_);
   return posted_;

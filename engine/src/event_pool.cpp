@@ -175,6 +175,13 @@ void event_pool::sweep() noexcept {
 
 std::size_t event_pool::live_pools() noexcept { return live_count.load(std::memory_order_relaxed); }
 
+std::uint32_t event_pool::admitted_in(CUcontext ctx) noexcept {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.pools.find(ctx);
+  return it == r.pools.end() || !it->second.pool ? 0 : it->second.pool->admitted();
+}
+
 detail::event_slot* event_pool::create_slot(std::source_location where) {
   if (words_supported_ < 0)
     words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;

@@ -64,8 +64,9 @@ device_runtime::~device_runtime() {
   // Members first (streams, pools), then the context: release owned_ last, then forget pools of dead contexts.
   {
     // cuMemFreeHost and cuMemFree wait for the whole device to be idle, which a kernel that never ends never lets
-    // happen: the pools' and the staging ring's frees go to the reaper, waited for (bounded) below.
-    must_not_block_scope teardown;
+    // happen: the pools' and the staging ring's frees go to the reaper (held there while the context's awaited
+    // operations are on the GPU), waited for (bounded) below.
+    deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::admitted_in(ctx) == 0; });
     kernels_.reset();
     staging_.reset();
     pinned_.reset();

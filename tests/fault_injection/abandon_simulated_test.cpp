@@ -26,21 +26,6 @@
 using namespace cuasync;
 using namespace std::chrono_literals;
 
-namespace {
-
-// Pinned host allocations the simulated driver holds now (its report's "pinned_host=N").
-long live_pinned() {
-  auto report = reinterpret_cast<int (*)(char*, int)>(test::simulated_driver_symbol("fake_cuda_report"));
-  if (!report) return -1;
-  std::vector<char> text(static_cast<std::size_t>(report(nullptr, 0)) + 1);
-  report(text.data(), static_cast<int>(text.size()));
-  const std::string s(text.data());
-  const auto at = s.find(" pinned_host=");
-  return at == std::string::npos ? -1 : std::stol(s.substr(at + 13));
-}
-
-}  // namespace
-
 TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]") {
   CUASYNC_CHILD_ONLY();
   // The framework's objects, left to the process's end as a framework with an endless kernel leaves them (static:
@@ -49,15 +34,16 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   const context_ref ctx = *kept;
   static auto* s = new stream(stream::create(ctx));
   static auto* gate = new test::sim_gate(ctx);
-  const long before = live_pinned();
+  const long before = test::simulated_live_objects("pinned_host");
   // Each runtime reserves pageable staging at creation: cold chunks and gate words, allocated in the background.
   runtime::device_runtime_options reserving;
   reserving.reserve_pageable_staging = true;
   const long per_runtime = static_cast<long>(reserving.pageable.cold_chunks) + 4;
   auto rt = runtime::device_runtime::create(0, reserving);
   auto c = std::make_unique<test::c_abi_client>(test::c_abi_library(), s->get());  // runtime_create reserves too
-  for (int i = 0; i < 1000 && live_pinned() < before + 2 * per_runtime; ++i) std::this_thread::sleep_for(10ms);
-  std::printf("RESERVED %ld pinned blocks\n", live_pinned() - before);
+  for (int i = 0; i < 1000 && test::simulated_live_objects("pinned_host") < before + 2 * per_runtime; ++i)
+    std::this_thread::sleep_for(10ms);
+  std::printf("RESERVED %ld pinned blocks\n", test::simulated_live_objects("pinned_host") - before);
   std::fflush(stdout);  // a child killed at its time bound loses what is buffered
   gate->close(*s);  // never opened: the device never goes idle again
   cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c->stream(), c->completion(1, false)};

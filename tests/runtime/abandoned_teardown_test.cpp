@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Teardown while the device never goes idle (a kernel that never ends): a runtime's destructor hands its pinned
-// frees to the reaper and waits for them only within a bound; the reaper makes them once the work ends, and skips a
-// free whose context's life ended first. On the simulated driver, whose cuMemFreeHost waits until the device is
+// frees to the reaper and waits for them only within a bound; the reaper makes them once the work ends, skips a free
+// whose context's life ended first, and holds one handed over in a deferred_until_scope until it is ready. On the simulated driver, whose cuMemFreeHost waits until the device is
 // idle and whose closed gate holds it (CTest runtime_cold_paths_simulated).
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
@@ -17,7 +17,9 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace cuasync;
 using namespace cuasync::runtime;
@@ -73,7 +75,8 @@ CUresult hold_the_reaper(const detail::driver_entry_points&, const void*) {
 }
 }  // namespace
 
-TEST_CASE("the reaper skips a free whose context's life ended before its turn", "[runtime][cold][teardown][.simulated]") {
+TEST_CASE("the reaper skips a free whose context's life ended before its turn",
+          "[runtime][cold][teardown][.simulated]") {
   CUASYNC_SIMULATED_ONLY();
   const auto& d = detail::driver();
   CUdevice dev = 0;
@@ -115,4 +118,28 @@ TEST_CASE("a primary context's release while a traced kernel never ends returns 
   released = std::async(std::launch::async, [p = std::move(extra)]() mutable { p = primary_context(); });
   REQUIRE(released.wait_for(10s) == std::future_status::ready);
   CHECK(std::chrono::steady_clock::now() - start < teardown_free_wait + 2s);
+}
+
+TEST_CASE("a free handed over in a deferred_until_scope is held on the reaper, without a driver call, until ready",
+          "[runtime][cold][teardown][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  drain_deferred_frees();
+  pinned_buffer p = pinned_buffer::allocate(test::ctx(), 4096);
+  const long live = test::simulated_live_objects("pinned_host");
+  const deferred_free_stats before = deferred_frees();
+  std::atomic<bool> go{false};
+  {
+    deferred_until_scope teardown([&go] { return go.load(); });
+    CHECK(thread_must_not_block());
+    p = pinned_buffer();
+  }
+  CHECK_FALSE(thread_must_not_block());
+  std::this_thread::sleep_for(100ms);
+  CHECK(deferred_frees().done == before.done);
+  CHECK(test::simulated_live_objects("pinned_host") == live);  // no cuMemFreeHost yet, though the device is idle
+  go = true;
+  drain_deferred_frees();
+  CHECK(deferred_frees().done == before.done + 1);
+  CHECK(deferred_frees().skipped == before.skipped);
+  CHECK(test::simulated_live_objects("pinned_host") == live - 1);
 }

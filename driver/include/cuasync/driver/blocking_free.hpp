@@ -43,6 +43,23 @@ class must_not_block_scope {
  private:
   bool was_;
 };
+//! Marks the calling thread as `must_not_block_scope` does, and holds the frees it hands over meanwhile, on the reaper
+//! and without a driver call, until `ready()` answers true: a teardown whose context still has awaited operations on
+//! the GPU (`ready`: none is left) does not start a free that would wait for them (with a kernel that never ends, a
+//! reaper thread inside the driver at process exit). `ready` is polled (1 ms, backing off to 20 ms) and must not
+//! block, throw or call the driver; at process exit a free still held is dropped (the process is ending).
+class deferred_until_scope {
+ public:
+  explicit deferred_until_scope(std::function<bool()> ready) noexcept;
+  ~deferred_until_scope();
+  deferred_until_scope(const deferred_until_scope&) = delete;
+  deferred_until_scope& operator=(const deferred_until_scope&) = delete;
+
+ private:
+  std::function<bool()> ready_;
+  const std::function<bool()>* outer_;
+  must_not_block_scope marked_;
+};
 //! Whether the calling thread hands blocking frees to the reaper: it is marked, or `CUASYNC_DEFER_BLOCKING_FREES=1`
 //! is set in the environment (every thread then does; read once).
 bool thread_must_not_block() noexcept;
@@ -64,7 +81,8 @@ bool drain_deferred_frees_of(CUcontext ctx, std::chrono::milliseconds bound = te
 struct deferred_free_stats {
   std::uint64_t handed_over = 0;  //!< frees handed to the reaper since the process started
   std::uint64_t done = 0;         //!< ... of which it has settled (made, or skipped)
-  std::uint64_t skipped = 0;      //!< ... of which it skipped: their context's life had ended
+  std::uint64_t skipped = 0;      //!< ... of which it skipped: their context's life had ended, or (held by a
+                                  //!< `deferred_until_scope`) the process was exiting
   std::uint64_t abandoned = 0;    //!< context lives whose teardown stopped waiting (`drain_deferred_frees_of`)
 };
 deferred_free_stats deferred_frees() noexcept;

@@ -34,6 +34,8 @@ class serial_worker {
   void drain() noexcept;
   //! True on the worker's thread.
   bool on_worker() const noexcept;
+  //! True once process exit has begun stopping it (a task that polls can give up then).
+  bool stopping() const noexcept;
   std::uint64_t posted() const noexcept;
   std::uint64_t ran() const noexcept;
 
