@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
+#include <cuasync/driver/detail/context_life.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include "gpu_span_collector.hpp"
 
@@ -26,15 +27,8 @@ std::unordered_map<CUcontext, deferred_failure>& deferred() {
   return m;
 }
 
-// The id of the context that `ctx` is now, 0 when it cannot be read (gone). A primary context keeps its handle when
-// it is released and retained again, and a later context can reuse a handle: the id tells the lives apart. Asked
-// only where a failure is kept or found, so a context without one never pays for it.
-unsigned long long life_of(CUcontext ctx) noexcept {
-  unsigned long long id = 0;
-  const auto* d = detail::driver_if_loaded();
-  if (!d || d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) return 0;
-  return id;
-}
+// Asked only where a failure is kept or found, so a context without one never pays for it.
+unsigned long long life_of(CUcontext ctx) noexcept { return detail::context_life(ctx); }
 
 // The failure kept for `ctx` if it happened in the context's present life; one of an earlier life is dropped.
 // Under deferred_mutex.
@@ -49,6 +43,12 @@ std::optional<deferred_failure> take_locked(CUcontext ctx) {
 }  // namespace
 
 namespace detail {
+unsigned long long context_life(CUcontext ctx) noexcept {
+  unsigned long long id = 0;
+  const auto* d = driver_if_loaded();
+  if (!d || d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) return 0;
+  return id;
+}
 void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept {
   if (r == CUDA_SUCCESS) return;
   try {
@@ -156,8 +156,9 @@ primary_context& primary_context::operator=(primary_context&& o) noexcept {
 
 primary_context::~primary_context() {
   if (ctx_) {
-    // Frees handed to the reaper are made while the context is alive: this release may be its last.
-    drain_deferred_frees();
+    // Frees handed to the reaper are made while the context is alive (this release may be its last), unless its device
+    // never goes idle: then the release goes ahead after a bound, and the reaper skips what is left of this life.
+    drain_deferred_frees_of(ctx_);
     detail::forget_context_for_trace(ctx_);
     CUdevice dev = 0;
     if (driver().cuDeviceGet(&dev, device_) == CUDA_SUCCESS) driver().cuDevicePrimaryCtxRelease(dev);

@@ -5,6 +5,7 @@
 // runs first.
 #include "gpu_span_collector.hpp"
 #include "gpu_span_state.hpp"
+#include <cuasync/driver/blocking_free.hpp>
 
 #include <cuasync/driver/detail/gpu_span_pump.hpp>
 #include <cuasync/driver/device.hpp>
@@ -103,8 +104,8 @@ class collector {
     return pass_unlocked();
   }
 
-  // The context is about to be released: its queued spans are waited for and recorded, and the collector's stream,
-  // events and references on it destroyed (the next traced operation on it starts afresh).
+  // The context is about to be released: its queued spans are waited for (at most teardown_free_wait) and recorded,
+  // and the collector's stream, events and references on it destroyed (the next traced operation on it starts afresh).
   void forget(CUcontext ctx) {
     std::lock_guard one_pass(pass_mutex_);
     std::vector<CUevent> last;
@@ -118,8 +119,12 @@ class collector {
         if (!queue.spans.empty()) last.push_back(queue.spans.back().events.end);
     }
     if (!dead) {
-      scoped_push push(ctx);
-      for (CUevent e : last) driver().cuEventSynchronize(e);
+      // Polled, bounded: behind a kernel that never ends, a synchronize would hold this release forever. What has not
+      // ended by then is dropped below.
+      const auto until = std::chrono::steady_clock::now() + teardown_free_wait;
+      for (CUevent e : last)
+        while (driver().cuEventQuery(e) == CUDA_ERROR_NOT_READY && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     pass_unlocked();
     std::lock_guard lock(mutex_);

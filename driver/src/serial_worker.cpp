@@ -57,6 +57,11 @@ bool serial_worker::on_worker() const noexcept {
   return thread_.joinable() && id_ == std::this_thread::get_id();
 }
 
+bool serial_worker::stopping() const noexcept {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
 std::uint64_t serial_worker::posted() const noexcept {
   std::lock_guard lock(mutex_);
   return posted_;
@@ -72,7 +77,11 @@ void serial_worker::run() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
     work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, nothing left
+    if (queue_.empty()) {  // stopping, nothing left
+      exited_ = true;
+      exited_cv_.notify_all();
+      return;
+    }
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
@@ -89,12 +98,15 @@ void serial_worker::run() noexcept {
 }
 
 void serial_worker::stop() noexcept {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
+  std::unique_lock lock(mutex_);
+  stopping_ = true;
   work_.notify_one();
-  if (thread_.joinable() && id_ != std::this_thread::get_id()) thread_.join();  // after the queue has run
+  if (!thread_.joinable() || id_ == std::this_thread::get_id()) return;
+  // After the queue has run, or never: a task stuck in the driver is left to the process's end (the worker is never
+  // destroyed, so its thread is never joined then).
+  if (!exited_cv_.wait_for(lock, exit_wait, [&] { return exited_; })) return;
+  lock.unlock();
+  thread_.join();
 }
 
 }  // namespace cuasync::detail

@@ -2,6 +2,7 @@
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/event_pool.hpp>
 
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
@@ -108,6 +109,10 @@ event_pool::~event_pool() {
     }
   if (!alive)
     for (auto& slab : slabs_) (void)slab.release();
+  // The slabs' cuMemFreeHost waits for the whole device to be idle: the reaper makes it, never the thread whose last
+  // loan or runtime teardown ends the pool (driver/blocking_free.hpp).
+  must_not_block_scope teardown;
+  slabs_.clear();
 }
 
 std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source_location where) {
@@ -169,6 +174,13 @@ void event_pool::sweep() noexcept {
 }
 
 std::size_t event_pool::live_pools() noexcept { return live_count.load(std::memory_order_relaxed); }
+
+std::uint32_t event_pool::admitted_in(CUcontext ctx) noexcept {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.pools.find(ctx);
+  return it == r.pools.end() || !it->second.pool ? 0 : it->second.pool->admitted();
+}
 
 detail::event_slot* event_pool::create_slot(std::source_location where) {
   if (words_supported_ < 0)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 
+#include <cuasync/driver/blocking_free.hpp>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -60,12 +62,21 @@ void device_runtime::warm_up_staging(std::vector<std::size_t> pinned_sizes, std:
 
 device_runtime::~device_runtime() {
   // Members first (streams, pools), then the context: release owned_ last, then forget pools of dead contexts.
-  kernels_.reset();
-  staging_.reset();
-  pinned_.reset();
-  streams_.reset();
-  events_.reset();
-  event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
+  {
+    // cuMemFreeHost and cuMemFree wait for the whole device to be idle, which a kernel that never ends never lets
+    // happen: the pools' and the staging ring's frees go to the reaper (held there while the context's awaited
+    // operations are on the GPU), waited for (bounded) below.
+    deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::admitted_in(ctx) == 0; });
+    kernels_.reset();
+    staging_.reset();
+    pinned_.reset();
+    streams_.reset();
+    events_.reset();
+    event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
+  }
+  // Done within the bound unless the device never goes idle (the context is then abandoned); an adopted context's
+  // owner may destroy it once this returns.
+  drain_deferred_frees_of(ctx_.get());
   owned_.reset();  // the context goes now, or with the last lease or pinned block that still holds it
   event_pool::sweep();
 }

@@ -3,6 +3,8 @@
 
 #include "grower.hpp"
 
+#include <cuasync/driver/blocking_free.hpp>
+
 #include <bit>
 #include <limits>
 
@@ -47,6 +49,14 @@ pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, st
                          std::shared_ptr<const void> context_keeper)
     : context_keeper_(std::move(context_keeper)), ctx_(ctx), events_(std::move(events)), idle_(64) {
   stats_.cap = cap_bytes;
+}
+
+pinned_pool::~pinned_pool() {
+  // Before context_keeper_ goes: its release waits (bounded) for these frees. Held while awaited operations of the
+  // context are on the GPU: cuMemFreeHost would wait for them (forever, behind a kernel that never ends).
+  deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::admitted_in(ctx) == 0; });
+  idle_.clear();
+  pending_.clear();
 }
 
 std::size_t pinned_pool::size_class(std::size_t bytes) noexcept {

@@ -4,6 +4,8 @@
 // loader, beside the C++ library in the same process), a runtime on device 0's primary context, a framework's stream
 // adopted, and one queue whose completions arrive both ways: callbacks (counted here) and records drained from its
 // fd. Calls that fail throw std::runtime_error with the library's message.
+#include "child_process.hpp"
+
 #include <cuasync/cuasync.h>
 
 #include <dlfcn.h>
@@ -18,6 +20,13 @@
 #include <vector>
 
 namespace cuasync::test {
+
+//! libcuasync.so of this build: <build>/plugins, two levels above this executable (<build>/tests/fault_injection).
+inline std::string c_abi_library() {
+  std::string self = self_path();
+  for (int i = 0; i < 3; ++i) self = self.substr(0, self.rfind('/'));
+  return self + "/plugins/libcuasync.so";
+}
 
 class c_abi_client {
  public:

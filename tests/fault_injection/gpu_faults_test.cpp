@@ -8,6 +8,7 @@
 // the context survives, both must stay usable.
 #include "c_abi_client.hpp"
 #include "child_process.hpp"
+#include "exit_watchdog.hpp"
 #include "gpu.hpp"
 
 #include <cuasync/async_io.hpp>
@@ -25,13 +26,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <execinfo.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <csignal>
-#include <thread>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -44,13 +38,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr launch_config one{.grid = 1, .block = 1};
-
-// libcuasync.so of this build: <build>/plugins, two levels above this executable (<build>/tests/fault_injection).
-std::string c_abi_library() {
-  std::string self = test::self_path();
-  for (int i = 0; i < 3; ++i) self = self.substr(0, self.rfind('/'));
-  return self + "/plugins/libcuasync.so";
-}
 
 // "CUDA_ERROR_ILLEGAL_ADDRESS" for 700: the first word of the category's message.
 std::string result_name(int r) {
@@ -115,7 +102,7 @@ void spawn_waiter(asio::io_context& io, const char* name, Op op) {
 // it by two more; the C ABI waits on the same stream with a callback and two fd records.
 void sticky_fault(const std::string& kind) {
   device_setup d;
-  test::c_abi_client c(c_abi_library(), d.s.get());
+  test::c_abi_client c(test::c_abi_library(), d.s.get());
   auto host = d.rt->pinned()->allocate(4096);
   auto buf = runtime::tracked_buffer::allocate(*d.rt, d.s, 4096);
   d.close_gate();
@@ -162,7 +149,7 @@ void sticky_fault(const std::string& kind) {
 // or the device has. Each is an error naming the call; then both libraries work on the same runtime and stream.
 void surviving_fault(const std::string& kind) {
   device_setup d;
-  test::c_abi_client c(c_abi_library(), d.s.get());
+  test::c_abi_client c(test::c_abi_library(), d.s.get());
   asio::io_context io;
   stream_ref s = d.s;
   constexpr std::size_t too_much = std::size_t{1} << 40;  // 1 TiB: more than any device
@@ -245,33 +232,13 @@ void surviving_fault(const std::string& kind) {
 
 // A kernel that never ends: the waiters give up (a coroutine's wait is cancelled at its deadline, the C ABI's queue
 // is destroyed with its completions pending), and everything is torn down while the kernel still runs.
-// If the process has not ended `limit` after main returned, prints the main thread's stack (where exit hangs) and
-// ends it with status 3.
-void on_dump_signal(int) {
-  void* frames[64];
-  const int n = backtrace(frames, 64);
-  static const char head[] = "EXIT HANG: the main thread is at\n";
-  (void)!::write(1, head, sizeof head - 1);
-  backtrace_symbols_fd(frames, n, 1);
-}
-void arm_exit_watchdog(std::chrono::seconds limit) {
-  std::signal(SIGUSR1, on_dump_signal);
-  const pid_t main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
-  std::thread([main_tid, limit] {
-    std::this_thread::sleep_for(limit);
-    ::syscall(SYS_tgkill, ::getpid(), main_tid, SIGUSR1);
-    std::this_thread::sleep_for(2s);
-    ::_exit(3);
-  }).detach();
-}
-
 void abandoned_kernel() {
   // The framework's own objects: the primary context (kept, as PyTorch keeps it), the kernel's module and its flag.
   // A framework with an endless kernel cannot release them (each would wait for the kernel); it leaves them to the
   // process's end, which is what this child does (never destroyed).
   new primary_context(primary_context::retain(device::get(0)));
   auto d = std::make_unique<device_setup>();
-  auto c = std::make_unique<test::c_abi_client>(c_abi_library(), d->s.get());
+  auto c = std::make_unique<test::c_abi_client>(test::c_abi_library(), d->s.get());
   d->close_gate();  // never opened
   asio::io_context io;
   stream_ref s = d->s;
@@ -299,7 +266,7 @@ void abandoned_kernel() {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   std::printf("TEARDOWN ok in %lld ms (the kernel still runs)\n", static_cast<long long>(ms.count()));
   std::fflush(stdout);
-  arm_exit_watchdog(20s);  // then the process ends (exit: cuasync's and the driver's static teardown)
+  test::arm_exit_watchdog(20s);  // then the process ends (exit: cuasync's and the driver's static teardown)
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 
 #include <dlfcn.h>
 
+#include <string>
+#include <vector>
+
 namespace cuasync::test {
 
 namespace {
@@ -43,6 +46,16 @@ bool simulated_driver_loaded() noexcept { return simulated_handle() != nullptr; 
 void* simulated_driver_symbol(const char* name) noexcept {
   void* lib = simulated_handle();
   return lib ? ::dlsym(lib, name) : nullptr;
+}
+
+long simulated_live_objects(const char* kind) {
+  auto report = reinterpret_cast<int (*)(char*, int)>(simulated_driver_symbol("fake_cuda_report"));
+  if (!report) return -1;
+  std::vector<char> text(static_cast<std::size_t>(report(nullptr, 0)) + 1);
+  report(text.data(), static_cast<int>(text.size()));
+  const std::string t(text.data()), key = std::string(" ") + kind + "=";
+  const auto at = t.find(key);
+  return at == std::string::npos ? -1 : std::stol(t.substr(at + key.size()));
 }
 
 }  // namespace cuasync::test

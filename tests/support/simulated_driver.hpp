@@ -20,6 +20,10 @@ bool simulated_driver_loaded() noexcept;
 //! simulated one or has no such symbol.
 void* simulated_driver_symbol(const char* name) noexcept;
 
+//! How many objects of `kind` (the report's names: "pinned_host", "events", ...) the simulated driver holds now; -1
+//! on any other driver. @throws std::bad_alloc
+long simulated_live_objects(const char* kind);
+
 //! True on the simulated driver; otherwise a Catch2 warning says the case was skipped and why (defined in
 //! test_main.cpp: test executables only).
 bool simulated_or_skip();

@@ -199,6 +199,9 @@ typedef struct cuasync_runtime_create_args {
 } cuasync_runtime_create_args;
 #define CUASYNC_RUNTIME_CREATE_ARGS_SIZE CUASYNC_STRUCT_SIZE(cuasync_runtime_create_args, runtime)
 
+/* Destroys a runtime. Its pinned memory is freed on a cuasync thread (cuMemFreeHost waits for the whole device to be
+ * idle); the call waits for that at most about a second, so it returns even while a kernel that never ends runs: what
+ * is left is freed once the device is idle, or goes with the context. */
 typedef struct cuasync_runtime_destroy_args {
   size_t struct_size;
   cuasync_runtime runtime; /* in: its streams, buffers and modules must be destroyed first */

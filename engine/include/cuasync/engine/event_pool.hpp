@@ -122,6 +122,11 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   static void release_if_unused(context_ref ctx) noexcept;
   //! Pools alive in the process (for tests of teardown).
   static std::size_t live_pools() noexcept;
+  //! The awaited operations of `ctx` holding an admission place now (their GPU work not seen done yet), read from the
+  //! registry without taking a reference to the pool (which would keep `release_if_unused` from dropping it): what
+  //! a teardown's frees are held for (driver/blocking_free.hpp's `deferred_until_scope`). 0 without a pool. Never
+  //! throws.
+  static std::uint32_t admitted_in(CUcontext ctx) noexcept;
 
   ~event_pool();
   event_pool(const event_pool&) = delete;

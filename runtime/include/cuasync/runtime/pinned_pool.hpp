@@ -76,6 +76,10 @@ class pinned_pool : public std::enable_shared_from_this<pinned_pool> {
               std::shared_ptr<const void> context_keeper = nullptr);
   pinned_pool(const pinned_pool&) = delete;
   pinned_pool& operator=(const pinned_pool&) = delete;
+  //! Hands its blocks' frees (`cuMemFreeHost`, which waits for the whole device to be idle) to the reaper, on whichever
+  //! thread the last block or owner goes, held there until the context's awaited operations are done
+  //! (driver/blocking_free.hpp): never waits for the GPU itself.
+  ~pinned_pool();
 
   //! A block of at least `bytes` (> 0). A hit costs a lock and a vector pop; a miss calls `cuMemHostAlloc` here
   //! (~0.7 ms per MiB: `allocate_async` keeps it off a thread that awaits).
