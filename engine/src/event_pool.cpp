@@ -8,6 +8,7 @@
 #include <cuasync/driver/error.hpp>
 #include <cuasync/driver/stream.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <unordered_map>
@@ -180,6 +181,23 @@ std::uint32_t event_pool::admitted_in(CUcontext ctx) noexcept {
   std::lock_guard lock(r.mutex);
   const auto it = r.pools.find(ctx);
   return it == r.pools.end() || !it->second.pool ? 0 : it->second.pool->admitted();
+}
+
+bool event_pool::quiet_in(CUcontext ctx) noexcept {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.pools.find(ctx);
+  if (it == r.pools.end() || !it->second.pool) return true;
+  event_pool& pool = *it->second.pool;
+  if (pool.admitted() != 0) return false;
+  const auto* d = detail::driver_if_loaded();
+  if (!d) return true;
+  std::lock_guard pool_lock(pool.mutex_);
+  for (const auto& slot : pool.slots_)
+    if (std::find(pool.idle_.begin(), pool.idle_.end(), slot.get()) == pool.idle_.end() &&
+        d->cuEventQuery(slot->event) == CUDA_ERROR_NOT_READY)
+      return false;
+  return true;
 }
 
 detail::event_slot* event_pool::create_slot(std::source_location where) {

@@ -65,8 +65,8 @@ device_runtime::~device_runtime() {
   {
     // cuMemFreeHost and cuMemFree wait for the whole device to be idle, which a kernel that never ends never lets
     // happen: the pools' and the staging ring's frees go to the reaper (held there while the context's awaited
-    // operations are on the GPU), waited for (bounded) below.
-    deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::admitted_in(ctx) == 0; });
+    // operations are on the GPU: event_pool::quiet_in), waited for (bounded) below.
+    deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::quiet_in(ctx); });
     kernels_.reset();
     staging_.reset();
     pinned_.reset();

@@ -54,7 +54,7 @@ pinned_pool::pinned_pool(context_ref ctx, std::shared_ptr<event_pool> events, st
 pinned_pool::~pinned_pool() {
   // Before context_keeper_ goes: its release waits (bounded) for these frees. Held while awaited operations of the
   // context are on the GPU: cuMemFreeHost would wait for them (forever, behind a kernel that never ends).
-  deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::admitted_in(ctx) == 0; });
+  deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::quiet_in(ctx); });
   idle_.clear();
   pending_.clear();
 }

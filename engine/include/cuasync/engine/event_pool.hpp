@@ -127,6 +127,12 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! a teardown's frees are held for (driver/blocking_free.hpp's `deferred_until_scope`). 0 without a pool. Never
   //! throws.
   static std::uint32_t admitted_in(CUcontext ctx) noexcept;
+  //! No awaited operation of `ctx` holds a place and every event its pool has lent out reports done (`cuEventQuery`,
+  //! which never blocks): what a teardown's frees are held for. A stream wait holds no place but its event stays lent
+  //! while the work before it runs; a free made then would wait inside the driver (cuMemFreeHost waits for the
+  //! device) holding a lock that every other thread's driver call needs (seen on the H200: `cuStreamDestroy` stuck
+  //! behind the reaper's `cuMemFreeHost`). True without a pool. Never throws.
+  static bool quiet_in(CUcontext ctx) noexcept;
 
   ~event_pool();
   event_pool(const event_pool&) = delete;
