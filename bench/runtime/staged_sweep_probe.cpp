@@ -3,14 +3,20 @@
 // pinned buffer's copy of the same size) measured between the configurations, so that defaults are chosen from
 // data: chunk size x chunks in the ring x ramped ends x host copy threads. Prints one line per configuration.
 // Usage: cuasync_staged_sweep_probe [MiB (default 64)] [reps (default 15)]
+//        cuasync_staged_sweep_probe trace [MiB (default 64)]: one default-option copy each way traced after warm-up,
+//        its spans printed relative to the call (where a staged copy's time goes, against the pinned copy's).
 #include <cuasync/driver.hpp>
 #include <cuasync/runtime/staged_copy.hpp>
+#include <cuasync/trace/clock.hpp>
+#include <cuasync/trace/recorder.hpp>
+#include <cuasync/trace/timeline.hpp>
 
 #include "bench.hpp"
 #include "gpu.hpp"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,6 +29,11 @@ int main(int argc, char** argv) {
   if (!test::gpu_available(&reason)) {
     std::fprintf(stderr, "cuasync_staged_sweep_probe needs a GPU: %s\n", reason.c_str());
     return 2;
+  }
+  const bool traced = argc > 1 && std::strcmp(argv[1], "trace") == 0;
+  if (traced) {
+    --argc;
+    ++argv;
   }
   const std::size_t size = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64) << 20;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 15;
@@ -48,6 +59,37 @@ int main(int argc, char** argv) {
     const double dd = gbps([&] { copy_async(s, pinned.bytes(), d.span()); });
     return std::pair{h, dd};
   };
+  if (traced) {
+    staged_copier c(ctx, staged_copy_options{});
+    for (int i = 0; i < 5; ++i) {  // warm-up: the ring, the store choice, the team's threads
+      c.copy_to_device(s, d.span(), std::span<const std::byte>(host));
+      c.copy_to_host(s, std::span<std::byte>(host), d.span());
+    }
+    auto show = [&](const char* what, auto&& f) {
+      trace::clear();
+      trace::enable();
+      const std::int64_t t0 = trace::now_ns();
+      f();
+      s.synchronize();
+      const std::int64_t t1 = trace::now_ns();
+      trace::disable();
+      trace::timeline t = trace::snapshot();
+      t.normalize();
+      std::printf("%s: %.1f us call to synchronized, %.1f GB/s; spans (us from the call):\n", what, (t1 - t0) / 1e3,
+                  size / double(t1 - t0));
+      for (const trace::span& sp : t.spans)
+        std::printf("  %9.1f %9.1f %8.1f  %-10s %-16s %-28s %8.2f MiB\n", (sp.begin_ns - t0) / 1e3,
+                    (sp.end_ns - t0) / 1e3, sp.duration_ns() / 1e3, std::string(trace::to_string(sp.category)).c_str(),
+                    t.lane_name(sp.lane).c_str(), sp.name.c_str(), sp.bytes / 1048576.0);
+    };
+    for (int i = 0; i < 2; ++i) {
+      show("pinned H2D", [&] { copy_async(s, d.span(), std::span<const std::byte>(pinned.bytes())); });
+      show("staged H2D", [&] { c.copy_to_device(s, d.span(), std::span<const std::byte>(host)); });
+      show("pinned D2H", [&] { copy_async(s, pinned.bytes(), d.span()); });
+      show("staged D2H", [&] { c.copy_to_host(s, std::span<std::byte>(host), d.span()); });
+    }
+    return 0;
+  }
   std::printf("%zu MiB, %d reps; H2D and D2H GB/s (and their ratio to the pinned copy measured just before)\n",
               size >> 20, reps);
   std::printf("chunk_MiB chunks ramp threads  h2d  h2d/pinned  d2h  d2h/pinned\n");
