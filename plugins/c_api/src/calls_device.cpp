@@ -35,55 +35,6 @@ struct after_host_work final : completion_callback {
 
 }  // namespace
 
-namespace {
-// The places of a batch of launches made without a completion, held until the event recorded after the last of them
-// completes (that event carries the last one's place itself); then given back together.
-struct places_back final : completion_callback {
-  std::vector<admission_ticket> places;
-  void complete(std::error_code) noexcept override { delete this; }
-};
-}  // namespace
-
-void stream_object::give_back_after(std::vector<admission_ticket> batch) const {
-  if (batch.empty()) return;
-  admission_ticket last = std::move(batch.back());
-  batch.pop_back();
-  auto* c = new places_back;
-  c->places = std::move(batch);
-  try {
-    completion_callbacks::instance().wait(cuda_completion_source::instance().record(ref, std::move(last)).into_target(),
-                                          c);
-  } catch (...) {
-    delete c;  // the record failed after waiting for the stream (event_pool::record): the places may come back now
-    throw;
-  }
-}
-
-void stream_object::add_unreported(admission_ticket place) const {
-  std::vector<admission_ticket> full;
-  {
-    std::lock_guard lock(unreported_mutex_);
-    if (unreported_.capacity() < unreported_batch) unreported_.reserve(unreported_batch);
-    unreported_.push_back(std::move(place));
-    if (unreported_.size() < unreported_batch) return;
-    full.swap(unreported_);
-  }
-  give_back_after(std::move(full));
-}
-
-void stream_object::flush_unreported() const {
-  std::vector<admission_ticket> pending;
-  {
-    std::lock_guard lock(unreported_mutex_);
-    if (unreported_.empty()) return;
-    pending.swap(unreported_);
-  }
-  // A stream captured now (its operations in the capture hold no places; these are older than the capture): an event
-  // recorded now would be a graph node, never queried. Its places are given back at once.
-  if (is_captured(*this)) return;
-  give_back_after(std::move(pending));
-}
-
 stream_object::~stream_object() {
   try {
     flush_unreported();
@@ -98,8 +49,11 @@ const admission_site& stream_object::site() const {
   return site_;
 }
 
-admission_ticket admit(const stream_object& s, const char* call, bool hold) {
-  admission_ticket t = cuda_completion_source::instance().try_admit(s.site(), hold);
+admission_ticket admit(const stream_object& s, const char* call, bool hold, std::uint32_t places) {
+  cuda_completion_source& source = cuda_completion_source::instance();
+  auto try_admit = [&] { return places == 1 ? source.try_admit(s.site(), hold) : source.try_admit_n(s.site(), places); };
+  if (places == 1) s.return_spare_credit();  // a tracked operation: launches without a completion keep no spare places
+  admission_ticket t = try_admit();
   if (!t) {
     // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
     // stream and enqueues again at once): look now, then ask again. The pass queries events on this thread: in
@@ -110,7 +64,7 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
       thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
       completion_callbacks::instance().poll_once();
     }
-    t = cuda_completion_source::instance().try_admit(s.site(), hold);
+    t = try_admit();
   }
   if (!t)
     fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
