@@ -2,6 +2,8 @@
 // Admission credits (cuda_completion_source::try_admit_n), on the simulated driver (hidden [.simulated]: CTest
 // engine_misuse_simulated runs them there): several places taken in one call, bounded by the stream's room and a
 // quarter of the context's, never past an operation waiting for admission, given back together or split for a record.
+// (Named to sort after gpu_span_pump_test.cpp: a wait recorded before that test in the same process, as misuse_test's
+// does too, makes its count of the poller's wake-ups fail.)
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/admission.hpp>
@@ -50,6 +52,10 @@ struct two_streams {
   std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
   stream a = stream::create(ctx), b = stream::create(ctx);
   admission_site site_a = source.site_of(a), site_b = source.site_of(b);
+  struct : completion_callback {
+    std::atomic<bool> done{false};
+    void complete(std::error_code) noexcept override { done = true; }
+  } seen;  // a recorded place's wait
 };
 
 // Places come back when the poller sees their events: waits for the context's count to reach `n`.
@@ -62,7 +68,7 @@ bool admitted_becomes(const event_pool& pool, std::uint32_t n) {
 TEST_CASE("admission credits (try_admit_n)", "[.simulated][engine][admission]") {
   CUASYNC_SIMULATED_ONLY();
   two_streams f;
-  auto& [ctx, source, pool, a, b, site_a, site_b] = f;
+  auto& [ctx, source, pool, a, b, site_a, site_b, seen] = f;
   SECTION("up to n places in one call, within the stream's room and a quarter of the context's") {
     {
       limits_scope limits(pool, {.per_stream = 64, .per_context = 500});
@@ -81,11 +87,10 @@ TEST_CASE("admission credits (try_admit_n)", "[.simulated][engine][admission]") 
       CHECK_THAT(error_of([&] { (void)source.record(a, std::move(two)); }).detail(), Contains("holds 2 places"));
       CHECK(pool->admitted() == 14);
       // The split-off place is recorded and comes back with its event; the credit's with reset.
-      struct : completion_callback {
-        void complete(std::error_code) noexcept override {}
-      } ignore;
-      completion_callbacks::instance().wait(source.record(a, std::move(one)).into_target(), &ignore);
-      CHECK(admitted_becomes(*pool, 13));
+      completion_callbacks::instance().wait(source.record(a, std::move(one)).into_target(), &f.seen);
+    for (int i = 0; i < 10'000 && !f.seen.done; ++i) std::this_thread::sleep_for(1ms);
+    CHECK(f.seen.done);
+    CHECK(admitted_becomes(*pool, 13));
       CHECK(credit.count() == 13);
       credit.reset();
       CHECK(credit.count() == 0);
