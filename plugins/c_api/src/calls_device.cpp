@@ -13,14 +13,53 @@
 namespace cuasync::c_api {
 
 namespace {
-// A GPU completion on its way to a queue: the engine calls it once, then it deletes itself.
+// A GPU completion on its way to a queue: the engine calls it once, then it goes back for reuse (one per operation
+// with a completion: kept off the allocator, whose free on the poller thread and allocation on the caller's would
+// cross threads every time).
 struct gpu_completion final : completion_callback {
   delivery to;
+  gpu_completion* next = nullptr;  // in a list of spare ones
   void complete(std::error_code ec) noexcept override {
     to(ec);
-    delete this;
+    recycle();
+  }
+  //! Drops its delivery (the queue's reference) and puts it on the shared stack. Never throws.
+  void recycle() noexcept;
+  //! A spare one of this thread's, or of the shared stack's, else a new one. @throws std::bad_alloc
+  static gpu_completion* take();
+};
+
+// Spare gpu_completions: pushed by whichever thread completes them, taken a whole stack at a time by a caller's
+// thread into its own list, so no one pops a single node off the shared stack (no ABA). At most as many as were in
+// flight at once (admission bounds that).
+std::atomic<gpu_completion*> returned_completions{nullptr};
+struct spare_completions {
+  gpu_completion* head = nullptr;
+  ~spare_completions() {
+    while (gpu_completion* c = head) {
+      head = c->next;
+      delete c;
+    }
   }
 };
+thread_local spare_completions spare;
+
+void gpu_completion::recycle() noexcept {
+  to = delivery{};
+  next = returned_completions.load(std::memory_order_relaxed);
+  while (!returned_completions.compare_exchange_weak(next, this, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
+gpu_completion* gpu_completion::take() {
+  spare_completions& s = spare;
+  if (!s.head) s.head = returned_completions.exchange(nullptr, std::memory_order_acquire);
+  if (gpu_completion* c = s.head) {
+    s.head = c->next;
+    return c;
+  }
+  return new gpu_completion;
+}
 
 // The same, delivered only once the host-side work issued on the stream before it is done too.
 struct after_host_work final : completion_callback {
@@ -100,7 +139,7 @@ void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uin
   std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
   if (trace::flight::enabled() && !trace::flight::awaited_now()) [[unlikely]]
     awaited.emplace(0, to.record.token);
-  auto* c = new gpu_completion;
+  gpu_completion* c = gpu_completion::take();
   c->to = std::move(to);
   try {
     wait_target t = cuda_completion_source::instance().record(s, std::move(ticket)).into_target();
@@ -108,7 +147,7 @@ void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uin
     t.issue_ns = issue_ns;
     completion_callbacks::instance().wait(std::move(t), c);
   } catch (...) {
-    delete c;
+    c->recycle();
     throw;
   }
 }
