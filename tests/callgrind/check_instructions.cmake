@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs PROGRAM (tests/callgrind/awaited_launch_loop.cpp, launch_loop.cpp) under callgrind on the simulated driver
 # LIBCUDA, takes thread 1's instruction count of the measured loop (the dump named DUMP, "awaited launches" unless
-# given) per launch, and compares it with the figure committed in FIGURE: more than TOLERANCE percent (10 unless
-# given) above it fails. With
+# given) per launch, and compares it with the figure committed in FIGURE: more than 10% above it fails. With
 # -DUPDATE=1 it writes the figure instead (after a change that is meant to cost more or less: commit the new file with
 # the reason). MODE (launch_loop's first argument) and EXTRA (arguments after the count) are passed to PROGRAM;
 # WHAT says what the figure counts; INSTR_ATSTART=no starts instrumentation at the program's request (its setup runs
@@ -10,15 +9,12 @@
 # CALLGRIND_TOGGLE_COLLECT brackets.
 # cmake -DVALGRIND=... -DPROGRAM=... -DLIBCUDA=... -DLAUNCHES=N -DFIGURE=... -DWORK=dir [-DBUILD=what] [-DUPDATE=1]
 #       [-DMODE=m] [-DEXTRA=arg] [-DDUMP=name] [-DWHAT=text] [-DTEST=name] [-DINSTR_ATSTART=no] [-DCOLLECT_ATSTART=no]
-#       [-DCOMPUTE_CAPABILITY=95] [-DTOLERANCE=percent] -P this
+#       [-DCOMPUTE_CAPABILITY=95] -P this
 foreach(v VALGRIND PROGRAM LIBCUDA LAUNCHES FIGURE WORK)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check_instructions: -D${v}=... is required")
   endif()
 endforeach()
-if(NOT DEFINED TOLERANCE)
-  set(TOLERANCE 10)
-endif()
 if(NOT DEFINED DUMP)
   set(DUMP "awaited launches")
 endif()
@@ -79,15 +75,15 @@ math(EXPR per_op "${ir} / ${LAUNCHES}")
 message(STATUS "callgrind: ${ir} instructions on thread 1 for ${LAUNCHES} ${DUMP}: ${per_op} each")
 if(UPDATE)
   file(WRITE ${FIGURE} "{\n  \"what\": \"${WHAT}\",\n  \"build\": \"${BUILD}\",\n  \"launches\": ${LAUNCHES},\n  \
-\"instructions_per_launch\": ${per_op},\n  \"limit\": \"${TOLERANCE}% above this fails CTest ${TEST}\"\n}\n")
+\"instructions_per_launch\": ${per_op},\n  \"limit\": \"10% above this fails CTest ${TEST}\"\n}\n")
   message(STATUS "callgrind: wrote ${FIGURE}")
   return()
 endif()
 file(READ ${FIGURE} json)
 string(JSON committed GET "${json}" instructions_per_launch)
-math(EXPR limit "${committed} + ${committed} * ${TOLERANCE} / 100")
+math(EXPR limit "${committed} + ${committed} / 10")
 if(per_op GREATER limit)
-  message(FATAL_ERROR "callgrind: ${per_op} instructions per launch (${DUMP}), more than ${TOLERANCE}% above the committed "
+  message(FATAL_ERROR "callgrind: ${per_op} instructions per launch (${DUMP}), more than 10% above the committed "
                       "${committed} (${FIGURE}); if the increase is meant, re-measure with -DUPDATE=1 and say why")
 endif()
-message(STATUS "callgrind: within ${TOLERANCE}% of the committed ${committed} per launch")
+message(STATUS "callgrind: within 10% of the committed ${committed} per launch")
