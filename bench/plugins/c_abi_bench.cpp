@@ -16,6 +16,7 @@
 #include "bench.hpp"
 #include "c_abi_loader.hpp"
 #include "gpu.hpp"
+#include "placed_launch.hpp"
 
 #include <poll.h>
 #include <unistd.h>
@@ -127,25 +128,6 @@ struct flag_callback final : completion_callback {
   void complete(std::error_code) noexcept override { done.store(true, std::memory_order_release); }
 };
 
-// The places of a batch of launches, given back when the event after the last of them completes (as the C ABI does
-// for launches without a completion): the like-for-like reference of the C ABI's launch alone.
-struct places_back final : completion_callback {
-  std::vector<admission_ticket> places;
-  void complete(std::error_code) noexcept override { delete this; }
-};
-void admitted_launch(stream_ref s, kernel_ref k, const admission_site& site, std::vector<admission_ticket>& batch) {
-  admission_ticket t = cuda_completion_source::instance().try_admit(site);
-  if (!t) throw std::runtime_error("c_abi_bench: no admission place (the bench keeps 32 in flight)");
-  launch(s, k, one);
-  batch.push_back(std::move(t));
-  if (batch.size() < 16) return;
-  admission_ticket last = std::move(batch.back());
-  batch.pop_back();
-  auto* c = new places_back;
-  c->places = std::move(batch);
-  batch.clear();
-  completion_callbacks::instance().wait(cuda_completion_source::instance().record(s, std::move(last)).into_target(), c);
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -257,7 +239,7 @@ int main(int argc, char** argv) {
       cpp_us += us_since(t0);
       s.synchronize();
       t0 = bench_clock::now();
-      for (int i = 0; i < 32; ++i) admitted_launch(s, empty, launch_site, places);
+      for (int i = 0; i < 32; ++i) bench::placed_launch(s, empty, launch_site, places, one);
       admitted_us += us_since(t0);
       s.synchronize();
       completion_callbacks::instance().poll_once();  // the places back before the next batch, as the C ABI's admit does

@@ -3,7 +3,10 @@
 // hand-over of room when an admitted operation's event completes.
 #include "source_state.hpp"
 
+#include <cuasync/driver/error.hpp>
+
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace cuasync {
@@ -78,6 +81,42 @@ admission_ticket cuda_completion_source::try_admit(const admission_site& site, b
   ++stream.admitted;
   stream.held = hold;
   return admission_ticket(pool, key, site.stream, hold);
+}
+
+namespace {
+// Takes up to `n` places in the context's count; how many were taken. At most a quarter of the room left (at least
+// one): credits unused on idle streams can never take the context's last places, which keep going to operations
+// that enqueue at once (and through them to waiters), so nobody waits on places nobody uses.
+std::uint32_t take_context_places(std::atomic<std::uint32_t>& in_flight, std::uint32_t limit, std::uint32_t n) noexcept {
+  std::uint32_t cur = in_flight.load(std::memory_order_relaxed);
+  std::uint32_t k = 0;
+  do {
+    k = limit == 0 ? n : (cur < limit ? std::min(n, std::max<std::uint32_t>(1, (limit - cur) / 4)) : 0);
+    if (k == 0) return 0;
+  } while (!in_flight.compare_exchange_weak(cur, cur + k, std::memory_order_acq_rel, std::memory_order_relaxed));
+  return k;
+}
+}  // namespace
+
+admission_ticket cuda_completion_source::try_admit_n(const admission_site& site, std::uint32_t n) {
+  if (n == 0) return {};
+  const std::shared_ptr<event_pool>& pool = site.pool;
+  const std::uint64_t key = site.stream_key;
+  record_shard& shard = st().shard(key);
+  std::lock_guard lock(shard.mutex);
+  stream_state& stream = shard.streams[key];
+  const std::uint32_t per_stream = pool->limit_stream_.load(std::memory_order_relaxed);
+  // try_admit's rules: nobody queued on this stream or the context is overtaken, a held or granted stream waits.
+  if (stream.waiting || stream.held || stream.granted || !has_room(stream.admitted, per_stream)) return {};
+  if (pool->waiting_.load(std::memory_order_acquire) != 0) return {};
+  if (per_stream != 0) n = std::min(n, per_stream - stream.admitted);
+  const std::uint32_t taken =
+      take_context_places(pool->in_flight_, pool->limit_context_.load(std::memory_order_relaxed), n);
+  if (taken == 0) return {};
+  stream.admitted += taken;
+  admission_ticket t(pool, key, site.stream, false);
+  t.count_ = taken;
+  return t;
 }
 
 void cuda_completion_source::wait_admission(stream_ref s, admission_waiter* w, bool hold,
@@ -194,17 +233,18 @@ void cuda_completion_source::admit_waiters(const std::shared_ptr<event_pool>& po
   pool->handing_over_ = false;
 }
 
-void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, bool hold, bool granted) noexcept {
+void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, bool hold, bool granted,
+                                        std::uint32_t count) noexcept {
   {
     record_shard& shard = st().shard(key);
     std::lock_guard lock(shard.mutex);
     stream_state& stream = shard.streams[key];
-    --stream.admitted;
+    stream.admitted -= count;
     if (hold) stream.held = false;
     if (granted) --stream.granted;
     shard.maybe_sweep();
   }
-  pool.in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  pool.in_flight_.fetch_sub(count, std::memory_order_acq_rel);
   if (pool.waiting_.load(std::memory_order_acquire) == 0) return;
   if (auto* deferred = deferred_admissions) {
     try {
@@ -251,7 +291,34 @@ void admission_ticket::reset() noexcept {
   if (!pool_) return;
   std::shared_ptr<event_pool> pool = std::move(pool_);
   cuda_completion_source::instance().give_place(*pool, stream_key_, std::exchange(hold_, false),
-                                                std::exchange(granted_, false));
+                                                std::exchange(granted_, false), std::exchange(count_, 1));
+}
+
+admission_ticket admission_ticket::split(std::uint32_t n) {
+  if (!pool_ || n == 0 || n >= count_)
+    detail::throw_invalid("cuasync::admission_ticket::split",
+                          "split " + std::to_string(n) + " of a ticket of " + std::to_string(count()) +
+                              " places: take at least one and leave at least one",
+                          std::source_location::current());
+  admission_ticket t(pool_, stream_key_, stream_, false);
+  t.count_ = n;
+  count_ -= n;
+  return t;
+}
+
+void admission_ticket::absorb(admission_ticket&& o) noexcept {
+  if (!o.pool_) return;
+  if (!pool_) {
+    *this = std::move(o);
+    return;
+  }
+  count_ += o.count_;
+  o.pool_.reset();  // its places are this ticket's now
+  o.count_ = 1;
+}
+
+bool admission_ticket::others_waiting() const noexcept {
+  return pool_ && pool_->waiting_for_admission() != 0;
 }
 
 }  // namespace cuasync

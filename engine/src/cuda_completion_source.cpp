@@ -41,6 +41,11 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
                           "the admission ticket was admitted on another stream (" +
                               detail::handle_string(ticket.stream_) + ") than the one recorded on, " + s.describe(),
                           where);
+  if (ticket && ticket.count_ != 1) [[unlikely]]  // a wait gives back one place: a credit's are split off first
+    detail::throw_invalid("cuasync::cuda_completion_source::record",
+                          "the admission ticket holds " + std::to_string(ticket.count_) +
+                              " places (a credit from try_admit_n): split one off to record with",
+                          where);
   state& st = this->st();
   std::shared_ptr<event_pool> pool;
   detail::event_slot* slot = nullptr;

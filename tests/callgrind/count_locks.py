@@ -3,7 +3,9 @@
 """Mutex acquisitions in a callgrind dump (tests/callgrind/awaited_launch_loop.cpp's): calls into pthread's lock
 functions from code outside libc, grouped by the calling function, per operation.
 
-Usage: count_locks.py DUMP OPERATIONS [--all]   (DUMP: a callgrind.out.<n>-<thread> file; --all lists every caller)
+Usage: count_locks.py DUMP OPERATIONS [--all] [--most N]   (DUMP: a callgrind.out.<n>-<thread> file; --all lists
+every caller; --most N exits 1 when cuasync's own lock calls per operation are above N, e.g. CTest
+callgrind_c_abi_launch_locks on callgrind_c_abi_launch's dump)
 """
 import collections
 import re
@@ -55,6 +57,11 @@ def main():
     limit = None if "--all" in sys.argv else 25
     for (where, fn), n in by_caller.most_common(limit):
         print(f"  {n / ops:6.2f}  [{where}] {fn}")
+    if "--most" in sys.argv:
+        most = float(sys.argv[sys.argv.index("--most") + 1])
+        own = totals["cuasync, Asio, libstdc++"] / ops
+        if own > most:
+            sys.exit(f"count_locks: {own:.2f} of cuasync's lock calls per operation, more than {most}")
 
 
 if __name__ == "__main__":

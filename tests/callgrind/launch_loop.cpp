@@ -5,6 +5,8 @@
 //   c_abi   the C ABI's launch (libcuasync.so, dlopen'ed) without a completion: the handles' lookups, the arguments'
 //           checks, the admission place and its batched return, then the same launch;
 //   traced  cuasync::launch with tracing on (the recorder): the hook's GPU span and host span;
+//   cpp_placed  cuasync::launch with an admission place per launch (try_admit), given back per 16 after one event (as
+//           bench/plugins/c_abi_bench.cpp's "with a place"): what the C ABI's credit replaced, in C++;
 //   c_abi_args   the C ABI's launch of an extern "C" kernel of three parameters (float*, float, int): sizes checked
 //           (its name as long as the C++ twin's mangled one, which the simulated driver copies on each launch);
 //   c_abi_typed  the same of its C++ twin scale<float> with the three arguments' types (ABI 1.4): types compared too,
@@ -15,7 +17,7 @@
 // is compiled by NVRTC, slow under callgrind). The count of thread 1 (the main thread, --separate-threads=yes) in the
 // dump named "launches" is the figure.
 //
-// Usage: launch_loop cpp|c_abi|c_abi_args|c_abi_typed|traced [launches] [libcuasync.so]
+// Usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced [launches] [libcuasync.so]
 //        (CUASYNC_LIBCUDA names the simulated driver)
 #include <cuasync/cuasync.h>
 #include <cuasync/driver/context.hpp>
@@ -27,6 +29,7 @@
 #include <valgrind/callgrind.h>
 
 #include "c_abi_loader.hpp"
+#include "placed_launch.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +37,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 using namespace cuasync;
 
@@ -66,16 +70,30 @@ void measure(int launches, One&& one, Drain&& drain) {
   CALLGRIND_DUMP_STATS_AT("launches");
 }
 
-void run_cpp(int launches, bool traced) {
+void run_cpp(int launches, const std::string& mode) {
   primary_context primary = primary_context::retain(0);
   context_ref ctx = primary;
   module m = module::load(ctx, std::string_view(sim_ptx), "callgrind.ptx");
   const kernel_ref k = m.kernel("empty_kernel");
   stream s = stream::create(ctx, {.non_blocking = true});
+  const bool traced = mode == "traced";
   if (traced) trace::enable({.output = {}, .max_records = 10'000'000});
+  cuda_completion_source& source = cuda_completion_source::instance();
+  const admission_site site = source.site_of(s);
+  std::vector<admission_ticket> batch;
+  batch.reserve(16);
+  auto placed = [&] { bench::placed_launch(s, k, site, batch, {.grid = 1, .block = 1}); };
+  // Placed: the stream drained and the batches' places seen back (a pass on this thread) before the next batch.
+  auto drain = [&] {
+    s.synchronize();
+    completion_callbacks::instance().poll_once();
+  };
   CALLGRIND_START_INSTRUMENTATION;
-  measure(
-      launches, [&] { launch(s, k, {.grid = 1, .block = 1}); }, [&] { s.synchronize(); });
+  if (mode == "cpp_placed")
+    measure(launches, placed, drain);
+  else
+    measure(
+        launches, [&] { launch(s, k, {.grid = 1, .block = 1}); }, [&] { s.synchronize(); });
   if (traced) trace::disable();
 }
 
@@ -154,8 +172,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int launches = argc > 2 ? std::atoi(argv[2]) : 3000;
   const bool c_abi = mode == "c_abi" || mode == "c_abi_args" || mode == "c_abi_typed";
-  if ((mode != "cpp" && mode != "traced" && !c_abi) || launches <= 0 || (c_abi && argc < 4)) {
-    std::fprintf(stderr, "usage: launch_loop cpp|c_abi|c_abi_args|c_abi_typed|traced [launches > 0] "
+  if ((mode != "cpp" && mode != "cpp_placed" && mode != "traced" && !c_abi) || launches <= 0 || (c_abi && argc < 4)) {
+    std::fprintf(stderr, "usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced [launches > 0] "
                          "[libcuasync.so, for c_abi*]\n");
     return 2;
   }
@@ -163,7 +181,7 @@ int main(int argc, char** argv) {
     if (c_abi)
       run_c_abi(launches, argv[3], mode);
     else
-      run_cpp(launches, mode == "traced");
+      run_cpp(launches, mode);
     std::printf("launch_loop: %d launches (%s) measured after %d\n", launches, mode.c_str(), warm_up_batches * batch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "launch_loop: %s\n", e.what());

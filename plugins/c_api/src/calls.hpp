@@ -73,8 +73,9 @@ program_request read_program(const char* call, const char* name, const char* sou
                              const char* const* name_expressions, std::size_t num_name_expressions);
 
 struct stream_object;
-//! A place for one operation on `s` (engine/admission.hpp). @throws abi_error CUASYNC_ERROR_BUSY when there is none
-admission_ticket admit(const stream_object& s, const char* call, bool hold = false);
+//! A place for one operation on `s` (engine/admission.hpp), after the stream's spare credit is given back; or, with
+//! `places` > 1, a credit of up to that many (try_admit_n). @throws abi_error CUASYNC_ERROR_BUSY when there is none
+admission_ticket admit(const stream_object& s, const char* call, bool hold = false, std::uint32_t places = 1);
 //! True when `s` is being captured into a CUDA graph (a framework's torch.cuda.graph, the caller's own
 //! cuStreamBeginCapture): its operations then become graph nodes, with no place taken and no event recorded (the
 //! event would be a node, never seen done). Only a stream someone else can capture is asked (adopted, or created and

@@ -13,14 +13,53 @@
 namespace cuasync::c_api {
 
 namespace {
-// A GPU completion on its way to a queue: the engine calls it once, then it deletes itself.
+// A GPU completion on its way to a queue: the engine calls it once, then it goes back for reuse (one per operation
+// with a completion: kept off the allocator, whose free on the poller thread and allocation on the caller's would
+// cross threads every time).
 struct gpu_completion final : completion_callback {
   delivery to;
+  gpu_completion* next = nullptr;  // in a list of spare ones
   void complete(std::error_code ec) noexcept override {
     to(ec);
-    delete this;
+    recycle();
+  }
+  //! Drops its delivery (the queue's reference) and puts it on the shared stack. Never throws.
+  void recycle() noexcept;
+  //! A spare one of this thread's, or of the shared stack's, else a new one. @throws std::bad_alloc
+  static gpu_completion* take();
+};
+
+// Spare gpu_completions: pushed by whichever thread completes them, taken a whole stack at a time by a caller's
+// thread into its own list, so no one pops a single node off the shared stack (no ABA). At most as many as were in
+// flight at once (admission bounds that).
+std::atomic<gpu_completion*> returned_completions{nullptr};
+struct spare_completions {
+  gpu_completion* head = nullptr;
+  ~spare_completions() {
+    while (gpu_completion* c = head) {
+      head = c->next;
+      delete c;
+    }
   }
 };
+thread_local spare_completions spare;
+
+void gpu_completion::recycle() noexcept {
+  to = delivery{};
+  next = returned_completions.load(std::memory_order_relaxed);
+  while (!returned_completions.compare_exchange_weak(next, this, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
+gpu_completion* gpu_completion::take() {
+  spare_completions& s = spare;
+  if (!s.head) s.head = returned_completions.exchange(nullptr, std::memory_order_acquire);
+  if (gpu_completion* c = s.head) {
+    s.head = c->next;
+    return c;
+  }
+  return new gpu_completion;
+}
 
 // The same, delivered only once the host-side work issued on the stream before it is done too.
 struct after_host_work final : completion_callback {
@@ -34,55 +73,6 @@ struct after_host_work final : completion_callback {
 };
 
 }  // namespace
-
-namespace {
-// The places of a batch of launches made without a completion, held until the event recorded after the last of them
-// completes (that event carries the last one's place itself); then given back together.
-struct places_back final : completion_callback {
-  std::vector<admission_ticket> places;
-  void complete(std::error_code) noexcept override { delete this; }
-};
-}  // namespace
-
-void stream_object::give_back_after(std::vector<admission_ticket> batch) const {
-  if (batch.empty()) return;
-  admission_ticket last = std::move(batch.back());
-  batch.pop_back();
-  auto* c = new places_back;
-  c->places = std::move(batch);
-  try {
-    completion_callbacks::instance().wait(cuda_completion_source::instance().record(ref, std::move(last)).into_target(),
-                                          c);
-  } catch (...) {
-    delete c;  // the record failed after waiting for the stream (event_pool::record): the places may come back now
-    throw;
-  }
-}
-
-void stream_object::add_unreported(admission_ticket place) const {
-  std::vector<admission_ticket> full;
-  {
-    std::lock_guard lock(unreported_mutex_);
-    if (unreported_.capacity() < unreported_batch) unreported_.reserve(unreported_batch);
-    unreported_.push_back(std::move(place));
-    if (unreported_.size() < unreported_batch) return;
-    full.swap(unreported_);
-  }
-  give_back_after(std::move(full));
-}
-
-void stream_object::flush_unreported() const {
-  std::vector<admission_ticket> pending;
-  {
-    std::lock_guard lock(unreported_mutex_);
-    if (unreported_.empty()) return;
-    pending.swap(unreported_);
-  }
-  // A stream captured now (its operations in the capture hold no places; these are older than the capture): an event
-  // recorded now would be a graph node, never queried. Its places are given back at once.
-  if (is_captured(*this)) return;
-  give_back_after(std::move(pending));
-}
 
 stream_object::~stream_object() {
   try {
@@ -98,8 +88,11 @@ const admission_site& stream_object::site() const {
   return site_;
 }
 
-admission_ticket admit(const stream_object& s, const char* call, bool hold) {
-  admission_ticket t = cuda_completion_source::instance().try_admit(s.site(), hold);
+admission_ticket admit(const stream_object& s, const char* call, bool hold, std::uint32_t places) {
+  cuda_completion_source& source = cuda_completion_source::instance();
+  auto try_admit = [&] { return places == 1 ? source.try_admit(s.site(), hold) : source.try_admit_n(s.site(), places); };
+  if (places == 1) s.return_spare_credit();  // a tracked operation: launches without a completion keep no spare places
+  admission_ticket t = try_admit();
   if (!t) {
     // Places come back when the engine sees their work done, which can lag the GPU (a caller that synchronized its
     // stream and enqueues again at once): look now, then ask again. The pass queries events on this thread: in
@@ -110,7 +103,7 @@ admission_ticket admit(const stream_object& s, const char* call, bool hold) {
       thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
       completion_callbacks::instance().poll_once();
     }
-    t = cuda_completion_source::instance().try_admit(s.site(), hold);
+    t = try_admit();
   }
   if (!t)
     fail(CUASYNC_ERROR_BUSY, std::string(call) + ": " + s.ref.describe() +
@@ -146,7 +139,7 @@ void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uin
   std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
   if (trace::flight::enabled() && !trace::flight::awaited_now()) [[unlikely]]
     awaited.emplace(0, to.record.token);
-  auto* c = new gpu_completion;
+  gpu_completion* c = gpu_completion::take();
   c->to = std::move(to);
   try {
     wait_target t = cuda_completion_source::instance().record(s, std::move(ticket)).into_target();
@@ -154,7 +147,7 @@ void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uin
     t.issue_ns = issue_ns;
     completion_callbacks::instance().wait(std::move(t), c);
   } catch (...) {
-    delete c;
+    c->recycle();
     throw;
   }
 }

@@ -165,12 +165,19 @@ cuasync_error* launch(cuasync_launch_args* a) noexcept {
     const detail::kernel_info& info = k->kernel.info();
     if (!detail::config_fits(info, config) || !(info.ctx == s->ref.context()))
       detail::check_config_slow(info, config, s->ref, std::source_location::current());
-    if (untracked) {  // no place, no event, no completion: the caller orders the stream (or it is being captured)
-      launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr);
-      return;
-    }
-    enqueue_tracked(*s, "launch", x->completion, std::move(to), launch_work_key(k->kernel.get(), config),
-                    [&] { launch_raw(s->ref, k->kernel, config, x->num_args ? values : nullptr); });
+    // Checked: the launch goes to the driver (or the instrumentation's hooks) without launch_raw's checks again.
+    void** launch_args = x->num_args ? values : nullptr;
+    const std::source_location where = std::source_location::current();
+    auto enqueue = [&] {
+      if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
+        detail::launch_instrumented(hooks, s->ref, info, config, launch_args, where);
+      else
+        detail::launch_unhooked(s->ref, info, config, launch_args, where);
+    };
+    // No place, no event, no completion: the caller orders the stream (or it is being captured).
+    if (untracked) return enqueue();
+    const std::uint64_t work_key = to ? launch_work_key(k->kernel.get(), config) : 0;  // predicted ends: reported work
+    enqueue_tracked(*s, "launch", x->completion, std::move(to), work_key, enqueue);
   });
 }
 

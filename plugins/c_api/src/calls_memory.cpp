@@ -355,9 +355,11 @@ cuasync_error* memset(cuasync_memset_args* a) noexcept {
       memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
       return complete_captured(to);
     }
+    if (!to)  // no completion asked: its place comes from the stream's credit and comes back in a batch
+      return s->enqueue_unreported(
+          "memset", [&] { memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value); });
     admission_ticket ticket = admit(*s, "memset");
     memset_async(s->ref, device_span{device_address(x->dst), x->size}, x->value);
-    if (!to) return s->add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch
     complete_after(s->ref, std::move(ticket), std::move(to));
   });
 }

@@ -56,16 +56,40 @@ struct stream_object {
   //! flight holds the stream object, so the gate outlives it).
   runtime::stream_gate gate;
 
-  //! Launches made without a completion give their places back in batches: `add_unreported` keeps the launch's
-  //! place until `unreported_batch` have gathered, then records one event after the last of them, and the whole
-  //! batch's places come back when it completes (one event per batch instead of one per launch). Admission still
-  //! bounds what is in flight: a place is never given back before its work is done, only later. `flush_unreported`
-  //! records the event for a partial batch now (an admission that found no room, a stream_wait, the stream's end).
-  //! Thread-safe. @throws cuda_error, std::bad_alloc (the places of a batch whose event could not be recorded are
-  //! given back: the record's failure waited for the stream)
-  static constexpr std::size_t unreported_batch = 16;
-  void add_unreported(admission_ticket place) const;
+  //! Launches (and memsets) made without a completion take their places from a credit of up to `unreported_batch`
+  //! places, taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
+  //! give them back together: once the credit is used, one event is recorded after the last of them and the whole
+  //! batch's places come back when it completes. Per launch: this stream's lock and a count, no engine lock. Admission
+  //! still bounds what is in flight: a place is taken before its work is enqueued and never given back before that
+  //! work is done. The unused part of a credit is given back as soon as an operation waits for admission in the
+  //! context (checked per launch), before a tracked operation on this stream (`return_spare_credit`), at
+  //! `flush_unreported` (which also records the event for the used part: an admission that found no room, a
+  //! stream_wait, the stream's end) and on a captured stream (whose operations take no places).
+  //! `enqueue()` puts the work on the stream (it throws what the driver said; its place stays in the credit).
+  //! Thread-safe. @throws abi_error (BUSY), cuda_error, std::bad_alloc (the places of a batch whose event could not be
+  //! recorded are given back: the record's failure waited for the stream)
+  static constexpr std::uint32_t unreported_batch = 16;
+  template <class Enqueue>
+  void enqueue_unreported(const char* call, Enqueue&& enqueue) const {
+    std::unique_lock lock(unreported_mutex_);
+    while (used_ >= credit_.count() || credit_.others_waiting()) [[unlikely]] {
+      lock.unlock();
+      refill_credit(call);
+      lock.lock();
+    }
+    enqueue();
+    if (++used_ < credit_.count()) return;
+    admission_ticket full = std::move(credit_);  // all used: its event goes after the last of them
+    used_ = 0;
+    credit_held_.store(false, std::memory_order_relaxed);
+    lock.unlock();
+    give_back_after(std::move(full));
+  }
   void flush_unreported() const;
+  //! Gives the credit's unused places back (the used ones wait for their event). Never throws.
+  void return_spare_credit() const noexcept {
+    if (credit_held_.load(std::memory_order_relaxed)) return_spare_credit_now();
+  }
   //! Flushes the unreported batch, then retires the gate's word (before `owned` goes: the word is kept until the
   //! stream's waits ran).
   ~stream_object();
@@ -74,8 +98,12 @@ struct stream_object {
   std::mutex fallback_mutex_;
   std::shared_ptr<runtime::device_runtime> fallback_;  // for_device, for adopted streams on a primary context
   mutable std::mutex unreported_mutex_;
-  mutable std::vector<admission_ticket> unreported_;  // places of launches without a completion, no event yet
-  void give_back_after(std::vector<admission_ticket> batch) const;
+  mutable admission_ticket credit_;  // places for launches without a completion: the first used_ used, no event yet
+  mutable std::uint32_t used_ = 0;
+  mutable std::atomic<bool> credit_held_{false};  // credit_ is not empty (read without the lock by tracked operations)
+  void refill_credit(const char* call) const;
+  void return_spare_credit_now() const noexcept;
+  void give_back_after(admission_ticket batch) const;
 };
 
 struct event_object {

@@ -20,17 +20,18 @@ template <class Enqueue>
 void enqueue_tracked(const stream_object& s, const char* call, const cuasync_completion& c, delivery to,
                      std::uint64_t work_key, Enqueue&& enqueue) {
   if (is_captured(s)) {  // a graph node: no place, no event (an adopted or exposed stream asks the driver)
+    s.return_spare_credit();  // places taken before the capture are not held through it
     enqueue();
     return complete_captured(to);
   }
-  admission_ticket ticket = admit(s, call);
   std::optional<trace::flight::awaiter_scope> awaited;  // the flight recorder names the completion awaiting it
   if (trace::flight::enabled()) [[unlikely]]
     awaited.emplace(reinterpret_cast<std::uintptr_t>(c.queue), c.token);
+  if (!to) return s.enqueue_unreported(call, enqueue);  // no completion asked: a place of the stream's credit
+  admission_ticket ticket = admit(s, call);
   // The work's start, at the latest (its predicted end): read only for a completion (a clock read per operation).
   const long long issued = to ? completion_queues::now_ns() : 0;
   enqueue();
-  if (!to) return s.add_unreported(std::move(ticket));  // no completion asked: its place comes back in a batch
   complete_after(s.ref, std::move(ticket), std::move(to), work_key, issued);
 }
 

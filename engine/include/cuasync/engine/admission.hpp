@@ -46,8 +46,9 @@ struct admission_site {
   CUstream stream = nullptr;  //!< the stream's handle: `record(s, ticket)` checks that `s` is it
 };
 
-//! A place for one operation on a stream. Move-only; gives the place back when destroyed, unless a recorded wait took
-//! it over (then it is given back when that wait's event completes).
+//! A place for one operation on a stream (or, from `try_admit_n`, a credit of several places for operations that give
+//! them back together). Move-only; gives its places back when destroyed, unless a recorded wait took a one-place
+//! ticket over (then the place is given back when that wait's event completes).
 class admission_ticket {
  public:
   admission_ticket() = default;
@@ -55,6 +56,7 @@ class admission_ticket {
       : pool_(std::move(o.pool_)),
         stream_key_(o.stream_key_),
         stream_(o.stream_),
+        count_(o.count_),
         hold_(std::exchange(o.hold_, false)),
         granted_(std::exchange(o.granted_, false)) {}
   admission_ticket& operator=(admission_ticket&& o) noexcept {
@@ -63,6 +65,7 @@ class admission_ticket {
       pool_ = std::move(o.pool_);
       stream_key_ = o.stream_key_;
       stream_ = o.stream_;
+      count_ = o.count_;
       hold_ = std::exchange(o.hold_, false);
       granted_ = std::exchange(o.granted_, false);
     }
@@ -75,9 +78,18 @@ class admission_ticket {
   explicit operator bool() const noexcept { return pool_ != nullptr; }
   //! The id (`cuStreamGetId`) of the stream the place is on.
   std::uint64_t stream_key() const noexcept { return stream_key_; }
+  //! The places it holds: 1, or a credit's count (0 when empty).
+  std::uint32_t count() const noexcept { return pool_ ? count_ : 0; }
+  //! Takes `n` of a credit's places (0 < n < count()) into a ticket of their own, on the same stream.
+  admission_ticket split(std::uint32_t n);
+  //! Adds the places of `o`, a credit taken on the same stream (o is left empty). Never throws.
+  void absorb(admission_ticket&& o) noexcept;
+  //! Operations wait for admission in its stream's context: a credit's unused places must not be used past them
+  //! (give them back). One atomic load. Never throws.
+  bool others_waiting() const noexcept;
   //! The operation no longer holds its stream: later operations on it may be admitted. Never throws.
   void end_hold() noexcept;
-  //! Gives the place back now. Never throws.
+  //! Gives the places back now. Never throws.
   void reset() noexcept;
 
  private:
@@ -87,6 +99,7 @@ class admission_ticket {
   std::shared_ptr<event_pool> pool_;  // the context's admission state lives in its event pool
   std::uint64_t stream_key_ = 0;
   CUstream stream_ = nullptr;  // the handle of the stream admitted on: a free check that record() is given that one
+  std::uint32_t count_ = 1;    // places held: more than 1 only for a credit (try_admit_n), which never holds or is granted
   bool hold_ = false;
   // Granted to a waiter and its work not enqueued yet: until it is (its record) or the place is given back, no
   // operation may take the stream's fast path past it (stream_state::granted).

@@ -55,6 +55,13 @@ class cuda_completion_source final : public completion_source {
   admission_site site_of(stream_ref s, std::source_location where = std::source_location::current());
   //! try_admit with the lookups done. @throws std::bad_alloc (a stream's first count)
   admission_ticket try_admit(const admission_site& site, bool hold = false);
+  //! A credit of up to `n` places on the site's stream, taken in one call (one lock, no per-place refcount), for
+  //! operations that give their places back together (the C ABI's launches without a completion): as many as the
+  //! stream and its context have room for, on try_admit's terms (nobody waiting is overtaken, a held or granted
+  //! stream admits nothing); empty when not even one. Its places are used by the caller's own count and come back
+  //! together (`reset`, or one `split` off for a record and the rest when that wait completes).
+  //! @throws std::bad_alloc (a stream's first count)
+  admission_ticket try_admit_n(const admission_site& site, std::uint32_t n);
   //! Queues `w` for a place on `s`. `w->admitted` is called once room is made — possibly before this returns, on
   //! this thread, when room appeared meanwhile. @throws cuda_error, std::bad_alloc (then `w` is not queued)
   void wait_admission(stream_ref s, admission_waiter* w, bool hold = false,
@@ -91,7 +98,8 @@ class cuda_completion_source final : public completion_source {
   friend class admission_ticket;
   friend class event_pool;
   cuda_completion_source() = default;
-  void give_place(event_pool& pool, std::uint64_t stream_key, bool hold, bool granted) noexcept;
+  void give_place(event_pool& pool, std::uint64_t stream_key, bool hold, bool granted,
+                  std::uint32_t count = 1) noexcept;
   void settle_grant(std::uint64_t stream_key) noexcept;
   void end_hold(event_pool& pool, std::uint64_t stream_key) noexcept;
   void admit_waiters(const std::shared_ptr<event_pool>& pool) noexcept;
