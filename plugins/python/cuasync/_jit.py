@@ -491,14 +491,17 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         fast = self._fast
         if fast is not None:
-            packed = fast.pack(s, grid, block, shared_memory, _capi.LAUNCH_UNTRACKED, args)
-            if packed is not NotImplemented:
-                blob, uses = packed
-                if uses is not None:
-                    self._note_uses(s, args, uses, False)
-                err = fast.fire(blob, 0, 0)
-                if err and _capi.code_of(err):
-                    raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
+            # One C call packs on its stack and launches: None when nothing is left to do here.
+            r = fast.launch_untracked(s, grid, block, shared_memory, args)
+            if r is None:
+                return
+            if r is not NotImplemented:
+                if type(r) is int:  # the launch's error: raised (BUSY, never expected untracked, as BusyError)
+                    if _capi.code_of(r):
+                        raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")
+                    return
+                for i in r:  # buffers whose last use was on another stream: noted, no event
+                    args[i].note_use(s, order=False)
                 return
         blob, buffers, _ = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
         for i in buffers:

@@ -19,6 +19,9 @@
  *   fire(blob, queue, token) -> 0 | error address
  *       sets the blob's completion and calls the table's launch with the GIL released; a non-zero result is the
  *       cuasync_error* (the caller's to read and free).
+ *   launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | NotImplemented
+ *       pack and launch in one METH_FASTCALL call, the blob on the C stack: the per-call work of cuda.core's launch
+ *       (its ParamHolder packs the values, then cuLaunchKernelEx) and no Python object but the result.
  * A blob belongs to one call: threads launching one kernel never share one. */
 #include "fast.h"  // Python.h before any system header
 
@@ -112,32 +115,46 @@ static PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
   return t;
 }
 
-#define NOT_HERE() goto not_here
+/* Where fill() leaves what the package notes: the buffers not last used on the stream and the framework arguments
+ * (indices into the launch's arguments; `foreign` empty when producers are not asked), `producers` (a new list, or
+ * NULL) the stream each framework argument's producer works on. */
+typedef struct {
+  Py_ssize_t small[16 * 2];
+  Py_ssize_t *buffers, *foreign;
+  Py_ssize_t nb, nf;
+  PyObject* producers;
+} uses_t;
 
-static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
-  launcher* self = (launcher*)self_;
-  unsigned long long flags;
-  PyObject *stream_obj, *grid, *block, *shared_memory, *args;
-  if (!PyArg_ParseTuple(a, "OOOOKO!:pack", &stream_obj, &grid, &block, &shared_memory, &flags, &PyTuple_Type,
-                        &args)) {
-    return NULL;
-  }
+static void uses_free(uses_t* u) {
+  Py_CLEAR(u->producers);
+  if (u->buffers != u->small) PyMem_Free(u->buffers);
+  u->buffers = u->small;
+}
+
+#define NOT_HERE() return 0
+
+/* Lays out one launch in `base` (BLOB_SIZE(n) bytes): the header, the kernel_arg array and the values. 1: done;
+ * 0: the package's general path (no error set); -1: an error is set. `ask_producers` 0: framework memory is not
+ * ordered (an untracked launch), so neither its producer streams nor their indices are gathered. `u` is the caller's
+ * to free with uses_free on every result. */
+static int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, PyObject* shared_memory,
+                unsigned long long flags, PyObject* args, char* base, int ask_producers, uses_t* u) {
+  u->buffers = u->small;
+  u->nb = u->nf = 0;
+  u->producers = NULL;
   PyObject* handle = PyObject_GetAttr(stream_obj, s_handle);
-  if (!handle) return NULL;
+  if (!handle) return -1;
   unsigned long long stream = PyLong_AsUnsignedLongLong(handle);
   Py_DECREF(handle);
-  if (PyErr_Occurred()) return NULL;
+  if (PyErr_Occurred()) return -1;
   Py_ssize_t n = self->n;
   uint32_t g[3], b[3];
   long long shared = PyLong_CheckExact(shared_memory) ? PyLong_AsLongLong(shared_memory) : -1;
   if (shared == -1 && PyErr_Occurred()) PyErr_Clear();
   if (PyTuple_Size(args) != n || !fast_dims(grid, g) || !fast_dims(block, b) || shared < 0 || shared > UINT32_MAX ||
       flags > UINT32_MAX) {
-    Py_RETURN_NOTIMPLEMENTED;
+    return 0;
   }
-  PyObject* blob = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)BLOB_SIZE(n));
-  if (!blob) return NULL;
-  char* base = PyByteArray_AsString(blob);
   memset(base, 0, HEAD_SIZE);
   cuasync_launch_args* la = (cuasync_launch_args*)base;
   cuasync_kernel_arg* kargs = (cuasync_kernel_arg*)(base + HEAD_SIZE);
@@ -152,15 +169,12 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
   la->num_args = (size_t)n;
   la->flags = (uint32_t)flags;
 
-  Py_ssize_t small[16 * 2];
-  Py_ssize_t* buffers = small;  // buffer indices, then (from n on) foreign indices
-  PyObject* producers = NULL;
-  Py_ssize_t nb = 0, nf = 0;
-  if (n > 16 && !(buffers = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)n))) {
-    Py_DECREF(blob);
-    return PyErr_NoMemory();
+  if (n > 16 && !(u->buffers = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)n))) {
+    u->buffers = u->small;
+    PyErr_NoMemory();
+    return -1;
   }
-  Py_ssize_t* foreign = buffers + (n > 16 ? n : 16);
+  u->foreign = u->buffers + (n > 16 ? n : 16);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* v = PyTuple_GetItem(args, i);
     uint32_t size = self->sizes[i];
@@ -191,58 +205,104 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
     } else if ((PyObject*)Py_TYPE(v) == fast_buffer_type) {
       int noted = 0;
       if (!fast_buffer_address(v, stream_obj, &values[i], &noted)) NOT_HERE();
-      if (!noted) buffers[nb++] = i;
+      if (!noted) u->buffers[u->nb++] = i;
     } else if (PyBytes_Check(v) || PyByteArray_Check(v)) {
       NOT_HERE();
     } else {
       PyObject* producer = NULL;
       uint32_t element = 0;
       const int typed_pointee = t && TYPED_POINTEE(t);
-      if (!fast_foreign_address(v, &values[i], &producer, typed_pointee ? &element : NULL)) NOT_HERE();
-      if (typed_pointee && element + (1u << 16) != t) {  // unknown here, or another element type
-        Py_DECREF(producer);
+      if (!fast_foreign_address(v, &values[i], ask_producers ? &producer : NULL, typed_pointee ? &element : NULL)) {
         NOT_HERE();
       }
-      if (!producers && !(producers = PyList_New(0))) {
-        Py_DECREF(producer);
-        goto fail;
+      if (typed_pointee && element + (1u << 16) != t) {  // unknown here, or another element type
+        Py_XDECREF(producer);
+        NOT_HERE();
       }
-      int r = PyList_Append(producers, producer);
+      if (!ask_producers) continue;
+      if (!u->producers && !(u->producers = PyList_New(0))) {
+        Py_DECREF(producer);
+        return -1;
+      }
+      int r = PyList_Append(u->producers, producer);
       Py_DECREF(producer);
-      if (r < 0) goto fail;
-      foreign[nf++] = i;
+      if (r < 0) return -1;
+      u->foreign[u->nf++] = i;
     }
   }
-  PyObject* uses = Py_None;
-  Py_INCREF(Py_None);
-  if (nb || nf) {
-    Py_DECREF(Py_None);
-    PyObject* bt = index_tuple(buffers, nb);
-    PyObject* ft = index_tuple(foreign, nf);
-    PyObject* pt = producers ? PyList_AsTuple(producers) : PyTuple_New(0);
-    uses = (bt && ft && pt) ? PyTuple_Pack(3, bt, ft, pt) : NULL;
-    Py_XDECREF(bt);
-    Py_XDECREF(ft);
-    Py_XDECREF(pt);
-    if (!uses) goto fail;
-  }
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
-  PyObject* r = PyTuple_Pack(2, blob, uses);
-  Py_DECREF(blob);
-  Py_DECREF(uses);
+  return 1;
+}
+
+/* The Python value of what a launch has the package note: None, or (buffer indices, foreign indices, producers). */
+static PyObject* uses_value(const uses_t* u) {
+  if (!u->nb && !u->nf) Py_RETURN_NONE;
+  PyObject* bt = index_tuple(u->buffers, u->nb);
+  PyObject* ft = index_tuple(u->foreign, u->nf);
+  PyObject* pt = u->producers ? PyList_AsTuple(u->producers) : PyTuple_New(0);
+  PyObject* r = (bt && ft && pt) ? PyTuple_Pack(3, bt, ft, pt) : NULL;
+  Py_XDECREF(bt);
+  Py_XDECREF(ft);
+  Py_XDECREF(pt);
   return r;
-not_here:
-  if (PyErr_Occurred()) goto fail;
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
+}
+
+static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
+  launcher* self = (launcher*)self_;
+  unsigned long long flags;
+  PyObject *stream_obj, *grid, *block, *shared_memory, *args;
+  if (!PyArg_ParseTuple(a, "OOOOKO!:pack", &stream_obj, &grid, &block, &shared_memory, &flags, &PyTuple_Type,
+                        &args)) {
+    return NULL;
+  }
+  PyObject* blob = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)BLOB_SIZE(self->n));
+  if (!blob) return NULL;
+  uses_t u;
+  int r = fill(self, stream_obj, grid, block, shared_memory, flags, args, PyByteArray_AsString(blob), 1, &u);
+  PyObject* uses = r == 1 ? uses_value(&u) : NULL;
+  uses_free(&u);
+  PyObject* result = NULL;
+  if (uses) {
+    result = PyTuple_Pack(2, blob, uses);
+    Py_DECREF(uses);
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = Py_NotImplemented;
+    Py_INCREF(result);
+  }
   Py_DECREF(blob);
-  Py_RETURN_NOTIMPLEMENTED;
-fail:
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
-  Py_DECREF(blob);
-  return NULL;
+  return result;
+}
+
+/* launch_untracked(stream, grid, block, shared_memory, args): pack and launch in one call, the blob on the C stack
+ * (at most 16 parameters; more: the heap), no Python object made on success but the result. None: launched, nothing
+ * to note; a tuple: launched, the indices of the buffers to note (Buffer.note_use(stream, order=False)); an int: the
+ * cuasync_error* of a refused launch (not launched, nothing noted); NotImplemented: the package's general path. */
+static PyObject* launcher_launch_untracked(PyObject* self_, PyObject* const* a, Py_ssize_t na) {
+  launcher* self = (launcher*)self_;
+  if (na != 5 || !PyTuple_Check(a[4])) {
+    PyErr_SetString(PyExc_TypeError, "launch_untracked(stream, grid, block, shared_memory, args: tuple)");
+    return NULL;
+  }
+  if (!fast_require_api()) return NULL;
+  _Alignas(16) char stack[BLOB_SIZE(16)];
+  char* base = self->n <= 16 ? stack : PyMem_Malloc(BLOB_SIZE(self->n));
+  if (!base) return PyErr_NoMemory();
+  uses_t u;
+  PyObject* result = NULL;
+  int r = fill(self, a[0], a[1], a[2], a[3], CUASYNC_LAUNCH_UNTRACKED, a[4], base, 0, &u);
+  if (r == 1) {
+    cuasync_error* err;
+    cuasync_launch_args* la = (cuasync_launch_args*)base;
+    Py_BEGIN_ALLOW_THREADS
+    err = fast_api->launch(la);
+    Py_END_ALLOW_THREADS
+    result = err ? PyLong_FromVoidPtr(err) : u.nb ? index_tuple(u.buffers, u.nb) : (Py_INCREF(Py_None), Py_None);
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = Py_NotImplemented;
+    Py_INCREF(result);
+  }
+  uses_free(&u);
+  if (base != stack) PyMem_Free(base);
+  return result;
 }
 
 static PyObject* launcher_fire(PyObject* self, PyObject* a) {
@@ -274,6 +334,9 @@ static PyMethodDef launcher_methods[] = {
     {"pack", launcher_pack, METH_VARARGS,
      "pack(stream, grid, block, shared_memory, flags, args) -> (blob, uses) | NotImplemented"},
     {"fire", launcher_fire, METH_VARARGS, "fire(blob, queue, token) -> 0 | cuasync_error address"},
+    {"launch_untracked", (PyCFunction)(void (*)(void))launcher_launch_untracked, METH_FASTCALL,
+     "launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | "
+     "NotImplemented"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot launcher_slots[] = {

@@ -24,7 +24,7 @@ def test_mode_is_what_the_environment_asks():
         assert fast is None and not _fastpath.enabled()
     elif MODE == "1":
         assert fast is not None and fast.__file__.endswith(".abi3.so")
-        assert fast.LIMITED_API == 0x03090000 and fast.ABI_MAJOR == _capi.ABI_MAJOR
+        assert fast.LIMITED_API == 0x030A0000 and fast.ABI_MAJOR == _capi.ABI_MAJOR
 
 
 class _Stub:
@@ -422,3 +422,48 @@ def test_no_inline_poll_with_other_operations_in_flight(monkeypatch):
         coro.close()
     finally:
         _close(loop, lc, issue)
+
+
+from test_typed_args import _SIMULATED, run_simulated  # noqa: E402  (the simulated driver's process)
+
+_UNTRACKED = r"""
+import cuasync
+src = 'extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned v) {}'  # run by name (sim_kernels.cpp)
+k = cuasync.compile(src).sim_fill_u32
+s, other = cuasync.Stream(), cuasync.Stream()
+out = cuasync.zeros(4, "uint32", stream=s)
+class CAI:  # a framework's array: the CUDA array interface only
+    def __init__(self, p):
+        self.__cuda_array_interface__ = {"data": (p, False), "shape": (4,), "typestr": "<u4", "version": 3}
+calls = []
+if k._fast is not None:
+    real = k._fast
+    class Spy:  # counts the fast path's entry points
+        def __getattr__(self, name):
+            f = getattr(real, name)
+            return lambda *a: (calls.append(name), f(*a))[1]
+    k._fast = Spy()
+k.launch_untracked(s, 1, 1, out, 4, 2**32 - 1)
+s.synchronize()
+print("BUFFER", list(memoryview(out.tobytes()).cast("I")))
+k.launch_untracked(s, 1, 1, CAI(out.ptr), 3, 7)
+s.synchronize()
+print("CAI", list(memoryview(out.tobytes()).cast("I")))
+k.launch_untracked(other, 1, 1, out, 1, 9)  # last used on `s`: noted on `other`, after the launch
+other.synchronize()
+print("NOTED", out._streams[-1] is other, list(memoryview(out.tobytes()).cast("I")))
+print("CALLS", sorted(set(calls)))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
+def test_untracked_launch_in_one_call_on_the_simulated_driver():
+    # The fast path's launch_untracked (packed on the C stack, launched, one call; its packing is pack()'s, whose layout
+    # for every type the tests above compare with ctypes'), or ctypes: the simulated kernel fills what it was given
+    # through a Buffer and an array-interface pointer; a buffer last used on another stream is noted after the launch.
+    r = run_simulated(_UNTRACKED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"BUFFER {[2**32 - 1] * 4}" in r.stdout, r.stdout
+    assert f"CAI {[7, 7, 7, 2**32 - 1]}" in r.stdout, r.stdout
+    assert "NOTED True [9, 7, 7, 4294967295]" in r.stdout, r.stdout
+    assert ("CALLS ['launch_untracked']" if fast is not None else "CALLS []") in r.stdout, r.stdout
