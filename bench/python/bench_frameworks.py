@@ -135,6 +135,7 @@ def _ctypes_twin(kernel):
     """The same kernel with the compiled fast path switched off (its ctypes path), for an A/B in one process."""
     twin = copy.copy(kernel)
     twin._fast = None
+    twin.__dict__.pop("launch_untracked", None)  # the fast path's C launch_untracked, set on the kernel itself
     return twin
 
 

@@ -269,6 +269,11 @@ class Kernel:
         fast = _fastpath.get()
         # The compiled fast path: the kernel and its parameter sizes bound once, each call packs only its values.
         self._fast = fast.Launcher(handle, tuple(param_sizes), self.param_types) if fast is not None else None
+        if self._fast is not None:
+            # The kernel's own launch_untracked: one C call for a cuasync Stream and values it packs, this class's
+            # method for the rest (a cycle, as with its module: the collector frees both).
+            self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
+            self.launch_untracked = self._fast.call_untracked
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
@@ -496,10 +501,8 @@ class Kernel:
             if r is None:
                 return
             if r is not NotImplemented:
-                if type(r) is int:  # the launch's error: raised (BUSY, never expected untracked, as BusyError)
-                    if _capi.code_of(r):
-                        raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")
-                    return
+                if type(r) is int:
+                    return self._untracked_failed(r)
                 for i in r:  # buffers whose last use was on another stream: noted, no event
                     args[i].note_use(s, order=False)
                 return
@@ -508,6 +511,11 @@ class Kernel:
             args[i].note_use(s, order=False)
         if _capi.call_code_at("launch", ctypes.addressof(blob)):
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
+
+    def _untracked_failed(self, err):
+        """Raises the error of a refused untracked launch (BUSY, never expected untracked, as BusyError)."""
+        if _capi.code_of(err):
+            raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")
 
     def __repr__(self):
         if self.param_types:

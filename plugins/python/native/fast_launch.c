@@ -23,19 +23,12 @@
  *       pack and launch in one METH_FASTCALL call, the blob on the C stack: the per-call work of cuda.core's launch
  *       (its ParamHolder packs the values, then cuLaunchKernelEx) and no Python object but the result.
  * A blob belongs to one call: threads launching one kernel never share one. */
-#include "fast.h"  // Python.h before any system header
+#include "fast_launcher.h"  // Python.h before any system header
 
 #include <string.h>
 
 static PyObject* s_handle;
 
-typedef struct {
-  PyObject_HEAD
-  unsigned long long kernel;
-  Py_ssize_t n;
-  uint32_t* sizes;
-  uint32_t* types;  /* each parameter's cuasync_arg_type (a C++ kernel), or NULL: sizes only (extern "C") */
-} launcher;
 
 /* The parts of a cuasync_arg_type that pack() looks at. */
 #define POINTERS(t) ((t) >> 16 & 0xffu)
@@ -47,9 +40,6 @@ typedef struct {
 #define TAKES_ADDRESS(t) (CLASS(t) == CUASYNC_ARG_CLASS_OPAQUE || (CLASS(t) == CUASYNC_ARG_CLASS_INTEGER && \
                                                                    ((t) >> 8 & 0xffu) == 8))
 
-/* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
-#define HEAD_SIZE (sizeof(cuasync_launch_args))
-#define BLOB_SIZE(n) (HEAD_SIZE + (size_t)(n) * (sizeof(cuasync_kernel_arg) + 8))
 
 static int launcher_init(PyObject* self_, PyObject* args, PyObject* kw) {
   launcher* self = (launcher*)self_;
@@ -95,13 +85,31 @@ static int launcher_init(PyObject* self_, PyObject* args, PyObject* kw) {
 
 static void launcher_dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  fast_call_clear((launcher*)self);
   PyMem_Free(((launcher*)self)->sizes);
   PyMem_Free(((launcher*)self)->types);
-  PyObject_Free(self);  // PyType_GenericAlloc's memory (the type is not garbage-collected)
+  PyObject_GC_Del(self);  // PyType_GenericAlloc's memory (a garbage-collected type: the kernel holds it and back)
   Py_DECREF(type);
 }
 
-static PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
+/* The references bind_untracked holds (the kernel among them: kernel -> its launch_untracked -> this -> kernel). */
+static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
+  launcher* self = (launcher*)self_;
+  Py_VISIT(self->owner);
+  Py_VISIT(self->stream_type);
+  Py_VISIT(self->general);
+  Py_VISIT(self->failed);
+  Py_VISIT(Py_TYPE(self_));  // a heap type
+  return 0;
+}
+
+static int launcher_clear(PyObject* self) {
+  fast_call_clear((launcher*)self);
+  return 0;
+}
+
+PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
   PyObject* t = PyTuple_New(n);
   if (!t) return NULL;
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -115,17 +123,7 @@ static PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
   return t;
 }
 
-/* Where fill() leaves what the package notes: the buffers not last used on the stream and the framework arguments
- * (indices into the launch's arguments; `foreign` empty when producers are not asked), `producers` (a new list, or
- * NULL) the stream each framework argument's producer works on. */
-typedef struct {
-  Py_ssize_t small[16 * 2];
-  Py_ssize_t *buffers, *foreign;
-  Py_ssize_t nb, nf;
-  PyObject* producers;
-} uses_t;
-
-static void uses_free(uses_t* u) {
+void uses_free(uses_t* u) {
   Py_CLEAR(u->producers);
   if (u->buffers != u->small) PyMem_Free(u->buffers);
   u->buffers = u->small;
@@ -133,12 +131,10 @@ static void uses_free(uses_t* u) {
 
 #define NOT_HERE() return 0
 
-/* Lays out one launch in `base` (BLOB_SIZE(n) bytes): the header, the kernel_arg array and the values. 1: done;
- * 0: the package's general path (no error set); -1: an error is set. `ask_producers` 0: framework memory is not
- * ordered (an untracked launch), so neither its producer streams nor their indices are gathered. `u` is the caller's
- * to free with uses_free on every result. */
-static int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, PyObject* shared_memory,
-                unsigned long long flags, PyObject* args, char* base, int ask_producers, uses_t* u) {
+/* One launch laid out: the header, the kernel_arg array and the values (fast_launcher.h). */
+int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, PyObject* shared_memory,
+         unsigned long long flags, PyObject* args, PyObject* const* items, Py_ssize_t count, char* base,
+         int ask_producers, uses_t* u) {
   u->buffers = u->small;
   u->nb = u->nf = 0;
   u->producers = NULL;
@@ -151,7 +147,7 @@ static int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* 
   uint32_t g[3], b[3];
   long long shared = PyLong_CheckExact(shared_memory) ? PyLong_AsLongLong(shared_memory) : -1;
   if (shared == -1 && PyErr_Occurred()) PyErr_Clear();
-  if (PyTuple_Size(args) != n || !fast_dims(grid, g) || !fast_dims(block, b) || shared < 0 || shared > UINT32_MAX ||
+  if ((items ? count : PyTuple_Size(args)) != n || !fast_dims(grid, g) || !fast_dims(block, b) || shared < 0 || shared > UINT32_MAX ||
       flags > UINT32_MAX) {
     return 0;
   }
@@ -176,7 +172,7 @@ static int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* 
   }
   u->foreign = u->buffers + (n > 16 ? n : 16);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* v = PyTuple_GetItem(args, i);
+    PyObject* v = items ? items[i] : PyTuple_GetItem(args, i);
     uint32_t size = self->sizes[i];
     /* A C++ kernel's parameter type: what does not fit it goes to the package's general path, which refuses it
      * naming the parameter (0: extern "C", sizes only). */
@@ -257,7 +253,7 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
   PyObject* blob = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)BLOB_SIZE(self->n));
   if (!blob) return NULL;
   uses_t u;
-  int r = fill(self, stream_obj, grid, block, shared_memory, flags, args, PyByteArray_AsString(blob), 1, &u);
+  int r = fill(self, stream_obj, grid, block, shared_memory, flags, args, NULL, 0, PyByteArray_AsString(blob), 1, &u);
   PyObject* uses = r == 1 ? uses_value(&u) : NULL;
   uses_free(&u);
   PyObject* result = NULL;
@@ -288,7 +284,7 @@ static PyObject* launcher_launch_untracked(PyObject* self_, PyObject* const* a, 
   if (!base) return PyErr_NoMemory();
   uses_t u;
   PyObject* result = NULL;
-  int r = fill(self, a[0], a[1], a[2], a[3], CUASYNC_LAUNCH_UNTRACKED, a[4], base, 0, &u);
+  int r = fill(self, a[0], a[1], a[2], a[3], CUASYNC_LAUNCH_UNTRACKED, a[4], NULL, 0, base, 0, &u);
   if (r == 1) {
     cuasync_error* err;
     cuasync_launch_args* la = (cuasync_launch_args*)base;
@@ -337,6 +333,10 @@ static PyMethodDef launcher_methods[] = {
     {"launch_untracked", (PyCFunction)(void (*)(void))launcher_launch_untracked, METH_FASTCALL,
      "launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | "
      "NotImplemented"},
+    {"bind_untracked", fast_bind_untracked, METH_VARARGS,
+     "bind_untracked(kernel, stream_type, general, failed): what call_untracked falls back on"},
+    {"call_untracked", (PyCFunction)(void (*)(void))fast_call_untracked, METH_FASTCALL | METH_KEYWORDS,
+     "call_untracked(stream, grid, block, *args, shared_memory=0): Kernel.launch_untracked in C"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot launcher_slots[] = {
@@ -344,10 +344,12 @@ static PyType_Slot launcher_slots[] = {
     {Py_tp_init, launcher_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, launcher_dealloc},
+    {Py_tp_traverse, launcher_traverse},
+    {Py_tp_clear, launcher_clear},
     {Py_tp_methods, launcher_methods},
     {0, NULL}};
 
-static PyType_Spec launcher_spec = {"cuasync._fast.Launcher", sizeof(launcher), 0, Py_TPFLAGS_DEFAULT,
+static PyType_Spec launcher_spec = {"cuasync._fast.Launcher", sizeof(launcher), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
                                     launcher_slots};
 
 int fast_add_launch(PyObject* module) {

@@ -427,7 +427,7 @@ def test_no_inline_poll_with_other_operations_in_flight(monkeypatch):
 from test_typed_args import _SIMULATED, run_simulated  # noqa: E402  (the simulated driver's process)
 
 _UNTRACKED = r"""
-import cuasync
+import sys, cuasync
 src = 'extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned v) {}'  # run by name (sim_kernels.cpp)
 k = cuasync.compile(src).sim_fill_u32
 s, other = cuasync.Stream(), cuasync.Stream()
@@ -435,14 +435,9 @@ out = cuasync.zeros(4, "uint32", stream=s)
 class CAI:  # a framework's array: the CUDA array interface only
     def __init__(self, p):
         self.__cuda_array_interface__ = {"data": (p, False), "shape": (4,), "typestr": "<u4", "version": 3}
-calls = []
-if k._fast is not None:
-    real = k._fast
-    class Spy:  # counts the fast path's entry points
-        def __getattr__(self, name):
-            f = getattr(real, name)
-            return lambda *a: (calls.append(name), f(*a))[1]
-    k._fast = Spy()
+calls = []  # Python frames of launch_untracked: none where the kernel's own is the C one
+sys.setprofile(lambda frame, event, arg: event == "call" and frame.f_code.co_name == "launch_untracked" and
+               calls.append(1))
 k.launch_untracked(s, 1, 1, out, 4, 2**32 - 1)
 s.synchronize()
 print("BUFFER", list(memoryview(out.tobytes()).cast("I")))
@@ -452,7 +447,18 @@ print("CAI", list(memoryview(out.tobytes()).cast("I")))
 k.launch_untracked(other, 1, 1, out, 1, 9)  # last used on `s`: noted on `other`, after the launch
 other.synchronize()
 print("NOTED", out._streams[-1] is other, list(memoryview(out.tobytes()).cast("I")))
-print("CALLS", sorted(set(calls)))
+sys.setprofile(None)
+print("PYTHON FRAMES", len(calls), type(k.__dict__.get("launch_untracked")).__name__)
+third = cuasync.Stream()
+k.launch_untracked(third, (1, 1), 1, out, 4, 0, shared_memory=0)  # still one C call
+third.synchronize()
+k.launch_untracked(s, 1, 1, out, 4, 1.5)  # a float for an unsigned: the general path's packing, then launched
+s.synchronize()
+print("GENERAL", list(memoryview(out.tobytes()).cast("I")))
+try:
+    k.launch_untracked(s, 1, 1, out, 4)
+except cuasync.errors.InvalidArgumentError as e:
+    print("REFUSED", e)
 """
 
 
@@ -466,4 +472,21 @@ def test_untracked_launch_in_one_call_on_the_simulated_driver():
     assert f"BUFFER {[2**32 - 1] * 4}" in r.stdout, r.stdout
     assert f"CAI {[7, 7, 7, 2**32 - 1]}" in r.stdout, r.stdout
     assert "NOTED True [9, 7, 7, 4294967295]" in r.stdout, r.stdout
-    assert ("CALLS ['launch_untracked']" if fast is not None else "CALLS []") in r.stdout, r.stdout
+    # The fast path: no Python frame per launch (the kernel's launch_untracked is the C one); ctypes: 3 launches.
+    frames = "PYTHON FRAMES 0 builtin_function_or_method" if fast is not None else "PYTHON FRAMES 3 NoneType"
+    assert frames in r.stdout, r.stdout
+    assert f"GENERAL {[0x3FC00000] * 4}" in r.stdout, r.stdout  # extern "C": sizes only, 1.5 packed as a float
+    assert "REFUSED kernel 'sim_fill_u32' takes 3 parameter(s), 2 given" in r.stdout, r.stdout
+
+
+@needs_fast
+def test_a_kernel_with_its_c_launch_untracked_is_collected():
+    # kernel -> its launch_untracked (the Launcher's C method) -> the Launcher -> kernel: a cycle the collector frees.
+    import gc
+    import weakref
+    k = _kernel((8,))
+    assert type(k.__dict__["launch_untracked"]).__name__ == "builtin_function_or_method"
+    gone = weakref.ref(k)
+    del k
+    gc.collect()
+    assert gone() is None
