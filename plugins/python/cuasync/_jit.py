@@ -431,7 +431,17 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         fast = self._fast
         if fast is not None:
-            packed = fast.pack(s, grid, block, shared_memory, 0, args)
+            if _running_loop() is None:
+                # Outside a loop, with nothing to note or order first: packed on the C stack and launched, one call.
+                packed = fast.launch_now(s, grid, block, shared_memory, args)
+                if packed is None:
+                    _collect()
+                    return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                if type(packed) is int:
+                    _capi.code_of(packed)  # raises every error but BUSY, retried below like the driver
+                    packed = fast.pack(s, grid, block, shared_memory, 0, args)
+            else:
+                packed = fast.pack(s, grid, block, shared_memory, 0, args)
             if packed is not NotImplemented:
                 blob, uses = packed
                 if uses is not None:

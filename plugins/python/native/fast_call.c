@@ -115,3 +115,61 @@ PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t
   uses_free(&u);
   return result;
 }
+
+/* `base` (a stack blob) copied into a new bytearray, its pointers moved with it: what pack() would have made. */
+static PyObject* blob_copy(const char* base, Py_ssize_t n) {
+  PyObject* blob = PyByteArray_FromStringAndSize(base, (Py_ssize_t)BLOB_SIZE(n));
+  if (!blob) return NULL;
+  char* to = PyByteArray_AsString(blob);
+  cuasync_launch_args* la = (cuasync_launch_args*)to;
+  cuasync_kernel_arg* kargs = (cuasync_kernel_arg*)(to + HEAD_SIZE);
+  uint64_t* values = (uint64_t*)(to + HEAD_SIZE + (size_t)n * sizeof(cuasync_kernel_arg));
+  la->args = n ? kargs : NULL;
+  for (Py_ssize_t i = 0; i < n; ++i) kargs[i].value = &values[i];
+  return blob;
+}
+
+/* launch_untracked and launch_now (fast_launch.c's type documents them): (stream, grid, block, shared_memory, args)
+ * packed on the C stack (more than 16 parameters: the heap) and launched. Untracked: the buffers to note come back
+ * after the launch, as indices. Tracked (outside a loop, no completion of its own: a Pending waits on the stream):
+ * launched only when nothing is to be noted or ordered first, else the blob comes back copied out with its uses. */
+static PyObject* stack_launch(launcher* self, PyObject* const* a, Py_ssize_t na, int tracked) {
+  if (na != 5 || !PyTuple_Check(a[4])) {
+    PyErr_SetString(PyExc_TypeError, "expected (stream, grid, block, shared_memory, args: tuple)");
+    return NULL;
+  }
+  if (!fast_require_api()) return NULL;
+  _Alignas(16) char stack[BLOB_SIZE(16)];
+  char* base = self->n <= 16 ? stack : PyMem_Malloc(BLOB_SIZE(self->n));
+  if (!base) return PyErr_NoMemory();
+  uses_t u;
+  PyObject* result = NULL;
+  int r = fill(self, a[0], a[1], a[2], a[3], tracked ? 0 : CUASYNC_LAUNCH_UNTRACKED, a[4], NULL, 0, base, tracked, &u);
+  if (r == 1 && tracked && (u.nb || u.nf)) {
+    PyObject* blob = blob_copy(base, self->n);
+    PyObject* uses = blob ? uses_value(&u) : NULL;
+    result = uses ? PyTuple_Pack(2, blob, uses) : NULL;
+    Py_XDECREF(blob);
+    Py_XDECREF(uses);
+  } else if (r == 1) {
+    cuasync_error* err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fast_api->launch((cuasync_launch_args*)base);
+    Py_END_ALLOW_THREADS
+    result = err ? PyLong_FromVoidPtr(err) : u.nb ? index_tuple(u.buffers, u.nb) : (Py_INCREF(Py_None), Py_None);
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = Py_NotImplemented;
+    Py_INCREF(result);
+  }
+  uses_free(&u);
+  if (base != stack) PyMem_Free(base);
+  return result;
+}
+
+PyObject* fast_launch_untracked(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+  return stack_launch((launcher*)self, a, na, 0);
+}
+
+PyObject* fast_launch_now(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+  return stack_launch((launcher*)self, a, na, 1);
+}

@@ -22,6 +22,10 @@
  *   launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | NotImplemented
  *       pack and launch in one METH_FASTCALL call, the blob on the C stack: the per-call work of cuda.core's launch
  *       (its ParamHolder packs the values, then cuLaunchKernelEx) and no Python object but the result.
+ *   launch_now(stream, grid, block, shared_memory, args) -> None | error address | (blob, uses) | NotImplemented
+ *       a tracked launch outside an event loop the same way, launched when nothing is to be noted or ordered first;
+ *       else the blob and uses pack() would have returned (fast_call.c).
+ *   bind_untracked / call_untracked: the whole of Kernel.launch_untracked in C (fast_call.c).
  * A blob belongs to one call: threads launching one kernel never share one. */
 #include "fast_launcher.h"  // Python.h before any system header
 
@@ -230,7 +234,7 @@ int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, 
 }
 
 /* The Python value of what a launch has the package note: None, or (buffer indices, foreign indices, producers). */
-static PyObject* uses_value(const uses_t* u) {
+PyObject* uses_value(const uses_t* u) {
   if (!u->nb && !u->nf) Py_RETURN_NONE;
   PyObject* bt = index_tuple(u->buffers, u->nb);
   PyObject* ft = index_tuple(u->foreign, u->nf);
@@ -268,39 +272,6 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
   return result;
 }
 
-/* launch_untracked(stream, grid, block, shared_memory, args): pack and launch in one call, the blob on the C stack
- * (at most 16 parameters; more: the heap), no Python object made on success but the result. None: launched, nothing
- * to note; a tuple: launched, the indices of the buffers to note (Buffer.note_use(stream, order=False)); an int: the
- * cuasync_error* of a refused launch (not launched, nothing noted); NotImplemented: the package's general path. */
-static PyObject* launcher_launch_untracked(PyObject* self_, PyObject* const* a, Py_ssize_t na) {
-  launcher* self = (launcher*)self_;
-  if (na != 5 || !PyTuple_Check(a[4])) {
-    PyErr_SetString(PyExc_TypeError, "launch_untracked(stream, grid, block, shared_memory, args: tuple)");
-    return NULL;
-  }
-  if (!fast_require_api()) return NULL;
-  _Alignas(16) char stack[BLOB_SIZE(16)];
-  char* base = self->n <= 16 ? stack : PyMem_Malloc(BLOB_SIZE(self->n));
-  if (!base) return PyErr_NoMemory();
-  uses_t u;
-  PyObject* result = NULL;
-  int r = fill(self, a[0], a[1], a[2], a[3], CUASYNC_LAUNCH_UNTRACKED, a[4], NULL, 0, base, 0, &u);
-  if (r == 1) {
-    cuasync_error* err;
-    cuasync_launch_args* la = (cuasync_launch_args*)base;
-    Py_BEGIN_ALLOW_THREADS
-    err = fast_api->launch(la);
-    Py_END_ALLOW_THREADS
-    result = err ? PyLong_FromVoidPtr(err) : u.nb ? index_tuple(u.buffers, u.nb) : (Py_INCREF(Py_None), Py_None);
-  } else if (r == 0 && !PyErr_Occurred()) {
-    result = Py_NotImplemented;
-    Py_INCREF(result);
-  }
-  uses_free(&u);
-  if (base != stack) PyMem_Free(base);
-  return result;
-}
-
 static PyObject* launcher_fire(PyObject* self, PyObject* a) {
   PyObject* blob;
   unsigned long long queue, token;
@@ -330,9 +301,11 @@ static PyMethodDef launcher_methods[] = {
     {"pack", launcher_pack, METH_VARARGS,
      "pack(stream, grid, block, shared_memory, flags, args) -> (blob, uses) | NotImplemented"},
     {"fire", launcher_fire, METH_VARARGS, "fire(blob, queue, token) -> 0 | cuasync_error address"},
-    {"launch_untracked", (PyCFunction)(void (*)(void))launcher_launch_untracked, METH_FASTCALL,
+    {"launch_untracked", (PyCFunction)(void (*)(void))fast_launch_untracked, METH_FASTCALL,
      "launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | "
      "NotImplemented"},
+    {"launch_now", (PyCFunction)(void (*)(void))fast_launch_now, METH_FASTCALL,
+     "launch_now(stream, grid, block, shared_memory, args) -> None | error address | (blob, uses) | NotImplemented"},
     {"bind_untracked", fast_bind_untracked, METH_VARARGS,
      "bind_untracked(kernel, stream_type, general, failed): what call_untracked falls back on"},
     {"call_untracked", (PyCFunction)(void (*)(void))fast_call_untracked, METH_FASTCALL | METH_KEYWORDS,

@@ -42,6 +42,11 @@ int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, 
          unsigned long long flags, PyObject* args, PyObject* const* items, Py_ssize_t count, char* base,
          int ask_producers, uses_t* u);
 
+/* The Python value of what a launch has the package note: None, or (buffer indices, foreign indices, producers). */
+PyObject* uses_value(const uses_t* u);
+
+PyObject* fast_launch_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fast_launch_now(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fast_bind_untracked(PyObject* self, PyObject* args);
 PyObject* fast_call_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 void fast_call_clear(launcher* self);

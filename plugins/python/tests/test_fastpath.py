@@ -159,6 +159,18 @@ def test_fast_pack_takes_framework_pointers_with_their_producer_streams():
     assert uses == ((), (0, 1, 2), (0x99, False, None))
 
 
+@needs_fast
+@pytest.mark.parametrize("sizes,args", CASES)
+def test_launch_now_hands_back_the_blob_pack_makes_when_something_is_to_be_ordered(sizes, args):
+    # Framework memory to order after: launch_now launches nothing and returns its stack blob copied out, its pointers
+    # moved into the copy (_decode checks they point inside it), the same as pack()'s, with the same uses.
+    k = _kernel(tuple(sizes) + (8,))
+    full = tuple(args) + (_ArrayInterface(0x1000, 0x99),)
+    blob, uses = k._fast.launch_now(_Stub, (2, 3), 64, 128, full)
+    ref, ref_uses = k._fast.pack(_Stub, (2, 3), 64, 128, 0, full)
+    assert _decode(blob) == _decode(ref) and uses == ref_uses == ((), (len(args),), (0x99,))
+
+
 def test_launch_errors_from_the_library_raise_on_both_paths():
     # No such kernel handle: the library refuses it (no driver needed), through fire() or through ctypes.
     with pytest.raises(errors.CuasyncError):
@@ -459,6 +471,16 @@ try:
     k.launch_untracked(s, 1, 1, out, 4)
 except cuasync.errors.InvalidArgumentError as e:
     print("REFUSED", e)
+c_calls = []
+sys.setprofile(lambda frame, event, arg: event == "c_call" and c_calls.append(getattr(arg, "__name__", "?")))
+home = cuasync.zeros(4, "uint32", stream=s)
+pending = k.launch(s, 1, 1, home, 4, 11)  # tracked, outside a loop, used on its stream: launch_now launches it
+sys.setprofile(None)
+pending.wait()
+print("TRACKED", list(memoryview(home.tobytes()).cast("I")), [c for c in c_calls if c in ("launch_now", "pack", "fire")])
+fourth = cuasync.Stream()
+k.launch(fourth, 1, 1, home, 2, 12).wait()  # last used on another stream: ordered first, then the copied blob fired
+print("ORDERED", list(memoryview(home.tobytes()).cast("I")), home._streams[-1] is fourth)
 """
 
 
@@ -477,6 +499,9 @@ def test_untracked_launch_in_one_call_on_the_simulated_driver():
     assert frames in r.stdout, r.stdout
     assert f"GENERAL {[0x3FC00000] * 4}" in r.stdout, r.stdout  # extern "C": sizes only, 1.5 packed as a float
     assert "REFUSED kernel 'sim_fill_u32' takes 3 parameter(s), 2 given" in r.stdout, r.stdout
+    calls = "['launch_now']" if fast is not None else "[]"
+    assert f"TRACKED {[11] * 4} {calls}" in r.stdout, r.stdout
+    assert f"ORDERED {[12, 12, 11, 11]} True" in r.stdout, r.stdout
 
 
 @needs_fast
