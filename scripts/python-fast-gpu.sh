@@ -22,6 +22,11 @@ echo "== gpu tests, CUASYNC_PYTHON_FAST=0"
 CUASYNC_PYTHON_FAST=0 CUASYNC_LIBRARY=$lib timeout 60 python3 -m pytest plugins/python/tests/gpu -q -p no:cacheprovider \
   > "$r/ctypes-gpu.log" 2>&1
 echo "ctypes gpu rc=$?"; grep -E "passed|failed|FAILED" "$r/ctypes-gpu.log" | tail -8
+# PyTorch's C++ op, built into the cache once before the benches (a fresh machine has none, and `auto` never compiles
+# at import): its log says why when it does not build, and the bench's report says which op it measured.
+echo "== PyTorch C++ op build"
+CUASYNC_LIBRARY=$lib PYTHONPATH=$PWD/plugins/python timeout 300 python3 -m cuasync.torch build > "$r/torch-ops-build.log" 2>&1
+echo "torch C++ op build rc=$? (log: torch-ops-build.log)"; tail -3 "$r/torch-ops-build.log"
 bench() {
   CUASYNC_PYTHON_FAST=$1 CUASYNC_LIBRARY=$lib timeout 45 python3 bench/python/bench_frameworks.py --json "$r/bench-$2.json" \
     --markdown "$r/bench-$2.md" $3 > "$r/bench-$2.log" 2>&1

@@ -22,6 +22,11 @@ else
 fi
 status=${PIPESTATUS[0]}
 if [ "${CUASYNC_PYTHON_BENCH:-1}" != 0 ]; then
+  # PyTorch's C++ op into the cache first (a fresh machine has none; `auto` never compiles at import): the bench then
+  # measures it, and its report says which op it measured; a failed build is printed here with the compiler's words.
+  CUASYNC_LIBRARY=$PWD/$build/plugins/libcuasync.so PYTHONPATH=$PWD/plugins/python timeout 300 \
+    python3 -m cuasync.torch build > "$out/torch-ops-build.log" 2>&1 ||
+    { echo "!!! PyTorch C++ op build failed (rc $?): the bench measures the Python custom op"; tail -20 "$out/torch-ops-build.log"; }
   CUASYNC_LIBRARY=$PWD/$build/plugins/libcuasync.so python3 bench/python/bench_frameworks.py \
     --json "$out/python_bench.json" --markdown "$out/python_bench.md" ${CUASYNC_BENCH_ARGS:-} || status=1
 fi

@@ -49,9 +49,28 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def native_ops():
+    """Builds PyTorch's C++-dispatch op into the cache before cuasync.torch is imported, so this process takes it: a
+    fresh machine's cache is empty, where `auto` (a first import never compiles) takes the Python custom op. Returns
+    what happened, which the report prints; a failed build is said on stderr too, with the compiler's words."""
+    import torch
+    from cuasync import _torch_ops
+    if _torch_ops.mode() == "python":
+        return "not built (CUASYNC_TORCH_OPS=python)"
+    t0 = time.perf_counter()
+    try:
+        path = _torch_ops.cached(torch) or _torch_ops.build(torch)
+    except _torch_ops.BuildError as e:
+        print(f"\n!!! the C++ op did not build: the custom op row is the Python op !!!\n{e}\n", file=sys.stderr)
+        return f"BUILD FAILED (the Python custom op is measured): {str(e).splitlines()[0][:300]}"
+    return f"{path} (ready in {time.perf_counter() - t0:.1f} s)"
+
+
 def launch_overhead(rounds, calls):
     import torch
     import cuasync.torch as ct
+    if ct.implementation() != "native" and _torch_ops_note[0].startswith("/"):
+        print("!!! the C++ op was built but cuasync.torch did not load it (its log says why)", file=sys.stderr)
     n = 1024
     x = torch.randn(n, device="cuda")
     y = torch.randn(n, device="cuda")
@@ -109,12 +128,14 @@ def launch_overhead(rounds, calls):
 
 
 _ORDER = {}  # rows of one comparison next to each other in the table
+_torch_ops_note = ["not asked"]  # what native_ops() did, for the report
 
 
 def _ctypes_twin(kernel):
     """The same kernel with the compiled fast path switched off (its ctypes path), for an A/B in one process."""
     twin = copy.copy(kernel)
     twin._fast = None
+    twin.__dict__.pop("launch_untracked", None)  # the fast path's C launch_untracked, set on the kernel itself
     return twin
 
 
@@ -302,6 +323,7 @@ def main():
     a = p.parse_args()
     rounds, calls = (5, 300) if a.quick else (15, 1000)
     blocks, per_block = (5, 40) if a.quick else (20, 100)
+    _torch_ops_note[0] = native_ops()
     launches = launch_overhead(rounds, calls)
     trips = []
     for use_uvloop in (False, True):
@@ -316,9 +338,11 @@ def main():
     from cuasync import _fastpath
     fast = _fastpath.get()
     result = {"commit": commit(), "fast_path": fast.__file__ if fast is not None else None,
-              "launch_overhead": launches, "asyncio_round_trip_20us_kernel": trips, "dlpack_import": dl}
+              "torch_cpp_op": _torch_ops_note[0], "launch_overhead": launches,
+              "asyncio_round_trip_20us_kernel": trips, "dlpack_import": dl}
     md = [f"# cuasync from Python beside PyTorch and CuPy (commit {result['commit']})", "",
           f"Fast path (cuasync._fast): {result['fast_path'] or 'not in use (ctypes)'}", "",
+          f"PyTorch C++ op (cuasync::scale_add): {result['torch_cpp_op']}", "",
           "Launch overhead, host time per call (1,024 floats; medians of rounds of calls, variants alternated):", "",
           "| variant | us/call p50 | p99 | vs torch.add |", "|---|---|---|---|"]
     md += [f"| {r['variant']} | {r['us_per_call_p50']} | {r['us_per_call_p99']} | {r['vs_torch_op']} |"

@@ -78,7 +78,7 @@ class native_distribution(Distribution):
 
 class bdist_platform_wheel(bdist_wheel):
     """A platform wheel that any Python 3 can use: py3-none-<platform>. Its one extension module, _fast.abi3.so, is
-    on the stable ABI of CPython 3.9+ and optional (another interpreter runs the package on ctypes)."""
+    on the stable ABI of CPython 3.10+ and optional (another interpreter runs the package on ctypes)."""
 
     def get_tag(self):
         _, _, platform = super().get_tag()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import sys
 import threading
 
 from . import _capi
@@ -25,6 +26,26 @@ def _find():
     mode = os.environ.get("CUASYNC_PYTHON_FAST", "")
     if mode == "0":
         return None
+    if sys.version_info < (3, 10):  # built on the 3.10 stable ABI (METH_FASTCALL): 3.9 runs on ctypes
+        _where.append(f"Python {sys.version.split()[0]} (the extension needs 3.10+)")
+        module = None
+    else:
+        module = _import()
+    if module is None:
+        if mode == "1":
+            raise ImportError("CUASYNC_PYTHON_FAST=1 but cuasync._fast was not found: build it (cmake --build "
+                              "BUILD --target cuasync_python_fast; Debian: apt-get install python3-dev). Tried: " +
+                              "; ".join(_where))
+        return None
+    from ._memory import Buffer
+    from ._argtypes import dtype_codes
+    module.bind(_capi.api_address(), Buffer, _capi.raise_error)
+    module.set_dtype_codes(dtype_codes)  # typed launches read tensors' dtypes through the package's table
+    return module
+
+
+def _import():
+    """The extension module, or None (where it was looked for goes to _where)."""
     try:
         from . import _fast as module  # the wheel's and an installed package's copy
     except ImportError as e:
@@ -44,16 +65,6 @@ def _find():
                 module = None
         else:
             _where.append(f"{path} (no such file)")
-    if module is None:
-        if mode == "1":
-            raise ImportError("CUASYNC_PYTHON_FAST=1 but cuasync._fast was not found: build it (cmake --build "
-                              "BUILD --target cuasync_python_fast; Debian: apt-get install python3-dev). Tried: " +
-                              "; ".join(_where))
-        return None
-    from ._memory import Buffer
-    from ._argtypes import dtype_codes
-    module.bind(_capi.api_address(), Buffer, _capi.raise_error)
-    module.set_dtype_codes(dtype_codes)  # typed launches read tensors' dtypes through the package's table
     return module
 
 

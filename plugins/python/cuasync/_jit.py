@@ -269,6 +269,11 @@ class Kernel:
         fast = _fastpath.get()
         # The compiled fast path: the kernel and its parameter sizes bound once, each call packs only its values.
         self._fast = fast.Launcher(handle, tuple(param_sizes), self.param_types) if fast is not None else None
+        if self._fast is not None:
+            # The kernel's own launch_untracked: one C call for a cuasync Stream and values it packs, this class's
+            # method for the rest (a cycle, as with its module: the collector frees both).
+            self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
+            self.launch_untracked = self._fast.call_untracked
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
@@ -426,7 +431,17 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         fast = self._fast
         if fast is not None:
-            packed = fast.pack(s, grid, block, shared_memory, 0, args)
+            if _running_loop() is None:
+                # Outside a loop, with nothing to note or order first: packed on the C stack and launched, one call.
+                packed = fast.launch_now(s, grid, block, shared_memory, args)
+                if packed is None:
+                    _collect()
+                    return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                if type(packed) is int:
+                    _capi.code_of(packed)  # raises every error but BUSY, retried below like the driver
+                    packed = fast.pack(s, grid, block, shared_memory, 0, args)
+            else:
+                packed = fast.pack(s, grid, block, shared_memory, 0, args)
             if packed is not NotImplemented:
                 blob, uses = packed
                 if uses is not None:
@@ -491,20 +506,26 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         fast = self._fast
         if fast is not None:
-            packed = fast.pack(s, grid, block, shared_memory, _capi.LAUNCH_UNTRACKED, args)
-            if packed is not NotImplemented:
-                blob, uses = packed
-                if uses is not None:
-                    self._note_uses(s, args, uses, False)
-                err = fast.fire(blob, 0, 0)
-                if err and _capi.code_of(err):
-                    raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
+            # One C call packs on its stack and launches: None when nothing is left to do here.
+            r = fast.launch_untracked(s, grid, block, shared_memory, args)
+            if r is None:
+                return
+            if r is not NotImplemented:
+                if type(r) is int:
+                    return self._untracked_failed(r)
+                for i in r:  # buffers whose last use was on another stream: noted, no event
+                    args[i].note_use(s, order=False)
                 return
         blob, buffers, _ = self._blob(s, grid, block, args, shared_memory, _capi.LAUNCH_UNTRACKED)
         for i in buffers:
             args[i].note_use(s, order=False)
         if _capi.call_code_at("launch", ctypes.addressof(blob)):
             raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")  # never expected
+
+    def _untracked_failed(self, err):
+        """Raises the error of a refused untracked launch (BUSY, never expected untracked, as BusyError)."""
+        if _capi.code_of(err):
+            raise errors.BusyError(f"kernel '{self.name}': untracked launch refused as busy")
 
     def __repr__(self):
         if self.param_types:

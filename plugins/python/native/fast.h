@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-/* cuasync._fast: the compiled fast path of the Python package, a CPython extension on the stable ABI (abi3, Python 3.9
- * and newer), shared between its files. It calls libcuasync through the function table the package's ctypes loader
+/* cuasync._fast: the compiled fast path of the Python package, a CPython extension on the stable ABI (abi3, Python 3.10
+ * and newer: METH_FASTCALL is in it from 3.10), shared between its files. It calls libcuasync through the function table the package's ctypes loader
  * already holds (`bind(api_address, ...)`), so it links nothing of cuasync's and serves any library of ABI 1.x.
  * Everything here runs with the GIL held except the launch itself (a driver launch can block while the hardware
  * queue is full). */
@@ -8,7 +8,7 @@
 #define CUASYNC_PYTHON_FAST_H
 
 #define PY_SSIZE_T_CLEAN
-#define Py_LIMITED_API 0x03090000
+#define Py_LIMITED_API 0x030A0000  /* 3.10: METH_FASTCALL is in the stable ABI */
 #include <Python.h>
 
 #include "cuasync/cuasync.h"
@@ -52,7 +52,8 @@ int fast_pack_int(PyObject* v, uint32_t size, uint64_t* out);
 int fast_pack_float(PyObject* v, uint32_t size, uint64_t* out);
 /* A cuasync Buffer's address (0 for a freed one); `*noted`: its last use was on `stream` already. */
 int fast_buffer_address(PyObject* v, PyObject* stream, uint64_t* out, int* noted);
-/* A framework's device address; `*producer` (a new reference): the CUstream to order after, None, or False.
+/* A framework's device address; `*producer` (a new reference): the CUstream to order after, None, or False;
+ * `producer` NULL: not asked.
  * `element` (may be NULL: not asked): the cuasync_arg_type of its elements ("<f4": CUASYNC_ARG_F32), 0 when not
  * known here (the package's general path reads the dtype). */
 int fast_foreign_address(PyObject* v, uint64_t* out, PyObject** producer, uint32_t* element);

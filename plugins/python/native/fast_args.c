@@ -209,7 +209,8 @@ static uint32_t typestr_element(PyObject* typestr) {
 }
 
 /* A framework's device address: the DLPack C exchange API, data_ptr(), or the CUDA array interface. `*producer` gets a
- * new reference: the stream to order after (an int), None, or False (the package tells). */
+ * new reference: the stream to order after (an int), None, or False (the package tells); `producer` NULL: not asked
+ * (an untracked launch, whose framework orders its own streams: no current_work_stream call). */
 int fast_foreign_address(PyObject* v, uint64_t* out, PyObject** producer, uint32_t* element) {
   const fast_dlpack_exchange_api* x = fast_exchange_api(v);
   if (!x && PyErr_Occurred()) PyErr_Clear();
@@ -219,6 +220,7 @@ int fast_foreign_address(PyObject* v, uint64_t* out, PyObject** producer, uint32
       if (t.device.device_type == CUASYNC_DL_CPU) return 0;  // host memory: the package refuses it unless pinned
       *out = (uint64_t)(uintptr_t)t.data + t.byte_offset;
       if (element) *element = dlpack_element(t.dtype);
+      if (!producer) return 1;
       void* stream = NULL;
       if ((t.device.device_type == CUASYNC_DL_CUDA || t.device.device_type == CUASYNC_DL_CUDA_MANAGED) &&
           x->current_work_stream &&
@@ -257,8 +259,10 @@ int fast_foreign_address(PyObject* v, uint64_t* out, PyObject** producer, uint32
       if (!dtype) PyErr_Clear();
       Py_XDECREF(dtype);
     }
-    *producer = Py_False;
-    Py_INCREF(Py_False);
+    if (producer) {
+      *producer = Py_False;
+      Py_INCREF(Py_False);
+    }
     return 1;
   }
   PyErr_Clear();
@@ -272,8 +276,10 @@ int fast_foreign_address(PyObject* v, uint64_t* out, PyObject** producer, uint32
     PyObject* data = PyDict_GetItemString(cai, "data");  // borrowed
     if (data && PyTuple_Check(data) && PyTuple_Size(data) >= 1 && as_address(PyTuple_GetItem(data, 0), out)) {
       PyObject* stream = PyDict_GetItemString(cai, "stream");  // borrowed; absent: nothing to order
-      *producer = stream ? stream : Py_None;
-      Py_INCREF(*producer);
+      if (producer) {
+        *producer = stream ? stream : Py_None;
+        Py_INCREF(*producer);
+      }
       if (element) *element = typestr_element(PyDict_GetItemString(cai, "typestr"));
       ok = 1;
     }

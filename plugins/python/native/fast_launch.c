@@ -19,20 +19,20 @@
  *   fire(blob, queue, token) -> 0 | error address
  *       sets the blob's completion and calls the table's launch with the GIL released; a non-zero result is the
  *       cuasync_error* (the caller's to read and free).
+ *   launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | NotImplemented
+ *       pack and launch in one METH_FASTCALL call, the blob on the C stack: the per-call work of cuda.core's launch
+ *       (its ParamHolder packs the values, then cuLaunchKernelEx) and no Python object but the result.
+ *   launch_now(stream, grid, block, shared_memory, args) -> None | error address | (blob, uses) | NotImplemented
+ *       a tracked launch outside an event loop the same way, launched when nothing is to be noted or ordered first;
+ *       else the blob and uses pack() would have returned (fast_call.c).
+ *   bind_untracked / call_untracked: the whole of Kernel.launch_untracked in C (fast_call.c).
  * A blob belongs to one call: threads launching one kernel never share one. */
-#include "fast.h"  // Python.h before any system header
+#include "fast_launcher.h"  // Python.h before any system header
 
 #include <string.h>
 
 static PyObject* s_handle;
 
-typedef struct {
-  PyObject_HEAD
-  unsigned long long kernel;
-  Py_ssize_t n;
-  uint32_t* sizes;
-  uint32_t* types;  /* each parameter's cuasync_arg_type (a C++ kernel), or NULL: sizes only (extern "C") */
-} launcher;
 
 /* The parts of a cuasync_arg_type that pack() looks at. */
 #define POINTERS(t) ((t) >> 16 & 0xffu)
@@ -44,9 +44,6 @@ typedef struct {
 #define TAKES_ADDRESS(t) (CLASS(t) == CUASYNC_ARG_CLASS_OPAQUE || (CLASS(t) == CUASYNC_ARG_CLASS_INTEGER && \
                                                                    ((t) >> 8 & 0xffu) == 8))
 
-/* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
-#define HEAD_SIZE (sizeof(cuasync_launch_args))
-#define BLOB_SIZE(n) (HEAD_SIZE + (size_t)(n) * (sizeof(cuasync_kernel_arg) + 8))
 
 static int launcher_init(PyObject* self_, PyObject* args, PyObject* kw) {
   launcher* self = (launcher*)self_;
@@ -92,13 +89,31 @@ static int launcher_init(PyObject* self_, PyObject* args, PyObject* kw) {
 
 static void launcher_dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  fast_call_clear((launcher*)self);
   PyMem_Free(((launcher*)self)->sizes);
   PyMem_Free(((launcher*)self)->types);
-  PyObject_Free(self);  // PyType_GenericAlloc's memory (the type is not garbage-collected)
+  PyObject_GC_Del(self);  // PyType_GenericAlloc's memory (a garbage-collected type: the kernel holds it and back)
   Py_DECREF(type);
 }
 
-static PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
+/* The references bind_untracked holds (the kernel among them: kernel -> its launch_untracked -> this -> kernel). */
+static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
+  launcher* self = (launcher*)self_;
+  Py_VISIT(self->owner);
+  Py_VISIT(self->stream_type);
+  Py_VISIT(self->general);
+  Py_VISIT(self->failed);
+  Py_VISIT(Py_TYPE(self_));  // a heap type
+  return 0;
+}
+
+static int launcher_clear(PyObject* self) {
+  fast_call_clear((launcher*)self);
+  return 0;
+}
+
+PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
   PyObject* t = PyTuple_New(n);
   if (!t) return NULL;
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -112,32 +127,34 @@ static PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n) {
   return t;
 }
 
-#define NOT_HERE() goto not_here
+void uses_free(uses_t* u) {
+  Py_CLEAR(u->producers);
+  if (u->buffers != u->small) PyMem_Free(u->buffers);
+  u->buffers = u->small;
+}
 
-static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
-  launcher* self = (launcher*)self_;
-  unsigned long long flags;
-  PyObject *stream_obj, *grid, *block, *shared_memory, *args;
-  if (!PyArg_ParseTuple(a, "OOOOKO!:pack", &stream_obj, &grid, &block, &shared_memory, &flags, &PyTuple_Type,
-                        &args)) {
-    return NULL;
-  }
+#define NOT_HERE() return 0
+
+/* One launch laid out: the header, the kernel_arg array and the values (fast_launcher.h). */
+int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, PyObject* shared_memory,
+         unsigned long long flags, PyObject* args, PyObject* const* items, Py_ssize_t count, char* base,
+         int ask_producers, uses_t* u) {
+  u->buffers = u->small;
+  u->nb = u->nf = 0;
+  u->producers = NULL;
   PyObject* handle = PyObject_GetAttr(stream_obj, s_handle);
-  if (!handle) return NULL;
+  if (!handle) return -1;
   unsigned long long stream = PyLong_AsUnsignedLongLong(handle);
   Py_DECREF(handle);
-  if (PyErr_Occurred()) return NULL;
+  if (PyErr_Occurred()) return -1;
   Py_ssize_t n = self->n;
   uint32_t g[3], b[3];
   long long shared = PyLong_CheckExact(shared_memory) ? PyLong_AsLongLong(shared_memory) : -1;
   if (shared == -1 && PyErr_Occurred()) PyErr_Clear();
-  if (PyTuple_Size(args) != n || !fast_dims(grid, g) || !fast_dims(block, b) || shared < 0 || shared > UINT32_MAX ||
+  if ((items ? count : PyTuple_Size(args)) != n || !fast_dims(grid, g) || !fast_dims(block, b) || shared < 0 || shared > UINT32_MAX ||
       flags > UINT32_MAX) {
-    Py_RETURN_NOTIMPLEMENTED;
+    return 0;
   }
-  PyObject* blob = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)BLOB_SIZE(n));
-  if (!blob) return NULL;
-  char* base = PyByteArray_AsString(blob);
   memset(base, 0, HEAD_SIZE);
   cuasync_launch_args* la = (cuasync_launch_args*)base;
   cuasync_kernel_arg* kargs = (cuasync_kernel_arg*)(base + HEAD_SIZE);
@@ -152,17 +169,14 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
   la->num_args = (size_t)n;
   la->flags = (uint32_t)flags;
 
-  Py_ssize_t small[16 * 2];
-  Py_ssize_t* buffers = small;  // buffer indices, then (from n on) foreign indices
-  PyObject* producers = NULL;
-  Py_ssize_t nb = 0, nf = 0;
-  if (n > 16 && !(buffers = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)n))) {
-    Py_DECREF(blob);
-    return PyErr_NoMemory();
+  if (n > 16 && !(u->buffers = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (size_t)n))) {
+    u->buffers = u->small;
+    PyErr_NoMemory();
+    return -1;
   }
-  Py_ssize_t* foreign = buffers + (n > 16 ? n : 16);
+  u->foreign = u->buffers + (n > 16 ? n : 16);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* v = PyTuple_GetItem(args, i);
+    PyObject* v = items ? items[i] : PyTuple_GetItem(args, i);
     uint32_t size = self->sizes[i];
     /* A C++ kernel's parameter type: what does not fit it goes to the package's general path, which refuses it
      * naming the parameter (0: extern "C", sizes only). */
@@ -191,58 +205,71 @@ static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
     } else if ((PyObject*)Py_TYPE(v) == fast_buffer_type) {
       int noted = 0;
       if (!fast_buffer_address(v, stream_obj, &values[i], &noted)) NOT_HERE();
-      if (!noted) buffers[nb++] = i;
+      if (!noted) u->buffers[u->nb++] = i;
     } else if (PyBytes_Check(v) || PyByteArray_Check(v)) {
       NOT_HERE();
     } else {
       PyObject* producer = NULL;
       uint32_t element = 0;
       const int typed_pointee = t && TYPED_POINTEE(t);
-      if (!fast_foreign_address(v, &values[i], &producer, typed_pointee ? &element : NULL)) NOT_HERE();
-      if (typed_pointee && element + (1u << 16) != t) {  // unknown here, or another element type
-        Py_DECREF(producer);
+      if (!fast_foreign_address(v, &values[i], ask_producers ? &producer : NULL, typed_pointee ? &element : NULL)) {
         NOT_HERE();
       }
-      if (!producers && !(producers = PyList_New(0))) {
-        Py_DECREF(producer);
-        goto fail;
+      if (typed_pointee && element + (1u << 16) != t) {  // unknown here, or another element type
+        Py_XDECREF(producer);
+        NOT_HERE();
       }
-      int r = PyList_Append(producers, producer);
+      if (!ask_producers) continue;
+      if (!u->producers && !(u->producers = PyList_New(0))) {
+        Py_DECREF(producer);
+        return -1;
+      }
+      int r = PyList_Append(u->producers, producer);
       Py_DECREF(producer);
-      if (r < 0) goto fail;
-      foreign[nf++] = i;
+      if (r < 0) return -1;
+      u->foreign[u->nf++] = i;
     }
   }
-  PyObject* uses = Py_None;
-  Py_INCREF(Py_None);
-  if (nb || nf) {
-    Py_DECREF(Py_None);
-    PyObject* bt = index_tuple(buffers, nb);
-    PyObject* ft = index_tuple(foreign, nf);
-    PyObject* pt = producers ? PyList_AsTuple(producers) : PyTuple_New(0);
-    uses = (bt && ft && pt) ? PyTuple_Pack(3, bt, ft, pt) : NULL;
-    Py_XDECREF(bt);
-    Py_XDECREF(ft);
-    Py_XDECREF(pt);
-    if (!uses) goto fail;
-  }
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
-  PyObject* r = PyTuple_Pack(2, blob, uses);
-  Py_DECREF(blob);
-  Py_DECREF(uses);
+  return 1;
+}
+
+/* The Python value of what a launch has the package note: None, or (buffer indices, foreign indices, producers). */
+PyObject* uses_value(const uses_t* u) {
+  if (!u->nb && !u->nf) Py_RETURN_NONE;
+  PyObject* bt = index_tuple(u->buffers, u->nb);
+  PyObject* ft = index_tuple(u->foreign, u->nf);
+  PyObject* pt = u->producers ? PyList_AsTuple(u->producers) : PyTuple_New(0);
+  PyObject* r = (bt && ft && pt) ? PyTuple_Pack(3, bt, ft, pt) : NULL;
+  Py_XDECREF(bt);
+  Py_XDECREF(ft);
+  Py_XDECREF(pt);
   return r;
-not_here:
-  if (PyErr_Occurred()) goto fail;
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
+}
+
+static PyObject* launcher_pack(PyObject* self_, PyObject* a) {
+  launcher* self = (launcher*)self_;
+  unsigned long long flags;
+  PyObject *stream_obj, *grid, *block, *shared_memory, *args;
+  if (!PyArg_ParseTuple(a, "OOOOKO!:pack", &stream_obj, &grid, &block, &shared_memory, &flags, &PyTuple_Type,
+                        &args)) {
+    return NULL;
+  }
+  PyObject* blob = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)BLOB_SIZE(self->n));
+  if (!blob) return NULL;
+  uses_t u;
+  int r = fill(self, stream_obj, grid, block, shared_memory, flags, args, NULL, 0, PyByteArray_AsString(blob), 1, &u);
+  PyObject* uses = r == 1 ? uses_value(&u) : NULL;
+  uses_free(&u);
+  PyObject* result = NULL;
+  if (uses) {
+    result = PyTuple_Pack(2, blob, uses);
+    Py_DECREF(uses);
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = Py_NotImplemented;
+    Py_INCREF(result);
+  }
   Py_DECREF(blob);
-  Py_RETURN_NOTIMPLEMENTED;
-fail:
-  Py_XDECREF(producers);
-  if (buffers != small) PyMem_Free(buffers);
-  Py_DECREF(blob);
-  return NULL;
+  return result;
 }
 
 static PyObject* launcher_fire(PyObject* self, PyObject* a) {
@@ -274,6 +301,15 @@ static PyMethodDef launcher_methods[] = {
     {"pack", launcher_pack, METH_VARARGS,
      "pack(stream, grid, block, shared_memory, flags, args) -> (blob, uses) | NotImplemented"},
     {"fire", launcher_fire, METH_VARARGS, "fire(blob, queue, token) -> 0 | cuasync_error address"},
+    {"launch_untracked", (PyCFunction)(void (*)(void))fast_launch_untracked, METH_FASTCALL,
+     "launch_untracked(stream, grid, block, shared_memory, args) -> None | buffer indices | error address | "
+     "NotImplemented"},
+    {"launch_now", (PyCFunction)(void (*)(void))fast_launch_now, METH_FASTCALL,
+     "launch_now(stream, grid, block, shared_memory, args) -> None | error address | (blob, uses) | NotImplemented"},
+    {"bind_untracked", fast_bind_untracked, METH_VARARGS,
+     "bind_untracked(kernel, stream_type, general, failed): what call_untracked falls back on"},
+    {"call_untracked", (PyCFunction)(void (*)(void))fast_call_untracked, METH_FASTCALL | METH_KEYWORDS,
+     "call_untracked(stream, grid, block, *args, shared_memory=0): Kernel.launch_untracked in C"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot launcher_slots[] = {
@@ -281,10 +317,12 @@ static PyType_Slot launcher_slots[] = {
     {Py_tp_init, launcher_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, launcher_dealloc},
+    {Py_tp_traverse, launcher_traverse},
+    {Py_tp_clear, launcher_clear},
     {Py_tp_methods, launcher_methods},
     {0, NULL}};
 
-static PyType_Spec launcher_spec = {"cuasync._fast.Launcher", sizeof(launcher), 0, Py_TPFLAGS_DEFAULT,
+static PyType_Spec launcher_spec = {"cuasync._fast.Launcher", sizeof(launcher), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
                                     launcher_slots};
 
 int fast_add_launch(PyObject* module) {

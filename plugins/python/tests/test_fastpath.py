@@ -24,7 +24,7 @@ def test_mode_is_what_the_environment_asks():
         assert fast is None and not _fastpath.enabled()
     elif MODE == "1":
         assert fast is not None and fast.__file__.endswith(".abi3.so")
-        assert fast.LIMITED_API == 0x03090000 and fast.ABI_MAJOR == _capi.ABI_MAJOR
+        assert fast.LIMITED_API == 0x030A0000 and fast.ABI_MAJOR == _capi.ABI_MAJOR
 
 
 class _Stub:
@@ -157,6 +157,18 @@ def test_fast_pack_takes_framework_pointers_with_their_producer_streams():
                                                                _ArrayInterface(0x2000, None)))
     assert [v for _, v in _decode(blob)[1]] == [struct.pack("<Q", p) for p in (0x1000, 0xABC0, 0x2000)]
     assert uses == ((), (0, 1, 2), (0x99, False, None))
+
+
+@needs_fast
+@pytest.mark.parametrize("sizes,args", CASES)
+def test_launch_now_hands_back_the_blob_pack_makes_when_something_is_to_be_ordered(sizes, args):
+    # Framework memory to order after: launch_now launches nothing and returns its stack blob copied out, its pointers
+    # moved into the copy (_decode checks they point inside it), the same as pack()'s, with the same uses.
+    k = _kernel(tuple(sizes) + (8,))
+    full = tuple(args) + (_ArrayInterface(0x1000, 0x99),)
+    blob, uses = k._fast.launch_now(_Stub, (2, 3), 64, 128, full)
+    ref, ref_uses = k._fast.pack(_Stub, (2, 3), 64, 128, 0, full)
+    assert _decode(blob) == _decode(ref) and uses == ref_uses == ((), (len(args),), (0x99,))
 
 
 def test_launch_errors_from_the_library_raise_on_both_paths():
@@ -422,3 +434,84 @@ def test_no_inline_poll_with_other_operations_in_flight(monkeypatch):
         coro.close()
     finally:
         _close(loop, lc, issue)
+
+
+from test_typed_args import _SIMULATED, run_simulated  # noqa: E402  (the simulated driver's process)
+
+_UNTRACKED = r"""
+import sys, cuasync
+src = 'extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned v) {}'  # run by name (sim_kernels.cpp)
+k = cuasync.compile(src).sim_fill_u32
+s, other = cuasync.Stream(), cuasync.Stream()
+out = cuasync.zeros(4, "uint32", stream=s)
+class CAI:  # a framework's array: the CUDA array interface only
+    def __init__(self, p):
+        self.__cuda_array_interface__ = {"data": (p, False), "shape": (4,), "typestr": "<u4", "version": 3}
+calls = []  # Python frames of launch_untracked: none where the kernel's own is the C one
+sys.setprofile(lambda frame, event, arg: event == "call" and frame.f_code.co_name == "launch_untracked" and
+               calls.append(1))
+k.launch_untracked(s, 1, 1, out, 4, 2**32 - 1)
+s.synchronize()
+print("BUFFER", list(memoryview(out.tobytes()).cast("I")))
+k.launch_untracked(s, 1, 1, CAI(out.ptr), 3, 7)
+s.synchronize()
+print("CAI", list(memoryview(out.tobytes()).cast("I")))
+k.launch_untracked(other, 1, 1, out, 1, 9)  # last used on `s`: noted on `other`, after the launch
+other.synchronize()
+print("NOTED", out._streams[-1] is other, list(memoryview(out.tobytes()).cast("I")))
+sys.setprofile(None)
+print("PYTHON FRAMES", len(calls), type(k.__dict__.get("launch_untracked")).__name__)
+third = cuasync.Stream()
+k.launch_untracked(third, (1, 1), 1, out, 4, 0, shared_memory=0)  # still one C call
+third.synchronize()
+k.launch_untracked(s, 1, 1, out, 4, 1.5)  # a float for an unsigned: the general path's packing, then launched
+s.synchronize()
+print("GENERAL", list(memoryview(out.tobytes()).cast("I")))
+try:
+    k.launch_untracked(s, 1, 1, out, 4)
+except cuasync.errors.InvalidArgumentError as e:
+    print("REFUSED", e)
+c_calls = []
+sys.setprofile(lambda frame, event, arg: event == "c_call" and c_calls.append(getattr(arg, "__name__", "?")))
+home = cuasync.zeros(4, "uint32", stream=s)
+pending = k.launch(s, 1, 1, home, 4, 11)  # tracked, outside a loop, used on its stream: launch_now launches it
+sys.setprofile(None)
+pending.wait()
+print("TRACKED", list(memoryview(home.tobytes()).cast("I")), [c for c in c_calls if c in ("launch_now", "pack", "fire")])
+fourth = cuasync.Stream()
+k.launch(fourth, 1, 1, home, 2, 12).wait()  # last used on another stream: ordered first, then the copied blob fired
+print("ORDERED", list(memoryview(home.tobytes()).cast("I")), home._streams[-1] is fourth)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
+def test_untracked_launch_in_one_call_on_the_simulated_driver():
+    # The fast path's launch_untracked (packed on the C stack, launched, one call; its packing is pack()'s, whose layout
+    # for every type the tests above compare with ctypes'), or ctypes: the simulated kernel fills what it was given
+    # through a Buffer and an array-interface pointer; a buffer last used on another stream is noted after the launch.
+    r = run_simulated(_UNTRACKED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"BUFFER {[2**32 - 1] * 4}" in r.stdout, r.stdout
+    assert f"CAI {[7, 7, 7, 2**32 - 1]}" in r.stdout, r.stdout
+    assert "NOTED True [9, 7, 7, 4294967295]" in r.stdout, r.stdout
+    # The fast path: no Python frame per launch (the kernel's launch_untracked is the C one); ctypes: 3 launches.
+    frames = "PYTHON FRAMES 0 builtin_function_or_method" if fast is not None else "PYTHON FRAMES 3 NoneType"
+    assert frames in r.stdout, r.stdout
+    assert f"GENERAL {[0x3FC00000] * 4}" in r.stdout, r.stdout  # extern "C": sizes only, 1.5 packed as a float
+    assert "REFUSED kernel 'sim_fill_u32' takes 3 parameter(s), 2 given" in r.stdout, r.stdout
+    calls = "['launch_now']" if fast is not None else "[]"
+    assert f"TRACKED {[11] * 4} {calls}" in r.stdout, r.stdout
+    assert f"ORDERED {[12, 12, 11, 11]} True" in r.stdout, r.stdout
+
+
+@needs_fast
+def test_a_kernel_with_its_c_launch_untracked_is_collected():
+    # kernel -> its launch_untracked (the Launcher's C method) -> the Launcher -> kernel: a cycle the collector frees.
+    import gc
+    import weakref
+    k = _kernel((8,))
+    assert type(k.__dict__["launch_untracked"]).__name__ == "builtin_function_or_method"
+    gone = weakref.ref(k)
+    del k
+    gc.collect()
+    assert gone() is None

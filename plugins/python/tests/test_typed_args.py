@@ -192,13 +192,18 @@ except errors.InvalidArgumentError as e:
 '''
 
 
-@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
-def test_kernel_get_says_the_types_and_a_launch_checks_them_on_the_simulated_driver():
-    # A process of its own: the simulated driver (compute capability 9.5, so NVRTC makes PTX, which it loads).
+def run_simulated(code):
+    """Runs `code` in a process of its own on the simulated driver (compute capability 9.5, so NVRTC makes PTX,
+    which it loads)."""
     env = dict(os.environ, CUASYNC_LIBCUDA=os.path.realpath(_SIMULATED), FAKE_CUDA_DEVICES="1",
                FAKE_CUDA_COMPUTE_CAPABILITY="95", CUASYNC_CACHE="0", CUASYNC_LIBRARY=cuasync.library_path(),
                PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-c", _END_TO_END], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
+def test_kernel_get_says_the_types_and_a_launch_checks_them_on_the_simulated_driver():
+    r = run_simulated(_END_TO_END)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TYPES ('float*', 'float', 'int') ()" in r.stdout, r.stdout
     assert "REFUSED kernel 'scale<float>' parameter 2 is int but the argument given is a float" in r.stdout, r.stdout

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+/* call_untracked(stream, grid, block, *args, shared_memory=0): the whole of Kernel.launch_untracked in one C call
+ * (METH_FASTCALL | METH_KEYWORDS), which the package installs as the kernel's own `launch_untracked` attribute. The
+ * values are read from the call's argument vector (no *args tuple), packed on the C stack and launched; buffers last
+ * used on another stream are noted after (`note_use(stream, False)`). Anything else (a framework's stream, a value the
+ * packer leaves to the package, more than 16 parameters) goes to the Python method it replaces, `general(kernel,
+ * *args, **kwargs)`, which converts it or raises with its message; a refused launch goes to `failed(kernel, error)`.
+ * Per call this is what cuda.core's launch does: the values packed, then the driver's launch. */
+#include "fast_launcher.h"  // Python.h before any system header
+
+static PyObject* s_note_use;
+static PyObject* s_shared_memory;
+
+void fast_call_clear(launcher* self) {
+  Py_CLEAR(self->owner);
+  Py_CLEAR(self->stream_type);
+  Py_CLEAR(self->general);
+  Py_CLEAR(self->failed);
+}
+
+/* bind_untracked(kernel, stream_type, general, failed) */
+PyObject* fast_bind_untracked(PyObject* self_, PyObject* args) {
+  launcher* self = (launcher*)self_;
+  PyObject *owner, *stream_type, *general, *failed;
+  if (!PyArg_ParseTuple(args, "OOOO:bind_untracked", &owner, &stream_type, &general, &failed)) return NULL;
+  if (!PyType_Check(stream_type) || !PyCallable_Check(general) ||
+      !PyCallable_Check(failed)) {
+    PyErr_SetString(PyExc_TypeError, "bind_untracked: expected (kernel, a type, a callable, a callable)");
+    return NULL;
+  }
+  if ((!s_note_use && !(s_note_use = PyUnicode_InternFromString("note_use"))) ||
+      (!s_shared_memory && !(s_shared_memory = PyUnicode_InternFromString("shared_memory")))) {
+    return NULL;
+  }
+  fast_call_clear(self);
+  Py_INCREF(owner);
+  Py_INCREF(stream_type);
+  Py_INCREF(general);
+  Py_INCREF(failed);
+  self->owner = owner;
+  self->stream_type = stream_type;
+  self->general = general;
+  self->failed = failed;
+  Py_RETURN_NONE;
+}
+
+/* `f(kernel, *items)` (and the call's keywords when `kwnames` is set): the Python side's general path or raiser. */
+static PyObject* call_owner(launcher* self, PyObject* f, PyObject* const* items, Py_ssize_t n, PyObject* kwnames) {
+  PyObject* kernel = self->owner;
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  PyObject* a = PyTuple_New(n + 1);
+  PyObject* kw = nk ? PyDict_New() : NULL;
+  if (!a || (nk && !kw)) goto fail;
+  Py_INCREF(kernel);
+  PyTuple_SetItem(a, 0, kernel);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_INCREF(items[i]);
+    PyTuple_SetItem(a, i + 1, items[i]);
+  }
+  for (Py_ssize_t i = 0; i < nk; ++i) {
+    if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), items[n + i]) < 0) goto fail;
+  }
+  PyObject* r = PyObject_Call(f, a, kw);
+  Py_DECREF(a);
+  Py_XDECREF(kw);
+  return r;
+fail:
+  Py_XDECREF(a);
+  Py_XDECREF(kw);
+  return NULL;
+}
+
+PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  launcher* self = (launcher*)self_;
+  if (!self->general) {
+    PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: call_untracked before bind_untracked");
+    return NULL;
+  }
+  PyObject* shared = NULL;
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  if (nk == 1 && PyTuple_GetItem(kwnames, 0) == s_shared_memory) shared = args[nargs];  // interned by the compiler
+  /* Here: a cuasync Stream, the kernel's count of values, no keyword but shared_memory. */
+  if (nargs < 3 || (nk && !shared) || nk > 1 || (PyObject*)Py_TYPE(args[0]) != self->stream_type ||
+      nargs - 3 != self->n || self->n > 16 || !fast_api) {
+    return call_owner(self, self->general, args, nargs, kwnames);
+  }
+  static PyObject* zero;
+  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) return NULL;
+  _Alignas(16) char base[BLOB_SIZE(16)];
+  uses_t u;
+  int r = fill(self, args[0], args[1], args[2], shared, CUASYNC_LAUNCH_UNTRACKED, NULL, args + 3, nargs - 3, base, 0,
+               &u);
+  PyObject* result = NULL;
+  if (r == 1) {
+    cuasync_error* err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fast_api->launch((cuasync_launch_args*)base);
+    Py_END_ALLOW_THREADS
+    if (err) {
+      PyObject* e = PyLong_FromVoidPtr(err);
+      result = e ? call_owner(self, self->failed, &e, 1, NULL) : NULL;
+      Py_XDECREF(e);
+    } else {
+      result = Py_None;
+      Py_INCREF(result);
+      for (Py_ssize_t i = 0; i < u.nb && result; ++i) {  // buffers last used on another stream: noted, no event
+        PyObject* noted = PyObject_CallMethodObjArgs(args[3 + u.buffers[i]], s_note_use, args[0], Py_False, NULL);
+        if (!noted) Py_CLEAR(result);
+        Py_XDECREF(noted);
+      }
+    }
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = call_owner(self, self->general, args, nargs, kwnames);
+  }
+  uses_free(&u);
+  return result;
+}
+
+/* `base` (a stack blob) copied into a new bytearray, its pointers moved with it: what pack() would have made. */
+static PyObject* blob_copy(const char* base, Py_ssize_t n) {
+  PyObject* blob = PyByteArray_FromStringAndSize(base, (Py_ssize_t)BLOB_SIZE(n));
+  if (!blob) return NULL;
+  char* to = PyByteArray_AsString(blob);
+  cuasync_launch_args* la = (cuasync_launch_args*)to;
+  cuasync_kernel_arg* kargs = (cuasync_kernel_arg*)(to + HEAD_SIZE);
+  uint64_t* values = (uint64_t*)(to + HEAD_SIZE + (size_t)n * sizeof(cuasync_kernel_arg));
+  la->args = n ? kargs : NULL;
+  for (Py_ssize_t i = 0; i < n; ++i) kargs[i].value = &values[i];
+  return blob;
+}
+
+/* launch_untracked and launch_now (fast_launch.c's type documents them): (stream, grid, block, shared_memory, args)
+ * packed on the C stack (more than 16 parameters: the heap) and launched. Untracked: the buffers to note come back
+ * after the launch, as indices. Tracked (outside a loop, no completion of its own: a Pending waits on the stream):
+ * launched only when nothing is to be noted or ordered first, else the blob comes back copied out with its uses. */
+static PyObject* stack_launch(launcher* self, PyObject* const* a, Py_ssize_t na, int tracked) {
+  if (na != 5 || !PyTuple_Check(a[4])) {
+    PyErr_SetString(PyExc_TypeError, "expected (stream, grid, block, shared_memory, args: tuple)");
+    return NULL;
+  }
+  if (!fast_require_api()) return NULL;
+  _Alignas(16) char stack[BLOB_SIZE(16)];
+  char* base = self->n <= 16 ? stack : PyMem_Malloc(BLOB_SIZE(self->n));
+  if (!base) return PyErr_NoMemory();
+  uses_t u;
+  PyObject* result = NULL;
+  int r = fill(self, a[0], a[1], a[2], a[3], tracked ? 0 : CUASYNC_LAUNCH_UNTRACKED, a[4], NULL, 0, base, tracked, &u);
+  if (r == 1 && tracked && (u.nb || u.nf)) {
+    PyObject* blob = blob_copy(base, self->n);
+    PyObject* uses = blob ? uses_value(&u) : NULL;
+    result = uses ? PyTuple_Pack(2, blob, uses) : NULL;
+    Py_XDECREF(blob);
+    Py_XDECREF(uses);
+  } else if (r == 1) {
+    cuasync_error* err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fast_api->launch((cuasync_launch_args*)base);
+    Py_END_ALLOW_THREADS
+    result = err ? PyLong_FromVoidPtr(err) : u.nb ? index_tuple(u.buffers, u.nb) : (Py_INCREF(Py_None), Py_None);
+  } else if (r == 0 && !PyErr_Occurred()) {
+    result = Py_NotImplemented;
+    Py_INCREF(result);
+  }
+  uses_free(&u);
+  if (base != stack) PyMem_Free(base);
+  return result;
+}
+
+PyObject* fast_launch_untracked(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+  return stack_launch((launcher*)self, a, na, 0);
+}
+
+PyObject* fast_launch_now(PyObject* self, PyObject* const* a, Py_ssize_t na) {
+  return stack_launch((launcher*)self, a, na, 1);
+}

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+/* The Launcher type's insides, shared by fast_launch.c (the type, pack, fire, launch_untracked) and fast_call.c
+ * (call_untracked: the whole of Kernel.launch_untracked in C). */
+#ifndef CUASYNC_PYTHON_FAST_LAUNCHER_H
+#define CUASYNC_PYTHON_FAST_LAUNCHER_H
+
+#include "fast.h"
+
+typedef struct {
+  PyObject_HEAD
+  unsigned long long kernel;
+  Py_ssize_t n;
+  uint32_t* sizes;
+  uint32_t* types;  /* each parameter's cuasync_arg_type (a C++ kernel), or NULL: sizes only (extern "C") */
+  /* call_untracked's fallbacks (bind_untracked; NULL until then): the Kernel (a cycle through its launch_untracked
+   * attribute, which the collector breaks: the type is garbage-collected), the cuasync Stream class,
+   * Kernel.launch_untracked and Kernel._untracked_failed (functions). */
+  PyObject *owner, *stream_type, *general, *failed;
+} launcher;
+
+/* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
+#define HEAD_SIZE (sizeof(cuasync_launch_args))
+#define BLOB_SIZE(n) (HEAD_SIZE + (size_t)(n) * (sizeof(cuasync_kernel_arg) + 8))
+
+/* Where fill() leaves what the package notes: the buffers not last used on the stream and the framework arguments
+ * (indices into the launch's arguments; `foreign` empty when producers are not asked), `producers` (a new list, or
+ * NULL) the stream each framework argument's producer works on. */
+typedef struct {
+  Py_ssize_t small[16 * 2];
+  Py_ssize_t *buffers, *foreign;
+  Py_ssize_t nb, nf;
+  PyObject* producers;
+} uses_t;
+
+void uses_free(uses_t* u);
+PyObject* index_tuple(const Py_ssize_t* items, Py_ssize_t n);
+/* Lays out one launch in `base` (BLOB_SIZE(n) bytes) from the tuple `args`, or from `items[0..count)` when `items`
+ * is not NULL. 1: done; 0: the package's general path (no error set); -1: an error is set. `ask_producers` 0:
+ * framework memory is not ordered (an untracked launch), so neither its producer streams nor their indices are
+ * gathered. `u` is the caller's to free with uses_free on every result. */
+int fill(launcher* self, PyObject* stream_obj, PyObject* grid, PyObject* block, PyObject* shared_memory,
+         unsigned long long flags, PyObject* args, PyObject* const* items, Py_ssize_t count, char* base,
+         int ask_producers, uses_t* u);
+
+/* The Python value of what a launch has the package note: None, or (buffer indices, foreign indices, producers). */
+PyObject* uses_value(const uses_t* u);
+
+PyObject* fast_launch_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fast_launch_now(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fast_bind_untracked(PyObject* self, PyObject* args);
+PyObject* fast_call_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+void fast_call_clear(launcher* self);
+
+#endif
