@@ -45,15 +45,18 @@ void completion_queues::learn_locked(fifo& f, wait_entry* e, long long now) noex
 }
 
 void completion_queues::update_outlook_locked(long long now) noexcept {
-  earliest_end_ns_ = earliest_duration_ns_ = 0;
+  earliest_end_ns_ = earliest_duration_ns_ = overrun_from_ns_ = 0;
   unpredicted_ = false;
   for (fifo* f : active_) {
     if (f->entries.empty()) continue;
     const wait_entry* e = f->entries.front();
     if (e->predicted_ns) {
       const long long end = start_of(e, f->last_done_ns) + e->predicted_ns;
-      // Live until the close-read window after its predicted end is over; then it gets the backoff.
-      if (now <= end + policy_.margin(std::chrono::nanoseconds(e->predicted_ns)).count()) {
+      // Live until the close-read window after its predicted end is over; then it counts as unpredicted, read at
+      // least as often as its overrun asks.
+      const long long window_end = end + policy_.margin(std::chrono::nanoseconds(e->predicted_ns)).count();
+      if (now > window_end) overrun_from_ns_ = std::max(overrun_from_ns_, window_end);
+      if (now <= window_end) {
         if (earliest_end_ns_ == 0 || end < earliest_end_ns_) {
           earliest_end_ns_ = end;
           earliest_duration_ns_ = e->predicted_ns;
@@ -73,8 +76,12 @@ std::optional<poll_policy::predicted_end> completion_queues::earliest_locked(lon
 
 std::chrono::nanoseconds completion_queues::next_delay(bool close_reader) const {
   std::lock_guard lock(mutex_);
-  const auto e = earliest_locked(now_ns());
-  return policy_.next_delay(since_activity(), e ? &*e : nullptr, unpredicted_, close_reader);
+  const long long now = now_ns();
+  const auto e = earliest_locked(now);
+  std::chrono::nanoseconds d = policy_.next_delay(since_activity(), e ? &*e : nullptr, unpredicted_, close_reader);
+  if (overrun_from_ns_ && policy_.predict)
+    d = std::min(d, policy_.overrun_delay(std::chrono::nanoseconds(std::max(0LL, now - overrun_from_ns_))));
+  return d;
 }
 
 std::optional<std::chrono::nanoseconds> completion_queues::until_close_read() const {

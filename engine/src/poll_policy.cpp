@@ -34,6 +34,12 @@ std::chrono::nanoseconds poll_policy::margin(std::chrono::nanoseconds duration) 
   return wake_margin + std::min<std::chrono::nanoseconds>(duration / 64, std::chrono::milliseconds(1));
 }
 
+std::chrono::nanoseconds poll_policy::overrun_delay(std::chrono::nanoseconds overrun) const noexcept {
+  const std::chrono::nanoseconds lo = std::max(min_sleep.count() > 0 ? min_sleep : std::chrono::nanoseconds(1),
+                                               wake_margin / 2);
+  return std::max(lo, overrun / 8);
+}
+
 std::chrono::nanoseconds poll_policy::next_delay(std::chrono::nanoseconds since_activity, const predicted_end* earliest,
                                                  bool unpredicted, bool close_reader) const noexcept {
   if (!predict || !earliest) return next_delay(since_activity);

@@ -257,3 +257,14 @@ TEST_CASE("the queues learn a key's duration from its waits and predict the next
   // A failure teaches nothing.
   CHECK(w.queues.predicted_ns(key, 3) == learnt);
 }
+
+TEST_CASE("a predicted wait that outruns its window is read at a fraction of its overrun", "[engine][predict]") {
+  const poll_policy b = poll_policy::balanced();
+  // Just past the window: at least half the wake margin (no spin on a wait that may run much longer).
+  CHECK(b.overrun_delay(0ns) == b.wake_margin / 2);
+  // Far past it: an eighth of the overrun, however long ago the last activity was (the backoff alone slept up to
+  // max_sleep, 2 ms, on a 20 ms wait a few hundred us past its prediction).
+  CHECK(b.overrun_delay(8ms) == 1ms);
+  CHECK(b.overrun_delay(400us) == 50us);
+  CHECK(b.overrun_delay(8ms) < b.next_delay(60ms));
+}

@@ -196,6 +196,9 @@ class completion_queues {
   duration_predictor predictor_;
   long long earliest_end_ns_ = 0, earliest_duration_ns_ = 0;
   bool unpredicted_ = false;
+  // The latest end of a close-read window that a pending head has outrun (0: none): such a wait is read at a
+  // fraction of its overrun (poll_policy::overrun_delay), not left to the backoff.
+  long long overrun_from_ns_ = 0;
   completion_statistics stats_;
   bool shut_down_ = false;
 };

@@ -136,6 +136,11 @@ struct poll_policy {
   //! another only covers them: the fault check, and a pass once the close-read window is over). 0: poll now.
   std::chrono::nanoseconds next_delay(std::chrono::nanoseconds since_activity, const predicted_end* earliest,
                                       bool unpredicted, bool close_reader) const noexcept;
+  //! The longest sleep while a predicted wait has run `overrun` past its close-read window (its work took longer than
+  //! learned): an eighth of the overrun, at least wake_margin / 2. The backoff alone (a fraction of the time since
+  //! activity, up to max_sleep) was 1.2 ms late at p99 on 20 ms waits on the H200; this keeps the lateness a fraction
+  //! of how far the prediction was off.
+  std::chrono::nanoseconds overrun_delay(std::chrono::nanoseconds overrun) const noexcept;
 
   friend bool operator==(const poll_policy&, const poll_policy&) = default;
 };
