@@ -6,7 +6,31 @@
 
 #include "service_queues.hpp"
 
+#include <atomic>
+#include <cstdint>
+
 namespace cuasync {
+
+namespace {
+// Bumped by every service's destruction: a thread's cached (context, service) pair is used only while no service has
+// been destroyed since it was filled, so a context destroyed and another created at its address is never matched to
+// the first one's service. Destroying a context while this thread initiates on it is misuse already.
+std::atomic<std::uint64_t> services_destroyed{0};
+struct last_service {
+  boost::asio::execution_context* ctx = nullptr;
+  completion_service* service = nullptr;
+  std::uint64_t destroyed = 0;
+};
+thread_local last_service last;
+}  // namespace
+
+completion_service& completion_service::of(boost::asio::execution_context& ctx) {
+  const std::uint64_t destroyed = services_destroyed.load(std::memory_order_acquire);
+  if (last.ctx == &ctx && last.destroyed == destroyed) return *last.service;
+  auto& service = boost::asio::use_service<completion_service>(ctx);
+  last = {&ctx, &service, destroyed};
+  return service;
+}
 
 completion_service::completion_service(boost::asio::execution_context& ctx)
     : boost::asio::execution_context::service(ctx),
@@ -18,7 +42,7 @@ void completion_service::watch_once(const boost::asio::any_io_executor& io_execu
   io_watchdog::watch_if_asked(io_executor);
 }
 
-completion_service::~completion_service() = default;
+completion_service::~completion_service() { services_destroyed.fetch_add(1, std::memory_order_acq_rel); }
 
 void completion_service::shutdown() { queues_->shutdown(); }
 

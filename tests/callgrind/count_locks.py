@@ -15,14 +15,9 @@ import sys
 LOCKS = re.compile(r"^(__)?_*pthread_(mutex_lock|mutex_trylock|rwlock_rdlock|rwlock_wrlock|spin_lock)(@.*)?$")
 
 
-def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    dump, ops = sys.argv[1], int(sys.argv[2])
+def name_resolver():
+    """Callgrind compresses names: "(n) name" the first time, "(n)" after; the function resolves both, per kind."""
     names = {"fn": {}, "ob": {}}
-    ob = fn = cfn = None
-    by_caller = collections.Counter()
 
     def resolve(kind, value):
         m = re.match(r"\((\d+)\)(?: (.*))?$", value)
@@ -31,6 +26,18 @@ def main():
         if m.group(2) is not None:
             names[kind][m.group(1)] = m.group(2)
         return names[kind].get(m.group(1), value)
+
+    return resolve
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    dump, ops = sys.argv[1], int(sys.argv[2])
+    resolve = name_resolver()
+    ob = fn = cfn = None
+    by_caller = collections.Counter()
 
     with open(dump, encoding="utf-8", errors="replace") as f:
         for line in f:

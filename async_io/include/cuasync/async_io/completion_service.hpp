@@ -109,6 +109,10 @@ class completion_service : public boost::asio::execution_context::service {
   explicit completion_service(boost::asio::execution_context& ctx);
   ~completion_service() override;
 
+  //! `use_service<completion_service>(ctx)` without its registry lock when this thread asked for `ctx` last: every
+  //! operation's initiation looks its service up (a lock and a search per awaited operation).
+  static completion_service& of(boost::asio::execution_context& ctx);
+
   //! Changes how this service polls; takes effect at the next pass. The initial policy is `balanced()`, or the one
   //! named by `$CUASYNC_POLL_POLICY` (`latency`, `balanced`, `efficient`).
   void set_policy(const poll_policy& policy);

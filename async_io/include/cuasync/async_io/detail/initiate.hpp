@@ -26,8 +26,7 @@ struct initiate_op {
   template <class Handler, class Starter>
   void operator()(Handler&& handler, const boost::asio::any_io_executor& default_ex, Starter&& starter) const {
     boost::asio::any_io_executor io_ex = boost::asio::get_associated_executor(handler, default_ex);
-    auto& service = boost::asio::use_service<completion_service>(
-        boost::asio::query(io_ex, boost::asio::execution::context));
+    auto& service = completion_service::of(boost::asio::query(io_ex, boost::asio::execution::context));
     // io_ex is the handler's own executor (or the default it would get): the service needs no second work guard.
     constexpr wait_hints hints{
         .handler_on_io = true,
