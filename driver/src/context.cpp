@@ -49,6 +49,14 @@ unsigned long long context_life(CUcontext ctx) noexcept {
   if (!d || d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) return 0;
   return id;
 }
+bool context_life_ended(CUcontext ctx, unsigned long long life) noexcept {
+  unsigned long long id = 0;
+  const auto* d = driver_if_loaded();
+  if (!d) return true;
+  const CUresult r = d->cuCtxGetId(ctx, &id);
+  if (r == CUDA_SUCCESS) return id != life;
+  return r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_DEINITIALIZED;
+}
 void defer_error(CUcontext ctx, CUresult r, const char* api, const void* handle) noexcept {
   if (r == CUDA_SUCCESS) return;
   try {

@@ -12,4 +12,9 @@ namespace cuasync::detail {
 //! a handle: the id tells the lives apart. Never throws.
 unsigned long long context_life(CUcontext ctx) noexcept;
 
+//! Whether the life `life` (a `context_life` answer, not 0) of `ctx` has ended: the driver gives another id, or says
+//! the context is gone (destroyed, invalid, or the driver shut down). Any other failure of the query (a transient one,
+//! out of memory) is no such word: the life is taken to go on. Never throws.
+bool context_life_ended(CUcontext ctx, unsigned long long life) noexcept;
+
 }  // namespace cuasync::detail
