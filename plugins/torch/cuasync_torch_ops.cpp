@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// cuasync's PyTorch ops with C++ dispatch: `torch.ops.cuasync.scale_add` goes from PyTorch's dispatcher straight to
-// the CUDA implementation here, which launches a cuasync JIT kernel on PyTorch's current stream through the C ABI,
-// untracked (PyTorch orders its streams itself; nothing is recorded, so it is safe inside `torch.cuda.graph`).
-// The Python `torch.library.custom_op` fallback pays Python dispatch on every call (~4x `torch.add`); this path pays
-// the dispatcher's. plugins/python/cuasync/torch.py builds this file against the running torch's headers (cached by
-// a hash of this source, cuasync.h and torch's version), hands it libcuasync's function table and registers the
-// fake (meta) implementation and the autograd formula in Python (torch.compile and opcheck use those).
+// cuasync's PyTorch ops with C++ dispatch: `torch.ops.cuasync.scale_add` goes from PyTorch's dispatcher through the
+// autograd kernel here (C++ as well: an autograd formula registered from Python is a Python call on every call, grad
+// or not, ~4 us on the H200) to the CUDA implementation, which launches a cuasync JIT kernel on PyTorch's current
+// stream through the C ABI, untracked (PyTorch orders its streams itself; nothing is recorded, so it is safe inside
+// `torch.cuda.graph`). The Python `torch.library.custom_op` fallback pays Python dispatch on every call (~4x
+// `torch.add`); this path pays the dispatcher's. plugins/python/cuasync/torch.py builds this file against the running
+// torch's headers (cached by a hash of this source, cuasync.h and torch's version), hands it libcuasync's function
+// table and registers the fake (meta) implementation in Python (torch.compile and opcheck trace with it).
 //
 // It is also the template for ops of your own: the kernel's source lives here, compiled for each device on its first
 // use (or in warm_up, which a CUDA graph capture needs beforehand) through cuasync's memory and disk caches.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <cuasync/cuasync.h>
@@ -174,12 +177,44 @@ at::Tensor scale_add_cuda(const at::Tensor& x, const at::Tensor& y, double alpha
   return out;
 }
 
+// The op below autograd: the dispatcher's next kernel (CUDA here; the fake implementation under torch.compile).
+at::Tensor scale_add_below_autograd(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("cuasync::scale_add", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
+  at::AutoDispatchBelowADInplaceOrView below;
+  return op.call(x, y, alpha);
+}
+
+// d(alpha * x + y) = alpha * dx + dy.
+struct scale_add_function : torch::autograd::Function<scale_add_function> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                            double alpha) {
+    ctx->saved_data["alpha"] = alpha;
+    return scale_add_below_autograd(x, y, alpha);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    return {grads[0] * alpha, grads[0], at::Tensor()};
+  }
+};
+
+// Without a gradient to record (inference, no_grad) the call goes straight below autograd: Function::apply makes a
+// graph node on every call, which the common case does not need.
+at::Tensor scale_add_autograd(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  if (!at::GradMode::is_enabled() || (!x.requires_grad() && !y.requires_grad()))
+    return scale_add_below_autograd(x, y, alpha);
+  return scale_add_function::apply(x, y, alpha);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(cuasync, m) {
   m.def("scale_add(Tensor x, Tensor y, float alpha) -> Tensor");
 }
 TORCH_LIBRARY_IMPL(cuasync, CUDA, m) { m.impl("scale_add", &scale_add_cuda); }
+TORCH_LIBRARY_IMPL(cuasync, Autograd, m) { m.impl("scale_add", &scale_add_autograd); }
 
 extern "C" {
 

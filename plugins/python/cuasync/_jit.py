@@ -219,6 +219,7 @@ def _buffer_pointer(buffer):
 _DIM_END = 1 << 31  # a grid or block dimension is in [1, 2^31)
 _addressof = ctypes.addressof
 _running_loop, _collect, _Pending = _completion.running_loop, _completion.collect, _completion.Pending
+_for_loop = _completion.for_loop
 assert _LAUNCH_ARGS_SIZE == ctypes.sizeof(_capi.LaunchArgs) and _capi.LaunchArgs.args.offset == 56
 
 
@@ -274,6 +275,23 @@ class Kernel:
             # method for the rest (a cycle, as with its module: the collector frees both).
             self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
             self.launch_untracked = self._fast.call_untracked
+            # And its launch outside an event loop: one C call, then the Pending (this class's method for the rest).
+            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), _running_loop)
+            self.launch = self._fast.call_tracked
+
+    def _launched_outside_loop(self):
+        """The Pending of each launch outside an event loop on a stream, given by the compiled launch after it launched
+        (it has no completion of its own: its wait is on the stream, so the launches of one stream share one; it is
+        made again when the stream changes)."""
+        last = [None, None]  # the stream and its Pending
+
+        def launched(s):
+            _collect()
+            if last[0] is not s:
+                last[1] = _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                last[0] = s
+            return last[1]
+        return launched
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
@@ -431,7 +449,8 @@ class Kernel:
         s = stream if type(stream) is Stream else as_stream(stream, self.module.runtime)
         fast = self._fast
         if fast is not None:
-            if _running_loop() is None:
+            loop = _running_loop()
+            if loop is None:
                 # Outside a loop, with nothing to note or order first: packed on the C stack and launched, one call.
                 packed = fast.launch_now(s, grid, block, shared_memory, args)
                 if packed is None:
@@ -446,12 +465,14 @@ class Kernel:
                 blob, uses = packed
                 if uses is not None:
                     self._note_uses(s, args, uses, True)
-                if _running_loop() is None:  # outside a loop: no completion of its own (Pending waits on the stream)
-                    _collect()
-                    err = fast.fire(blob, 0, 0)
-                    if not err:
-                        return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
-                    _capi.code_of(err)  # raises every error but BUSY, which _launch_fast retries like the driver
+                if loop is not None:  # awaited: issued with its completion straight into the loop's queue
+                    return _for_loop(loop).submit_fired(loop, s, fast.fire, blob,
+                                                        lambda: f"kernel '{self.name}' on {s!r}")
+                _collect()  # outside a loop: no completion of its own (Pending waits on the stream)
+                err = fast.fire(blob, 0, 0)
+                if not err:
+                    return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                _capi.code_of(err)  # raises every error but BUSY, which _launch_fast retries like the driver
                 return self._launch_fast(fast, s, blob)
         blob, buffers, foreign = self._blob(s, grid, block, args, shared_memory, 0)
         for i in buffers:

@@ -29,9 +29,11 @@ _INLINE_POLL_S = float(os.environ.get("CUASYNC_PY_INLINE_POLL_US", "50")) * 1e-6
 
 class _OpFuture(asyncio.Future):
     """An operation's future, whose `await` first polls the operation's queue inline (bounded by _INLINE_POLL_S, only
-    while the loop has nothing else ready). Otherwise an asyncio.Future in every way."""
+    while the loop has nothing else ready). Otherwise an asyncio.Future in every way. It is also the handler of its
+    completion record when nothing else is kept for the operation (`_what`: its description, or a callable making
+    one), which saves the launch path an object per call."""
 
-    __slots__ = ("_poll",)
+    __slots__ = ("_poll", "_what")
 
     def __await__(self):
         if not self.done():
@@ -41,6 +43,14 @@ class _OpFuture(asyncio.Future):
         return super().__await__()
 
     __iter__ = __await__
+
+    def __call__(self, code, cuda_result):  # its completion record, drained: once per operation
+        if self.done():  # cancelled: the GPU work went on; it kept nothing alive
+            return
+        if code:
+            self.set_exception(errors.for_record(code, cuda_result, self._what))
+        else:
+            self.set_result(None)
 
 
 def settle(fut, code, cuda_result, what, result):
@@ -160,6 +170,33 @@ class LoopCompletions(_Queue):
         self._activity()
         return op.fut
 
+    def submit_fired(self, loop, stream, fire, blob, what):
+        """submit() for a launch the compiled fast path packed into `blob`: `fire(blob, queue, token) -> 0 | error`
+        issues it. The common case (the stream has room) makes one future and no other object; a BUSY stream takes the
+        general path's backlog."""
+        fut = _OpFuture(loop=loop)
+        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
+        fut._what = what
+        if not (self._backlogs and stream.handle in self._backlogs):
+            token = next(tokens)
+            handlers = self._handlers
+            handlers[token] = fut
+            try:
+                err = fire(blob, self.handle, token)
+            except BaseException:
+                del handlers[token]
+                raise
+            if not err:
+                self._activity()
+                return fut
+            del handlers[token]
+            _capi.code_of(err)  # raises every error but BUSY: then the backlog, as submit() does
+        op = _Op(stream, _fired_issue(fire, blob), fut, None, what, None)
+        self._backlogs.setdefault(stream.handle, collections.deque()).append(op)
+        self._arm_retry()
+        self._activity()
+        return fut
+
     def _issue(self, op, raise_errors):
         token = next(tokens)
         handlers = self._handlers
@@ -224,6 +261,14 @@ class LoopCompletions(_Queue):
         self.destroy()
 
 
+def _fired_issue(fire, blob):
+    """An _Op's issue() for a launch packed into `blob` (retried from a backlog)."""
+    def issue(queue, token):
+        err = fire(blob, queue, token)
+        return _capi.code_of(err) if err else 0
+    return issue
+
+
 _loops = weakref.WeakKeyDictionary()
 
 
@@ -262,7 +307,7 @@ def _sweep_closed_loops(force=False):
             LoopCompletions._loop_gone(lc)
 
 
-_queues._sweeps.append(_sweep_closed_loops)
+_queues._sweeps.append((_loops.data, _sweep_closed_loops))  # called only while some loop has a queue
 
 
 running_loop = asyncio._get_running_loop  # this thread's running loop or None: a C-level lookup

@@ -223,7 +223,7 @@ def _retry_deferred_frees():
             b.free()  # deferred again while still held
 
 
-_queues._sweeps.append(_retry_deferred_frees)
+_queues._sweeps.append((_deferred_frees, _retry_deferred_frees))
 
 
 def empty(shape: Union[int, Sequence[int]], dtype: str = "float32", stream: Any = None,

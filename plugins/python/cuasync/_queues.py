@@ -174,14 +174,18 @@ def reaper():
 
 def collect() -> None:
     """Runs what finished work left to do (references dropped, imported tensors given back). Cheap; cuasync calls it
-    itself on most calls."""
-    if _reaper is not None:
-        _reaper.drain()
-    for sweep in _sweeps:
-        sweep()
+    itself on most calls (with nothing to do, it calls nothing: launches pay for it on every call)."""
+    r = _reaper
+    if r is not None and r._handlers:
+        r.drain()
+    for pending, sweep in _sweeps:
+        if pending:
+            sweep()
 
 
-_sweeps = []  # more for collect() to do (the asyncio side's closed loops)
+# More for collect() to do: (a container, the sweep to call while it is not empty): the asyncio side's loops, the
+# frees waiting for a staged copy.
+_sweeps = []
 
 
 def wait_for_gpu_work_at_exit(timeout_s=10.0):

@@ -139,9 +139,8 @@ if _native is None:
     scale_add.register_fake(_scale_add_fake)
     scale_add.register_autograd(_backward, setup_context=_setup_context)
 else:
-    scale_add = torch.ops.cuasync.scale_add  # the C++ op: Python only for tracing (fake) and autograd
+    scale_add = torch.ops.cuasync.scale_add  # the C++ op and its C++ autograd: Python only for tracing (fake)
     torch.library.register_fake("cuasync::scale_add")(_scale_add_fake)
-    torch.library.register_autograd("cuasync::scale_add", _backward, setup_context=_setup_context)
 
 
 def implementation():

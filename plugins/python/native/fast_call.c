@@ -16,6 +16,9 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->stream_type);
   Py_CLEAR(self->general);
   Py_CLEAR(self->failed);
+  Py_CLEAR(self->tracked_general);
+  Py_CLEAR(self->launched);
+  Py_CLEAR(self->running_loop);
 }
 
 /* bind_untracked(kernel, stream_type, general, failed) */
@@ -114,6 +117,69 @@ PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t
   }
   uses_free(&u);
   return result;
+}
+
+/* bind_tracked(general, launched, running_loop), after bind_untracked (whose kernel and stream type it shares). */
+PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
+  launcher* self = (launcher*)self_;
+  PyObject *general, *launched, *running_loop;
+  if (!PyArg_ParseTuple(args, "OOO:bind_tracked", &general, &launched, &running_loop)) return NULL;
+  if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(running_loop)) {
+    PyErr_SetString(PyExc_TypeError, "bind_tracked: expected three callables, after bind_untracked");
+    return NULL;
+  }
+  Py_INCREF(general);
+  Py_INCREF(launched);
+  Py_INCREF(running_loop);
+  Py_CLEAR(self->tracked_general);
+  Py_CLEAR(self->launched);
+  Py_CLEAR(self->running_loop);
+  self->tracked_general = general;
+  self->launched = launched;
+  self->running_loop = running_loop;
+  Py_RETURN_NONE;
+}
+
+/* Kernel.launch outside an event loop, in one C call: a cuasync Stream, values packed on the C stack, nothing to note
+ * or order first (every buffer last used on this stream, no framework memory), then the launch (no completion of its
+ * own) and `launched(stream)`, which gives the Pending. Anything else, a running loop included, and a launch the
+ * library refused (BUSY: the general path retries like the driver; any other error it raises with its words, the
+ * launch having enqueued nothing) is Kernel.launch's. */
+PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  launcher* self = (launcher*)self_;
+  if (!self->tracked_general) {
+    PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: call_tracked before bind_tracked");
+    return NULL;
+  }
+  PyObject* shared = NULL;
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  if (nk == 1 && PyTuple_GetItem(kwnames, 0) == s_shared_memory) shared = args[nargs];
+  if (nargs < 3 || (nk && !shared) || nk > 1 || (PyObject*)Py_TYPE(args[0]) != self->stream_type ||
+      nargs - 3 != self->n || self->n > 16 || !fast_api) {
+    return call_owner(self, self->tracked_general, args, nargs, kwnames);
+  }
+  PyObject* loop = PyObject_CallObject(self->running_loop, NULL);
+  if (!loop) return NULL;
+  Py_DECREF(loop);  // only compared with None: the running loop outlives this call
+  if (loop != Py_None) return call_owner(self, self->tracked_general, args, nargs, kwnames);
+  static PyObject* zero;
+  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) return NULL;
+  _Alignas(16) char base[BLOB_SIZE(16)];
+  uses_t u;
+  int r = fill(self, args[0], args[1], args[2], shared, 0, NULL, args + 3, nargs - 3, base, 1, &u);
+  const int plain = r == 1 && !u.nb && !u.nf;
+  uses_free(&u);
+  if (r < 0 || (r == 0 && PyErr_Occurred())) return NULL;
+  if (!plain) return call_owner(self, self->tracked_general, args, nargs, kwnames);
+  cuasync_error* err;
+  Py_BEGIN_ALLOW_THREADS
+  err = fast_api->launch((cuasync_launch_args*)base);
+  Py_END_ALLOW_THREADS
+  if (err) {
+    fast_api->error_destroy(err);
+    return call_owner(self, self->tracked_general, args, nargs, kwnames);
+  }
+  return PyObject_CallFunctionObjArgs(self->launched, args[0], NULL);
 }
 
 /* `base` (a stack blob) copied into a new bytearray, its pointers moved with it: what pack() would have made. */

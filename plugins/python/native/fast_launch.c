@@ -26,6 +26,7 @@
  *       a tracked launch outside an event loop the same way, launched when nothing is to be noted or ordered first;
  *       else the blob and uses pack() would have returned (fast_call.c).
  *   bind_untracked / call_untracked: the whole of Kernel.launch_untracked in C (fast_call.c).
+ *   bind_tracked / call_tracked: Kernel.launch outside an event loop in C, when nothing is to be ordered first.
  * A blob belongs to one call: threads launching one kernel never share one. */
 #include "fast_launcher.h"  // Python.h before any system header
 
@@ -104,6 +105,9 @@ static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->stream_type);
   Py_VISIT(self->general);
   Py_VISIT(self->failed);
+  Py_VISIT(self->tracked_general);
+  Py_VISIT(self->launched);
+  Py_VISIT(self->running_loop);
   Py_VISIT(Py_TYPE(self_));  // a heap type
   return 0;
 }
@@ -310,6 +314,10 @@ static PyMethodDef launcher_methods[] = {
      "bind_untracked(kernel, stream_type, general, failed): what call_untracked falls back on"},
     {"call_untracked", (PyCFunction)(void (*)(void))fast_call_untracked, METH_FASTCALL | METH_KEYWORDS,
      "call_untracked(stream, grid, block, *args, shared_memory=0): Kernel.launch_untracked in C"},
+    {"bind_tracked", fast_bind_tracked, METH_VARARGS,
+     "bind_tracked(general, launched, running_loop): what call_tracked falls back on and ends with"},
+    {"call_tracked", (PyCFunction)(void (*)(void))fast_call_tracked, METH_FASTCALL | METH_KEYWORDS,
+     "call_tracked(stream, grid, block, *args, shared_memory=0): Kernel.launch outside an event loop in C"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot launcher_slots[] = {

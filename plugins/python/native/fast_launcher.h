@@ -16,6 +16,10 @@ typedef struct {
    * attribute, which the collector breaks: the type is garbage-collected), the cuasync Stream class,
    * Kernel.launch_untracked and Kernel._untracked_failed (functions). */
   PyObject *owner, *stream_type, *general, *failed;
+  /* call_tracked's (bind_tracked; NULL until then): Kernel.launch (the general path: in an event loop, a framework's
+   * stream, anything call_tracked leaves to the package), the kernel's `launched(stream)` (the Pending of a launch
+   * outside a loop), and asyncio's `_get_running_loop`. */
+  PyObject *tracked_general, *launched, *running_loop;
 } launcher;
 
 /* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
@@ -49,6 +53,8 @@ PyObject* fast_launch_untracked(PyObject* self, PyObject* const* args, Py_ssize_
 PyObject* fast_launch_now(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fast_bind_untracked(PyObject* self, PyObject* args);
 PyObject* fast_call_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* fast_bind_tracked(PyObject* self, PyObject* args);
+PyObject* fast_call_tracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 void fast_call_clear(launcher* self);
 
 #endif
