@@ -276,7 +276,7 @@ class Kernel:
             self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
             self.launch_untracked = self._fast.call_untracked
             # And its launch outside an event loop: one C call, then the Pending (this class's method for the rest).
-            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), _running_loop)
+            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._awaited_in_loop(), _running_loop)
             self.launch = self._fast.call_tracked
 
     def _launched_outside_loop(self):
@@ -292,6 +292,15 @@ class Kernel:
                 last[0] = s
             return last[1]
         return launched
+
+    def _awaited_in_loop(self):
+        """What the compiled launch hands a launch it packed inside a running event loop: issued with its completion
+        into the loop's queue; its future is the launch's result."""
+        fire = self._fast.fire
+
+        def awaited(s, blob, loop):
+            return _for_loop(loop).submit_fired(loop, s, fire, blob, lambda: f"kernel '{self.name}' on {s!r}")
+        return awaited
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to

@@ -27,6 +27,9 @@ _IDLE_SPIN_S = float(os.environ.get("CUASYNC_PY_IDLE_SPIN_US", "50")) * 1e-6
 _INLINE_POLL_S = float(os.environ.get("CUASYNC_PY_INLINE_POLL_US", "50")) * 1e-6
 
 
+_future_await = asyncio.Future.__await__
+
+
 class _OpFuture(asyncio.Future):
     """An operation's future, whose `await` first polls the operation's queue inline (bounded by _INLINE_POLL_S, only
     while the loop has nothing else ready). Otherwise an asyncio.Future in every way. It is also the handler of its
@@ -40,7 +43,7 @@ class _OpFuture(asyncio.Future):
             poll = self._poll
             if poll is not None:
                 poll(self)
-        return super().__await__()
+        return _future_await(self)  # the C future's own (no super object per await)
 
     __iter__ = __await__
 

@@ -18,6 +18,7 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->failed);
   Py_CLEAR(self->tracked_general);
   Py_CLEAR(self->launched);
+  Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
 }
 
@@ -119,32 +120,40 @@ PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t
   return result;
 }
 
-/* bind_tracked(general, launched, running_loop), after bind_untracked (whose kernel and stream type it shares). */
+/* bind_tracked(general, launched, awaited, running_loop), after bind_untracked (whose kernel and stream type it
+ * shares). */
 PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
   launcher* self = (launcher*)self_;
-  PyObject *general, *launched, *running_loop;
-  if (!PyArg_ParseTuple(args, "OOO:bind_tracked", &general, &launched, &running_loop)) return NULL;
-  if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(running_loop)) {
-    PyErr_SetString(PyExc_TypeError, "bind_tracked: expected three callables, after bind_untracked");
+  PyObject *general, *launched, *awaited, *running_loop;
+  if (!PyArg_ParseTuple(args, "OOOO:bind_tracked", &general, &launched, &awaited, &running_loop)) return NULL;
+  if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(awaited) ||
+      !PyCallable_Check(running_loop)) {
+    PyErr_SetString(PyExc_TypeError, "bind_tracked: expected four callables, after bind_untracked");
     return NULL;
   }
   Py_INCREF(general);
   Py_INCREF(launched);
+  Py_INCREF(awaited);
   Py_INCREF(running_loop);
   Py_CLEAR(self->tracked_general);
   Py_CLEAR(self->launched);
+  Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
   self->tracked_general = general;
   self->launched = launched;
+  self->awaited = awaited;
   self->running_loop = running_loop;
   Py_RETURN_NONE;
 }
 
-/* Kernel.launch outside an event loop, in one C call: a cuasync Stream, values packed on the C stack, nothing to note
- * or order first (every buffer last used on this stream, no framework memory), then the launch (no completion of its
- * own) and `launched(stream)`, which gives the Pending. Anything else, a running loop included, and a launch the
- * library refused (BUSY: the general path retries like the driver; any other error it raises with its words, the
- * launch having enqueued nothing) is Kernel.launch's. */
+static PyObject* blob_copy(const char* base, Py_ssize_t n);
+
+/* Kernel.launch in one C call where nothing is to be ordered first (a cuasync Stream, values packed on the C stack,
+ * every buffer last used on this stream, no framework memory). Outside an event loop: launched (no completion of its
+ * own), then `launched(stream)` gives the Pending. In a running loop: the blob copied out and handed to
+ * `awaited(stream, blob, loop)`, which issues it with its completion into the loop's queue. Anything else, and a
+ * launch the library refused outside a loop (BUSY: the general path retries like the driver; any other error it
+ * raises with its words, the launch having enqueued nothing), is Kernel.launch's. */
 PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   launcher* self = (launcher*)self_;
   if (!self->tracked_general) {
@@ -160,26 +169,39 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
   }
   PyObject* loop = PyObject_CallObject(self->running_loop, NULL);
   if (!loop) return NULL;
-  Py_DECREF(loop);  // only compared with None: the running loop outlives this call
-  if (loop != Py_None) return call_owner(self, self->tracked_general, args, nargs, kwnames);
   static PyObject* zero;
-  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) return NULL;
+  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) {
+    Py_DECREF(loop);
+    return NULL;
+  }
   _Alignas(16) char base[BLOB_SIZE(16)];
   uses_t u;
   int r = fill(self, args[0], args[1], args[2], shared, 0, NULL, args + 3, nargs - 3, base, 1, &u);
   const int plain = r == 1 && !u.nb && !u.nf;
   uses_free(&u);
-  if (r < 0 || (r == 0 && PyErr_Occurred())) return NULL;
-  if (!plain) return call_owner(self, self->tracked_general, args, nargs, kwnames);
-  cuasync_error* err;
-  Py_BEGIN_ALLOW_THREADS
-  err = fast_api->launch((cuasync_launch_args*)base);
-  Py_END_ALLOW_THREADS
-  if (err) {
-    fast_api->error_destroy(err);
-    return call_owner(self, self->tracked_general, args, nargs, kwnames);
+  PyObject* result = NULL;
+  if (r < 0 || (r == 0 && PyErr_Occurred())) {
+    result = NULL;
+  } else if (!plain) {
+    result = call_owner(self, self->tracked_general, args, nargs, kwnames);
+  } else if (loop != Py_None) {
+    PyObject* blob = blob_copy(base, self->n);
+    result = blob ? PyObject_CallFunctionObjArgs(self->awaited, args[0], blob, loop, NULL) : NULL;
+    Py_XDECREF(blob);
+  } else {
+    cuasync_error* err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fast_api->launch((cuasync_launch_args*)base);
+    Py_END_ALLOW_THREADS
+    if (err) {
+      fast_api->error_destroy(err);
+      result = call_owner(self, self->tracked_general, args, nargs, kwnames);
+    } else {
+      result = PyObject_CallFunctionObjArgs(self->launched, args[0], NULL);
+    }
   }
-  return PyObject_CallFunctionObjArgs(self->launched, args[0], NULL);
+  Py_DECREF(loop);
+  return result;
 }
 
 /* `base` (a stack blob) copied into a new bytearray, its pointers moved with it: what pack() would have made. */

@@ -16,10 +16,11 @@ typedef struct {
    * attribute, which the collector breaks: the type is garbage-collected), the cuasync Stream class,
    * Kernel.launch_untracked and Kernel._untracked_failed (functions). */
   PyObject *owner, *stream_type, *general, *failed;
-  /* call_tracked's (bind_tracked; NULL until then): Kernel.launch (the general path: in an event loop, a framework's
-   * stream, anything call_tracked leaves to the package), the kernel's `launched(stream)` (the Pending of a launch
-   * outside a loop), and asyncio's `_get_running_loop`. */
-  PyObject *tracked_general, *launched, *running_loop;
+  /* call_tracked's (bind_tracked; NULL until then): Kernel.launch (the general path: a framework's stream, anything
+   * call_tracked leaves to the package), the kernel's `launched(stream)` (the Pending of a launch outside a loop) and
+   * `awaited(stream, blob, loop)` (a launch packed into `blob`, issued into the running loop's queue: its future),
+   * and asyncio's `_get_running_loop`. */
+  PyObject *tracked_general, *launched, *awaited, *running_loop;
 } launcher;
 
 /* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
