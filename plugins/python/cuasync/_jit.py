@@ -276,21 +276,18 @@ class Kernel:
             self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
             self.launch_untracked = self._fast.call_untracked
             # And its launch outside an event loop: one C call, then the Pending (this class's method for the rest).
-            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._awaited_in_loop(), _running_loop)
+            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._awaited_in_loop(), _running_loop,
+                                    _collect)
             self.launch = self._fast.call_tracked
 
     def _launched_outside_loop(self):
-        """The Pending of each launch outside an event loop on a stream, given by the compiled launch after it launched
-        (it has no completion of its own: its wait is on the stream, so the launches of one stream share one; it is
-        made again when the stream changes)."""
-        last = [None, None]  # the stream and its Pending
-
+        """What the compiled launch calls after a launch outside an event loop on a stream other than its last one:
+        collects, and gives the Pending, which the Launcher keeps and hands out again for the stream's next launches
+        (it has no completion of its own: its wait is on the stream; it holds the stream, which the Launcher compares
+        by identity)."""
         def launched(s):
             _collect()
-            if last[0] is not s:
-                last[1] = _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
-                last[0] = s
-            return last[1]
+            return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
         return launched
 
     def _awaited_in_loop(self):

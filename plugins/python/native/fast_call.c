@@ -20,6 +20,9 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->launched);
   Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
+  Py_CLEAR(self->last_pending);
+  Py_CLEAR(self->collect);
+  self->last_stream = NULL;
 }
 
 /* bind_untracked(kernel, stream_type, general, failed) */
@@ -120,30 +123,60 @@ PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t
   return result;
 }
 
-/* bind_tracked(general, launched, awaited, running_loop), after bind_untracked (whose kernel and stream type it
- * shares). */
+/* bind_tracked(general, launched, awaited, running_loop, collect), after bind_untracked (whose kernel and stream type
+ * it shares). */
 PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
   launcher* self = (launcher*)self_;
-  PyObject *general, *launched, *awaited, *running_loop;
-  if (!PyArg_ParseTuple(args, "OOOO:bind_tracked", &general, &launched, &awaited, &running_loop)) return NULL;
+  PyObject *general, *launched, *awaited, *running_loop, *collect;
+  if (!PyArg_ParseTuple(args, "OOOOO:bind_tracked", &general, &launched, &awaited, &running_loop, &collect)) {
+    return NULL;
+  }
   if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(awaited) ||
-      !PyCallable_Check(running_loop)) {
-    PyErr_SetString(PyExc_TypeError, "bind_tracked: expected four callables, after bind_untracked");
+      !PyCallable_Check(running_loop) || !PyCallable_Check(collect)) {
+    PyErr_SetString(PyExc_TypeError, "bind_tracked: expected five callables, after bind_untracked");
     return NULL;
   }
   Py_INCREF(general);
   Py_INCREF(launched);
   Py_INCREF(awaited);
   Py_INCREF(running_loop);
+  Py_INCREF(collect);
   Py_CLEAR(self->tracked_general);
   Py_CLEAR(self->launched);
   Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
+  Py_CLEAR(self->last_pending);
+  Py_CLEAR(self->collect);
   self->tracked_general = general;
   self->launched = launched;
   self->awaited = awaited;
   self->running_loop = running_loop;
+  self->collect = collect;
+  self->last_stream = NULL;
   Py_RETURN_NONE;
+}
+
+/* The Pending of a launch outside a loop on `stream`: the last one again when the stream is the same (the package's
+ * collect() every 16th time), else a new one from `launched` (which collects), kept for the next. */
+static PyObject* pending_for(launcher* self, PyObject* stream) {
+  if (self->last_pending && stream == self->last_stream) {
+    if ((++self->since_collect & 15u) == 0) {
+      PyObject* r = PyObject_CallObject(self->collect, NULL);
+      if (!r) return NULL;
+      Py_DECREF(r);
+    }
+    Py_INCREF(self->last_pending);
+    return self->last_pending;
+  }
+  PyObject* p = PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
+  if (!p) return NULL;
+  Py_INCREF(p);
+  PyObject* old = self->last_pending;
+  self->last_pending = p;
+  Py_XDECREF(old);
+  self->last_stream = stream;
+  self->since_collect = 0;
+  return p;
 }
 
 static PyObject* blob_copy(const char* base, Py_ssize_t n);
@@ -197,7 +230,7 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
       fast_api->error_destroy(err);
       result = call_owner(self, self->tracked_general, args, nargs, kwnames);
     } else {
-      result = PyObject_CallFunctionObjArgs(self->launched, args[0], NULL);
+      result = pending_for(self, args[0]);
     }
   }
   Py_DECREF(loop);
