@@ -49,6 +49,14 @@ std::size_t completion_callbacks::run_pass(bool full) {
 
 std::size_t completion_callbacks::poll_once() { return run_pass(false); }
 
+std::size_t completion_callbacks::try_poll_once() {
+  detail::pass_scratch scratch;
+  std::vector<completed_wait>& done = scratch.get();
+  if (!queues_.try_pass(done)) return 0;
+  for (const completed_wait& d : done) static_cast<completion_callback*>(d.wait)->complete(d.error);
+  return done.size();
+}
+
 std::optional<std::chrono::nanoseconds> completion_callbacks::poller_pass() {
   if (queues_.empty()) return std::nullopt;
   run_pass(queues_.watchdog_due());

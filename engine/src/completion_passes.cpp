@@ -131,12 +131,24 @@ void completion_queues::full_pass(pass_state& ps) {
 }
 
 void completion_queues::pass(bool full, std::vector<completed_wait>& done, deliver_fn deliver, void* context) {
+  std::unique_lock pass_lock(pass_mutex_);
+  run_pass(pass_lock, full, done, deliver, context);
+}
+
+bool completion_queues::try_pass(std::vector<completed_wait>& done) {
+  std::unique_lock pass_lock(pass_mutex_, std::try_to_lock);
+  if (!pass_lock.owns_lock()) return false;
+  run_pass(pass_lock, false, done, nullptr, nullptr);
+  return true;
+}
+
+void completion_queues::run_pass(std::unique_lock<std::mutex>& pass_lock, bool full, std::vector<completed_wait>& done,
+                                 deliver_fn deliver, void* context) {
   detail::pass_vectors_lease lease;  // no allocation per pass once grown
   detail::pass_vectors& v = lease.get();
   pass_state ps{done, v.done_groups, v.released, v.failed_groups, done.size()};
   ps.now = now_ns();
   {
-    std::lock_guard pass_lock(pass_mutex_);
     if (full) {
       full_pass(ps);  // the watchdog's: every source asked in full (no pass time)
     } else {
@@ -155,6 +167,7 @@ void completion_queues::pass(bool full, std::vector<completed_wait>& done, deliv
       give_tokens_back(ps.released, v.tokens);
       if (done.size() > ps.first_done) deliver(context, done, ps.first_done);
     }
+    pass_lock.unlock();
   }
   // Outside the locks: give tokens back (runs of one source at once), drop keep-alives (their destructors may do
   // anything).

@@ -622,6 +622,7 @@ int main(int argc, char** argv) {
   run_abi_1_3_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
   run_abi_1_4_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
   run_abi_1_5_part();
+  run_abi_1_7_part(devices >= 1 && (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0));
   if (strcmp(mode, "--gpu") == 0 || strcmp(mode, "--simulated") == 0) {
     CHECK(devices >= 1);
     if (devices >= 1) run_admission_part();

@@ -109,6 +109,9 @@ void* allocate_buffer(fixture* f, cuasync_memory_kind kind, size_t n, cuasync_bu
 /* ABI 1.6 (conformance_abi_1_6.c): replay anchors in the caller's capture, awaited once per replay of its graph, on a
  * driver; `gpu`: 10,000 replays (CUASYNC_CAPTURE_REPLAYS), else 100. */
 void run_abi_1_6_part(int gpu);
+/* ABI 1.7 (conformance_abi_1_7.c): queue_poll, without a driver (host tokens) and, `with_driver`, a memset's
+ * completions taken by polling alone. */
+void run_abi_1_7_part(int with_driver);
 /* The GPU part (conformance_gpu.c); returns nothing, counts through CHECK. */
 void run_gpu_part(void);
 

@@ -42,6 +42,7 @@ constexpr cuasync_api table = {
     flight_recorder_set, flight_recorder_dump,
     compile_image_start, compile_image_finish, graph_launch,
     replay_anchor_mark, replay_anchor_wait, replay_anchor_destroy,
+    queue_poll,
 };
 }  // namespace
 
@@ -101,12 +102,15 @@ static_assert(CUASYNC_GRAPH_LAUNCH_ARGS_SIZE == 56 && offsetof(cuasync_graph_lau
 static_assert(offsetof(cuasync_compile_image_start_args, completion) == 16 &&
               CUASYNC_COMPILE_IMAGE_START_ARGS_SIZE == 56 && CUASYNC_COMPILE_IMAGE_FINISH_ARGS_SIZE == 24);
 // ABI 1.6: three functions appended (awaited replays of the caller's graphs: replay anchors), and their structs.
-static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 6);
 static_assert(offsetof(cuasync_api, replay_anchor_mark) == CUASYNC_API_SIZE_1_5 &&
-              CUASYNC_API_SIZE_1_6 == CUASYNC_API_SIZE_1_5 + 3 * 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_6);
+              CUASYNC_API_SIZE_1_6 == CUASYNC_API_SIZE_1_5 + 3 * 8);
 static_assert(CUASYNC_REPLAY_ANCHOR_MARK_ARGS_SIZE == 32 && CUASYNC_REPLAY_ANCHOR_DESTROY_ARGS_SIZE == 16 &&
               offsetof(cuasync_replay_anchor_wait_args, completion) == 24 &&
               CUASYNC_REPLAY_ANCHOR_WAIT_ARGS_SIZE == 64);
+// ABI 1.7: one function appended (queue_poll, on queue_drain's struct: no struct added).
+static_assert(CUASYNC_ABI_MAJOR == 1 && CUASYNC_ABI_MINOR == 7);
+static_assert(offsetof(cuasync_api, queue_poll) == CUASYNC_API_SIZE_1_6 &&
+              CUASYNC_API_SIZE_1_7 == CUASYNC_API_SIZE_1_6 + 8 && sizeof(cuasync_api) == CUASYNC_API_SIZE_1_7);
 // The codes are the driver layer's type_code bits with bit 24 set (calls_jit.cpp converts with that alone).
 static_assert(CUASYNC_ARG_F32 == (cuasync::type_code_of<float>().bits | 1u << 24) &&
               CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F64) == (cuasync::type_code_of<double*>().bits | 1u << 24) &&

@@ -17,6 +17,7 @@ cuasync_error* queue_create(cuasync_queue_create_args* a) noexcept;
 cuasync_error* queue_destroy(cuasync_queue_destroy_args* a) noexcept;
 cuasync_error* queue_fd(cuasync_queue_fd_args* a) noexcept;
 cuasync_error* queue_drain(cuasync_queue_drain_args* a) noexcept;
+cuasync_error* queue_poll(cuasync_queue_drain_args* a) noexcept;
 cuasync_error* host_token_create(cuasync_host_token_create_args* a) noexcept;
 cuasync_error* host_token_complete(cuasync_host_token_complete_args* a) noexcept;
 

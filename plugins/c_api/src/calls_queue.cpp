@@ -3,10 +3,14 @@
 #include "calls.hpp"
 #include "objects.hpp"
 
+#include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/host_completion_source.hpp>
 
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace cuasync::c_api {
 
@@ -48,13 +52,30 @@ cuasync_error* queue_fd(cuasync_queue_fd_args* a) noexcept {
   });
 }
 
+namespace {
+// queue_drain and queue_poll: the queue and the records checked, then (`look`) a pass on this thread, then the drain.
+void drain_into(args<cuasync_queue_drain_args>& x, const char* call, bool look) {
+  auto q = registry::instance().get<completion_queue>(x->queue, kind::queue, "queue");
+  if (!q->has_fd())
+    fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": the queue was created without CUASYNC_QUEUE_FD");
+  if (!x->records && x->capacity) fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": records is NULL");
+  if (look) {
+    // The pass may query events on this thread: in relaxed capture mode, so that it cannot invalidate another
+    // thread's global-mode capture (torch.cuda.graph). Without a driver loaded only host tokens are pending.
+    std::optional<thread_capture_mode> relaxed;
+    if (detail::driver_if_loaded()) relaxed.emplace(CU_STREAM_CAPTURE_MODE_RELAXED);
+    completion_callbacks::instance().try_poll_once();
+  }
+  x->count = q->drain(x->records, x->capacity);
+}
+}  // namespace
+
 cuasync_error* queue_drain(cuasync_queue_drain_args* a) noexcept {
-  return call("queue_drain", a, [](args<cuasync_queue_drain_args>& x) {
-    auto q = registry::instance().get<completion_queue>(x->queue, kind::queue, "queue");
-    if (!q->has_fd()) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "queue_drain: the queue was created without CUASYNC_QUEUE_FD");
-    if (!x->records && x->capacity) fail(CUASYNC_ERROR_INVALID_ARGUMENT, "queue_drain: records is NULL");
-    x->count = q->drain(x->records, x->capacity);
-  });
+  return call("queue_drain", a, [](args<cuasync_queue_drain_args>& x) { drain_into(x, "queue_drain", false); });
+}
+
+cuasync_error* queue_poll(cuasync_queue_drain_args* a) noexcept {
+  return call("queue_poll", a, [](args<cuasync_queue_drain_args>& x) { drain_into(x, "queue_poll", true); });
 }
 
 cuasync_error* host_token_create(cuasync_host_token_create_args* a) noexcept {

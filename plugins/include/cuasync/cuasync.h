@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define CUASYNC_ABI_MAJOR 1
-#define CUASYNC_ABI_MINOR 6
+#define CUASYNC_ABI_MINOR 7
 
 /* The size of a struct up to and including `field`: what a struct of that version occupies. */
 #define CUASYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
@@ -930,6 +930,14 @@ typedef struct cuasync_api {
   cuasync_error* (*replay_anchor_mark)(cuasync_replay_anchor_mark_args* args);
   cuasync_error* (*replay_anchor_wait)(cuasync_replay_anchor_wait_args* args);
   cuasync_error* (*replay_anchor_destroy)(cuasync_replay_anchor_destroy_args* args);
+  /* ABI 1.7 */
+  /* queue_drain, after one look for finished GPU work on the caller's thread: the pass cuasync's poller thread makes
+   * (host words read, events queried now and then, in relaxed capture mode), made here only when no other pass is
+   * running (it never waits for one), whose completions go to their queues (this one's among them) before the drain.
+   * For a consumer that spins on its queue while it expects a completion within microseconds: the record then comes
+   * without the poller thread's hand-over (~1.5 us on the H200). Never waits for the GPU; the same arguments, errors
+   * and fd protocol as queue_drain. */
+  cuasync_error* (*queue_poll)(cuasync_queue_drain_args* args);
 } cuasync_api;
 /* The table's size in each version that shipped: a function is usable when api->struct_size reaches its version's. */
 #define CUASYNC_API_SIZE_1_0 CUASYNC_STRUCT_SIZE(cuasync_api, buffer_export_dlpack)
@@ -939,6 +947,7 @@ typedef struct cuasync_api {
 #define CUASYNC_API_SIZE_1_4 CUASYNC_API_SIZE_1_3 /* 1.4 added struct fields (typed arguments), no function */
 #define CUASYNC_API_SIZE_1_5 CUASYNC_STRUCT_SIZE(cuasync_api, graph_launch)
 #define CUASYNC_API_SIZE_1_6 CUASYNC_STRUCT_SIZE(cuasync_api, replay_anchor_destroy)
+#define CUASYNC_API_SIZE_1_7 CUASYNC_STRUCT_SIZE(cuasync_api, queue_poll)
 
 /* The one exported symbol (dlsym(handle, "cuasync_get_api")). `major`: the major version the caller was built for
  * (CUASYNC_ABI_MAJOR). `*api` (out): the static table, never freed; check api->struct_size before using a field added

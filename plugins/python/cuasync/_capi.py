@@ -263,7 +263,9 @@ _CALLS = ["queue_create", "queue_destroy", "queue_fd", "queue_drain", "host_toke
           # ABI 1.5
           "compile_image_start", "compile_image_finish", "graph_launch",
           # ABI 1.6
-          "replay_anchor_mark", "replay_anchor_wait", "replay_anchor_destroy"]
+          "replay_anchor_mark", "replay_anchor_wait", "replay_anchor_destroy",
+          # ABI 1.7 (on queue_drain's struct)
+          "queue_poll"]
 _CALL = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # cuasync_error* (*)(args*): ctypes drops the GIL around it
 
 

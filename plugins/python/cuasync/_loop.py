@@ -121,12 +121,13 @@ class LoopCompletions(_Queue):
         if not ran and self._handlers:
             # Nothing else to run on the loop (asyncio's ready queue is empty): poll in a tight loop for a moment,
             # instead of a loop iteration (a select call) per drain. Bounded, so timers and I/O wait at most that.
-            # One record at a time: its handler runs without the fd's two syscalls first (see take_one).
+            # One record at a time: its handler runs without the fd's two syscalls first (see take_one), and this thread
+            # looks for finished work itself (poll_one: no hand-over from cuasync's poller thread).
             ready = getattr(loop, "_ready", None)
             if ready is not None and not ready:
                 until = now + _IDLE_SPIN_S
                 while time.perf_counter() < until:
-                    if self.take_one():
+                    if self.poll_one():
                         ran = 1
                         break
         if ran:
@@ -153,7 +154,7 @@ class LoopCompletions(_Queue):
         ready = getattr(loop, "_ready", None)
         if loop is None or (ready and not (len(ready) == 1 and ready[0] is self._spin_handle)):
             return
-        take = self.take_one
+        take = self.poll_one  # this thread's own look for finished work, then the record: no hand-over
         until = time.perf_counter() + _INLINE_POLL_S
         while not fut.done():
             if not take() and time.perf_counter() >= until:

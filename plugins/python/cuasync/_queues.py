@@ -44,6 +44,9 @@ class _Queue:
         # The compiled drains: records read and handlers popped and called in C (same protocol, no ctypes).
         self._fast_drain = fast.drain if fast is not None else None
         self._fast_take = fast.take_one if fast is not None else None
+        # poll_one's: queue_poll (ABI 1.7) where the library has it, else take_one's drain.
+        self._fast_poll = getattr(fast, "poll_one", None) if fast is not None else None
+        self._poll_call = _capi.function("queue_poll") if _capi.has("queue_poll") else self._drain_call
 
     def completion(self, handler, **kind):
         """A `cuasync_completion` that runs `handler(code, cuda_result)` when drained; `forget` it if unused."""
@@ -89,9 +92,21 @@ class _Queue:
         (the spin does, on its next pass; or the fd wakes the loop, level-triggered, to do it)."""
         if self._fast_take is not None:
             return self._fast_take(self.handle, self._handlers)
-        err = self._drain_call(self._take_address)
+        return self._take_with(self._drain_call, "queue_drain")
+
+    def poll_one(self):
+        """take_one, after this thread looked for finished GPU work itself (ABI 1.7's queue_poll: the engine's pass,
+        made here when no other is running): for a consumer that spins while it expects a completion within
+        microseconds, whose record then needs no hand-over from cuasync's poller thread. take_one with an older
+        library."""
+        if self._fast_poll is not None:
+            return self._fast_poll(self.handle, self._handlers)
+        return self._take_with(self._poll_call, "queue_poll")
+
+    def _take_with(self, call, name):
+        err = call(self._take_address)
         if err:
-            _capi.raise_error("queue_drain", err)
+            _capi.raise_error(name, err)
         if not self._take_args.count:
             return 0
         r = self._records[0]

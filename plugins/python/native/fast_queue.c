@@ -5,6 +5,8 @@
  *
  *   drain(queue_handle, handlers) -> handlers run: until a call returns fewer records than asked for (the fd protocol)
  *   take_one(queue_handle, handlers) -> records taken (0 or 1): the oldest record alone (the fd stays readable)
+ *   poll_one(queue_handle, handlers) -> the same, through queue_poll where the library has it (ABI 1.7): this thread
+ *       makes the engine's pass first (when no other is running), so a completion it finds needs no hand-over
  *
  *   stream_order(stream_handle, producer_handle) -> 0 | BUSY
  *       makes a stream wait, on the device, for the work enqueued so far on another (a pooled event recorded there,
@@ -54,7 +56,8 @@ static Py_ssize_t run_records(const cuasync_completion_record* records, size_t c
   return ran;
 }
 
-static PyObject* drain_records(PyObject* a, size_t capacity, int loop) {
+/* `poll`: queue_poll (ABI 1.7: a look for finished work on this thread first) where the library has it. */
+static PyObject* drain_records(PyObject* a, size_t capacity, int loop, int poll) {
   unsigned long long queue;
   PyObject* handlers;
   if (!PyArg_ParseTuple(a, "KO!", &queue, &PyDict_Type, &handlers)) return NULL;
@@ -68,8 +71,9 @@ static PyObject* drain_records(PyObject* a, size_t capacity, int loop) {
     args.queue = (cuasync_queue)(uintptr_t)queue;
     args.records = records;
     args.capacity = capacity;
-    cuasync_error* err = fast_api->queue_drain(&args);
-    if (err) return fast_raise("queue_drain", err);
+    const int looks = poll && fast_api->struct_size >= CUASYNC_API_SIZE_1_7;
+    cuasync_error* err = looks ? fast_api->queue_poll(&args) : fast_api->queue_drain(&args);
+    if (err) return fast_raise(looks ? "queue_poll" : "queue_drain", err);
     Py_ssize_t ran = run_records(records, args.count, handlers);
     if (ran < 0) return NULL;
     total += loop ? ran : (Py_ssize_t)args.count;
@@ -79,12 +83,17 @@ static PyObject* drain_records(PyObject* a, size_t capacity, int loop) {
 
 static PyObject* fast_drain(PyObject* self, PyObject* a) {
   (void)self;
-  return drain_records(a, CAPACITY, 1);
+  return drain_records(a, CAPACITY, 1, 0);
 }
 
 static PyObject* fast_take_one(PyObject* self, PyObject* a) {
   (void)self;
-  return drain_records(a, 1, 0);
+  return drain_records(a, 1, 0, 0);
+}
+
+static PyObject* fast_poll_one(PyObject* self, PyObject* a) {
+  (void)self;
+  return drain_records(a, 1, 0, 1);
 }
 
 static PyObject* fast_stream_order(PyObject* self, PyObject* a) {
@@ -122,6 +131,8 @@ static PyMethodDef queue_methods[] = {
     {"stream_order", fast_stream_order, METH_VARARGS, "stream_order(stream, producer) -> 0 | BUSY"},
     {"drain", fast_drain, METH_VARARGS, "drain(queue_handle, handlers) -> handlers run"},
     {"take_one", fast_take_one, METH_VARARGS, "take_one(queue_handle, handlers) -> records taken (0 or 1)"},
+    {"poll_one", fast_poll_one, METH_VARARGS,
+     "poll_one(queue_handle, handlers) -> records taken (0 or 1): take_one after a look for finished work (ABI 1.7)"},
     {NULL, NULL, 0, NULL}};
 
 int fast_add_queue(PyObject* module) { return PyModule_AddFunctions(module, queue_methods); }

@@ -244,6 +244,25 @@ def test_take_one_takes_one():
         q.destroy()
 
 
+def test_poll_one_takes_one_after_its_own_look():
+    # ABI 1.7's queue_poll (fast path and ctypes alike): the records one at a time, in order, with no fd wait between
+    # (this thread's own pass finds the completed host tokens when the poller thread has not yet), then none.
+    q = _queues._Queue()
+    try:
+        assert _capi.has("queue_poll")
+        ran = []
+        _complete_all(q, [lambda code, cr, i=i: ran.append(i) for i in range(3)])
+
+        def step():
+            before = len(ran)
+            taken = q.poll_one()
+            assert taken in (0, 1) and len(ran) == before + taken
+        _until(lambda: len(ran) == 3, step)
+        assert ran == [0, 1, 2] and q.poll_one() == 0 and q.drain() == 0
+    finally:
+        q.destroy()
+
+
 # ---- the DLPack C exchange API, from a producer written with ctypes -------------------------------------------------
 
 class _Header(ctypes.Structure):

@@ -40,7 +40,8 @@ def test_struct_sizes_match_the_header():
     assert ctypes.sizeof(_capi.FlightRecorderDumpArgs) == 48 and _capi.FlightRecorderDumpArgs.size.offset == 40
     assert _capi.Api.flight_recorder_set.offset == 256 + 6 * 8
     assert _capi.Api.compile_image_start.offset == 256 + 8 * 8  # ABI 1.5
-    assert _capi.Api.replay_anchor_mark.offset == 256 + 11 * 8 and ctypes.sizeof(_capi.Api) == 256 + 14 * 8  # ABI 1.6
+    assert _capi.Api.replay_anchor_mark.offset == 256 + 11 * 8  # ABI 1.6
+    assert _capi.Api.queue_poll.offset == 256 + 14 * 8 and ctypes.sizeof(_capi.Api) == 256 + 15 * 8  # ABI 1.7
     assert ctypes.sizeof(_capi.ReplayAnchorMarkArgs) == 32 and ctypes.sizeof(_capi.ReplayAnchorDestroyArgs) == 16
     assert _capi.ReplayAnchorWaitArgs.completion.offset == 24 and ctypes.sizeof(_capi.ReplayAnchorWaitArgs) == 64
     assert ctypes.sizeof(_capi.GraphLaunchArgs) == 56 and _capi.GraphLaunchArgs.completion.offset == 24

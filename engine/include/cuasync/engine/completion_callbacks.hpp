@@ -42,6 +42,8 @@ class completion_callbacks final : public poll_client, public std::enable_shared
   bool cancel(completion_callback* cb) noexcept;
   //! Runs one pass on this thread and calls the callbacks it completed; returns how many.
   std::size_t poll_once();
+  //! `poll_once`, only when no other pass is running (the poller thread's, another caller's): never waits for one.
+  std::size_t try_poll_once();
   //! Completes every pending callback with `operation_canceled` and refuses new waits; tokens still running stay
   //! polled by the poller thread until done.
   void shut_down();

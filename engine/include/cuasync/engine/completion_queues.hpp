@@ -112,6 +112,10 @@ class completion_queues {
   //! `deliver` (when given), releases the done tokens to their sources (outside the lock) and drops their
   //! keep-alives. Serialised with other passes.
   void pass(bool full, std::vector<completed_wait>& done, deliver_fn deliver = nullptr, void* context = nullptr);
+  //! A head pass like `pass(false, done)`, only when no other pass is running (it never waits for one): false when
+  //! one was, and nothing was done. For a thread that looks for a completion it expects soon (the C ABI's
+  //! `queue_poll`) while the poller thread passes too.
+  bool try_pass(std::vector<completed_wait>& done);
   //! Refuses new waits from now on and detaches every attached wait (returned, in no particular order). Tokens stay
   //! queued until done: keep polling until `empty()` to release them and their keep-alives.
   std::vector<queued_wait*> shut_down();
@@ -173,6 +177,9 @@ class completion_queues {
   void fail_group_locked(std::uintptr_t group, std::error_code ec, pass_state& ps);
   bool search_ordered(fifo& f, std::uint64_t bound, pass_state& ps);
   void settle_pass(pass_state& ps);  // under pass_mutex_: failed groups, statistics, drained FIFOs unlisted
+  // pass()'s body, entered holding pass_mutex_ (`pass_lock`), which it releases before the hand-back outside it.
+  void run_pass(std::unique_lock<std::mutex>& pass_lock, bool full, std::vector<completed_wait>& done,
+                deliver_fn deliver, void* context);
   static void give_tokens_back(const std::vector<detail::wait_entry*>& released,
                                std::vector<std::uintptr_t>& tokens);
   // Prediction hooks (completion_predictions.cpp): a head seen done teaches its duration; after a pass (and an add)
