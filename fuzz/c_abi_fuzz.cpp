@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto* a = fill<cuasync_queue_drain_args>(s, data, size);
       a->records = records;
       a->capacity %= 9;
-      check(api, api->queue_drain(a));
+      check(api, (which / 19) % 2 ? api->queue_poll(a) : api->queue_drain(a));  // ABI 1.7's look, then the drain
       break;
     }
     case 4: {
