@@ -77,22 +77,32 @@ fail:
   return NULL;
 }
 
+/* Whether a call (stream, grid, block, *values, shared_memory=...) is one the C launches take: a cuasync Stream, the
+ * kernel's count of values (at most 16), no keyword but shared_memory. 1 with `*shared` (borrowed: the keyword's
+ * value, or 0); 0 for the Python method; -1 with an error set. */
+static int call_shape(launcher* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** shared) {
+  static PyObject* zero;
+  *shared = NULL;
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  if (nk == 1 && PyTuple_GetItem(kwnames, 0) == s_shared_memory) *shared = args[nargs];  // interned by the compiler
+  if (nargs < 3 || (nk && !*shared) || nk > 1 || (PyObject*)Py_TYPE(args[0]) != self->stream_type ||
+      nargs - 3 != self->n || self->n > 16 || !fast_api) {
+    return 0;
+  }
+  if (!*shared && !(*shared = zero ? zero : (zero = PyLong_FromLong(0)))) return -1;
+  return 1;
+}
+
 PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   launcher* self = (launcher*)self_;
   if (!self->general) {
     PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: call_untracked before bind_untracked");
     return NULL;
   }
-  PyObject* shared = NULL;
-  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
-  if (nk == 1 && PyTuple_GetItem(kwnames, 0) == s_shared_memory) shared = args[nargs];  // interned by the compiler
-  /* Here: a cuasync Stream, the kernel's count of values, no keyword but shared_memory. */
-  if (nargs < 3 || (nk && !shared) || nk > 1 || (PyObject*)Py_TYPE(args[0]) != self->stream_type ||
-      nargs - 3 != self->n || self->n > 16 || !fast_api) {
-    return call_owner(self, self->general, args, nargs, kwnames);
-  }
-  static PyObject* zero;
-  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) return NULL;
+  PyObject* shared;
+  const int native = call_shape(self, args, nargs, kwnames, &shared);
+  if (native < 0) return NULL;
+  if (!native) return call_owner(self, self->general, args, nargs, kwnames);
   _Alignas(16) char base[BLOB_SIZE(16)];
   uses_t u;
   int r = fill(self, args[0], args[1], args[2], shared, CUASYNC_LAUNCH_UNTRACKED, NULL, args + 3, nargs - 3, base, 0,
@@ -193,20 +203,12 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
     PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: call_tracked before bind_tracked");
     return NULL;
   }
-  PyObject* shared = NULL;
-  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
-  if (nk == 1 && PyTuple_GetItem(kwnames, 0) == s_shared_memory) shared = args[nargs];
-  if (nargs < 3 || (nk && !shared) || nk > 1 || (PyObject*)Py_TYPE(args[0]) != self->stream_type ||
-      nargs - 3 != self->n || self->n > 16 || !fast_api) {
-    return call_owner(self, self->tracked_general, args, nargs, kwnames);
-  }
+  PyObject* shared;
+  const int native = call_shape(self, args, nargs, kwnames, &shared);
+  if (native < 0) return NULL;
+  if (!native) return call_owner(self, self->tracked_general, args, nargs, kwnames);
   PyObject* loop = PyObject_CallObject(self->running_loop, NULL);
   if (!loop) return NULL;
-  static PyObject* zero;
-  if (!shared && !(shared = zero ? zero : (zero = PyLong_FromLong(0)))) {
-    Py_DECREF(loop);
-    return NULL;
-  }
   _Alignas(16) char base[BLOB_SIZE(16)];
   uses_t u;
   int r = fill(self, args[0], args[1], args[2], shared, 0, NULL, args + 3, nargs - 3, base, 1, &u);
