@@ -39,8 +39,16 @@ class Pending:
         return reaper().token(done)
 
     def done(self) -> bool:
-        """True once the operation has completed (never blocks)."""
+        """True once the operation has completed (never blocks). An operation without a completion of its own (a launch
+        outside a loop) is done once the work enqueued on its stream so far is: an event recorded now, asked once
+        (False while a staged copy still holds the stream)."""
         collect()
+        if self._state is None:
+            from ._runtime import Event
+            try:
+                return Event(self._stream, wait_for_staging=False).query()
+            except errors.BusyError:
+                return False
         return bool(self._state)
 
     def wait(self, timeout: Optional[float] = None) -> None:

@@ -497,6 +497,7 @@ pending = k.launch(s, 1, 1, home, 4, 11)  # tracked, outside a loop, used on its
 again = k.launch(s, 1, 1, home, 2, 13)  # the same stream: its Pending is the first's (a wait on the stream)
 sys.setprofile(None)
 pending.wait()
+print("DONE", pending.done())  # no completion of its own: done once its stream's work so far is
 print("TRACKED", list(memoryview(home.tobytes()).cast("I")),
       [c for c in c_calls if c in ("call_tracked", "launch_now", "pack", "fire")], again is pending)
 fourth = cuasync.Stream()
@@ -523,6 +524,7 @@ def test_untracked_launch_in_one_call_on_the_simulated_driver():
     # The fast path: Kernel.launch outside a loop is the Launcher's call_tracked, one C call (then the Pending).
     calls = "['call_tracked', 'call_tracked'] True" if fast is not None else "[] False"
     assert f"TRACKED {[13, 13, 11, 11]} {calls}" in r.stdout, r.stdout
+    assert "DONE True" in r.stdout, r.stdout
     assert f"ORDERED {[12, 12, 11, 11]} True" in r.stdout, r.stdout
 
 
