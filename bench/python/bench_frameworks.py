@@ -252,6 +252,18 @@ async def round_trips(blocks, per_block, kernel_ns, use_uvloop):
     async def cuasync_await():
         await spin.launch(s, 1, 1, kernel_ns)
 
+    from cuasync import _loop, _queues
+    looking = _loop.LoopCompletions.poll_one
+
+    async def cuasync_await_handed_over():
+        # The same await with the inline poll taking records only (take_one): every completion handed over by
+        # cuasync's poller thread, as before ABI 1.7's queue_poll; alternated with the above, so the two compare.
+        _loop.LoopCompletions.poll_one = _queues._Queue.take_one
+        try:
+            await spin.launch(s, 1, 1, kernel_ns)
+        finally:
+            _loop.LoopCompletions.poll_one = looking
+
     async def torch_synchronize():
         spin.launch_untracked(cts, 1, 1, kernel_ns)
         ts.synchronize()
@@ -266,6 +278,8 @@ async def round_trips(blocks, per_block, kernel_ns, use_uvloop):
         await loop.run_in_executor(None, ts.synchronize)
 
     variants = {"cuasync await kernel.launch()": cuasync_await,
+                "cuasync await kernel.launch(), completion handed over (take_one, no queue_poll)":
+                    cuasync_await_handed_over,
                 "torch Stream.synchronize() (blocks the loop)": torch_synchronize,
                 "busy query + asyncio.sleep(0)": busy_query,
                 "run_in_executor(synchronize)": executor_synchronize}
