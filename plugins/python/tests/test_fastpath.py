@@ -497,7 +497,11 @@ pending = k.launch(s, 1, 1, home, 4, 11)  # tracked, outside a loop, used on its
 again = k.launch(s, 1, 1, home, 2, 13)  # the same stream: its Pending is the first's (a wait on the stream)
 sys.setprofile(None)
 pending.wait()
-print("DONE", pending.done())  # no completion of its own: done once its stream's work so far is
+import time
+until = time.monotonic() + 10  # no completion of its own: done once its stream's work so far is (an event asked)
+while not pending.done() and time.monotonic() < until:
+    time.sleep(0.001)
+print("DONE", pending.done())
 print("TRACKED", list(memoryview(home.tobytes()).cast("I")),
       [c for c in c_calls if c in ("call_tracked", "launch_now", "pack", "fire")], again is pending)
 fourth = cuasync.Stream()
