@@ -23,12 +23,13 @@ __all__ = ["HostToken", "Pending", "collect", "for_loop", "host_token", "issue",
 class Pending:
     """An operation issued outside an event loop. `wait()` blocks until it completed (and raises its error)."""
 
-    __slots__ = ("_stream", "_state", "what")
+    __slots__ = ("_stream", "_state", "what", "_probe")
 
     def __init__(self, stream: Stream, what: Union[str, Callable[[], str]], tracked: bool) -> None:
         self._stream = stream
         self.what = what
         self._state = [] if tracked else None  # tracked: [ (code, cuda_result) ] once complete
+        self._probe = None  # without a completion of its own: the event done() recorded after it, asked again
 
     def _token(self, keep):
         state = self._state
@@ -40,15 +41,17 @@ class Pending:
 
     def done(self) -> bool:
         """True once the operation has completed (never blocks). An operation without a completion of its own (a launch
-        outside a loop) is done once the work enqueued on its stream so far is: an event recorded now, asked once
-        (False while a staged copy still holds the stream)."""
+        outside a loop) is done once the work its stream had at the first `done()` is: an event recorded then (not
+        while a staged copy still holds the stream: False until it lets go) and asked again on later calls."""
         collect()
         if self._state is None:
-            from ._runtime import Event
-            try:
-                return Event(self._stream, wait_for_staging=False).query()
-            except errors.BusyError:
-                return False
+            if self._probe is None:
+                from ._runtime import Event
+                try:
+                    self._probe = Event(self._stream, wait_for_staging=False)
+                except errors.BusyError:
+                    return False
+            return self._probe.query()
         return bool(self._state)
 
     def wait(self, timeout: Optional[float] = None) -> None:

@@ -281,12 +281,9 @@ class Kernel:
             self.launch = self._fast.call_tracked
 
     def _launched_outside_loop(self):
-        """What the compiled launch calls after a launch outside an event loop on a stream other than its last one:
-        collects, and gives the Pending, which the Launcher keeps and hands out again for the stream's next launches
-        (it has no completion of its own: its wait is on the stream; it holds the stream, which the Launcher compares
-        by identity)."""
+        """What the compiled launch calls after a launch outside an event loop: the launch's Pending (it has no
+        completion of its own: it waits on its stream). The Launcher calls collect() itself, every 16th launch."""
         def launched(s):
-            _collect()
             return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
         return launched
 

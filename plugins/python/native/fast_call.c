@@ -20,9 +20,7 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->launched);
   Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
-  Py_CLEAR(self->last_pending);
   Py_CLEAR(self->collect);
-  self->last_stream = NULL;
 }
 
 /* bind_untracked(kernel, stream_type, general, failed) */
@@ -155,41 +153,26 @@ PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
   Py_CLEAR(self->launched);
   Py_CLEAR(self->awaited);
   Py_CLEAR(self->running_loop);
-  Py_CLEAR(self->last_pending);
   Py_CLEAR(self->collect);
   self->tracked_general = general;
   self->launched = launched;
   self->awaited = awaited;
   self->running_loop = running_loop;
   self->collect = collect;
-  self->last_stream = NULL;
   Py_RETURN_NONE;
 }
 
-/* The Pending of a launch outside a loop on `stream`: the last one again when the stream is the same (the package's
- * collect() every 16th time), else a new one from `launched` (which collects), kept for the next. */
-static PyObject* pending_for(launcher* self, PyObject* stream) {
-  if (self->last_pending && stream == self->last_stream) {
-    if ((++self->since_collect & 15u) == 0) {
-      PyObject* r = PyObject_CallObject(self->collect, NULL);
-      if (!r) return NULL;
-      Py_DECREF(r);
-    }
-    Py_INCREF(self->last_pending);
-    return self->last_pending;
-  }
-  PyObject* p = PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
-  if (!p) return NULL;
-  Py_INCREF(p);
-  PyObject* old = self->last_pending;
-  self->last_pending = p;
-  Py_XDECREF(old);
-  self->last_stream = stream;
-  self->since_collect = 0;
-  return p;
-}
-
 static PyObject* blob_copy(const char* base, Py_ssize_t n);
+
+/* The Pending of a launch outside a loop on `stream`, from `launched`; the package's collect() every 16th time. */
+static PyObject* pending_for(launcher* self, PyObject* stream) {
+  if ((++self->since_collect & 15u) == 0) {
+    PyObject* r = PyObject_CallObject(self->collect, NULL);
+    if (!r) return NULL;
+    Py_DECREF(r);
+  }
+  return PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
+}
 
 /* Kernel.launch in one C call where nothing is to be ordered first (a cuasync Stream, values packed on the C stack,
  * every buffer last used on this stream, no framework memory). Outside an event loop: launched (no completion of its

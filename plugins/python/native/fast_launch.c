@@ -108,7 +108,6 @@ static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->tracked_general);
   Py_VISIT(self->launched);
   Py_VISIT(self->awaited);
-  Py_VISIT(self->last_pending);
   Py_VISIT(self->collect);
   Py_VISIT(self->running_loop);
   Py_VISIT(Py_TYPE(self_));  // a heap type

@@ -21,11 +21,8 @@ typedef struct {
    * `awaited(stream, blob, loop)` (a launch packed into `blob`, issued into the running loop's queue: its future),
    * and asyncio's `_get_running_loop`. */
   PyObject *tracked_general, *launched, *awaited, *running_loop;
-  /* The Pending `launched` gave for `last_stream` (which it holds: the pointer stays valid while it is kept), handed
-   * out again for later launches on that stream (a Pending without a completion of its own waits on its stream), and
-   * `collect`, the package's collect(), called every 16th such launch instead of through `launched` each time. */
-  PyObject *last_pending, *collect;
-  PyObject* last_stream;
+  /* `collect`, the package's collect(), called every 16th launch outside a loop (not through `launched` each time). */
+  PyObject* collect;
   unsigned since_collect;
 } launcher;
 
