@@ -53,19 +53,29 @@ cuasync_error* queue_fd(cuasync_queue_fd_args* a) noexcept {
 }
 
 namespace {
+// queue_poll's look: the engine's pass on this thread, when no other is running. The pass may query events: in relaxed
+// capture mode, so that it cannot invalidate another thread's global-mode capture (torch.cuda.graph). Without a driver
+// loaded only host tokens are pending. A thread whose mode cannot be set makes no pass (the poller thread's remain):
+// the look is an optimisation, never the call's failure.
+void look_for_completions() {
+  std::optional<thread_capture_mode> relaxed;
+  if (detail::driver_if_loaded()) {
+    try {
+      relaxed.emplace(CU_STREAM_CAPTURE_MODE_RELAXED);
+    } catch (const cuda_error&) {
+      return;
+    }
+  }
+  completion_callbacks::instance().try_poll_once();
+}
+
 // queue_drain and queue_poll: the queue and the records checked, then (`look`) a pass on this thread, then the drain.
 void drain_into(args<cuasync_queue_drain_args>& x, const char* call, bool look) {
   auto q = registry::instance().get<completion_queue>(x->queue, kind::queue, "queue");
   if (!q->has_fd())
     fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": the queue was created without CUASYNC_QUEUE_FD");
   if (!x->records && x->capacity) fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": records is NULL");
-  if (look) {
-    // The pass may query events on this thread: in relaxed capture mode, so that it cannot invalidate another
-    // thread's global-mode capture (torch.cuda.graph). Without a driver loaded only host tokens are pending.
-    std::optional<thread_capture_mode> relaxed;
-    if (detail::driver_if_loaded()) relaxed.emplace(CU_STREAM_CAPTURE_MODE_RELAXED);
-    completion_callbacks::instance().try_poll_once();
-  }
+  if (look) look_for_completions();
   x->count = q->drain(x->records, x->capacity);
 }
 }  // namespace
