@@ -39,23 +39,21 @@ bool completion_callbacks::cancel(completion_callback* cb) noexcept {
   return true;
 }
 
-std::size_t completion_callbacks::run_pass(bool full) {
+std::size_t completion_callbacks::run_pass(bool full, bool if_free) {
   detail::pass_scratch scratch;
   std::vector<completed_wait>& done = scratch.get();
-  queues_.pass(full, done);
+  if (if_free) {
+    if (!queues_.try_pass(done)) return 0;
+  } else {
+    queues_.pass(full, done);
+  }
   for (const completed_wait& d : done) static_cast<completion_callback*>(d.wait)->complete(d.error);
   return done.size();
 }
 
 std::size_t completion_callbacks::poll_once() { return run_pass(false); }
 
-std::size_t completion_callbacks::try_poll_once() {
-  detail::pass_scratch scratch;
-  std::vector<completed_wait>& done = scratch.get();
-  if (!queues_.try_pass(done)) return 0;
-  for (const completed_wait& d : done) static_cast<completion_callback*>(d.wait)->complete(d.error);
-  return done.size();
-}
+std::size_t completion_callbacks::try_poll_once() { return run_pass(false, true); }
 
 std::optional<std::chrono::nanoseconds> completion_callbacks::poller_pass() {
   if (queues_.empty()) return std::nullopt;

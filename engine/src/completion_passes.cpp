@@ -148,27 +148,25 @@ void completion_queues::run_pass(std::unique_lock<std::mutex>& pass_lock, bool f
   detail::pass_vectors& v = lease.get();
   pass_state ps{done, v.done_groups, v.released, v.failed_groups, done.size()};
   ps.now = now_ns();
-  {
-    if (full) {
-      full_pass(ps);  // the watchdog's: every source asked in full (no pass time)
-    } else {
-      // Sources see the pass's time: a host word still to come is a plain load, its event asked only now and then.
-      struct pass_time {
-        explicit pass_time(long long now) noexcept { detail::pass_now_ns = now; }
-        ~pass_time() { detail::pass_now_ns = 0; }
-      } in_pass(ps.now);
-      head_pass(ps);
-    }
-    settle_pass(ps);
-    if (deliver) {
-      // Still serialised with the other passes, so that a later pass's completions are handed over after these;
-      // the places are given back first, as without a hand-over (a handler that issues the next operation finds
-      // its room).
-      give_tokens_back(ps.released, v.tokens);
-      if (done.size() > ps.first_done) deliver(context, done, ps.first_done);
-    }
-    pass_lock.unlock();
+  if (full) {
+    full_pass(ps);  // the watchdog's: every source asked in full (no pass time)
+  } else {
+    // Sources see the pass's time: a host word still to come is a plain load, its event asked only now and then.
+    struct pass_time {
+      explicit pass_time(long long now) noexcept { detail::pass_now_ns = now; }
+      ~pass_time() { detail::pass_now_ns = 0; }
+    } in_pass(ps.now);
+    head_pass(ps);
   }
+  settle_pass(ps);
+  if (deliver) {
+    // Still serialised with the other passes, so that a later pass's completions are handed over after these;
+    // the places are given back first, as without a hand-over (a handler that issues the next operation finds
+    // its room).
+    give_tokens_back(ps.released, v.tokens);
+    if (done.size() > ps.first_done) deliver(context, done, ps.first_done);
+  }
+  pass_lock.unlock();
   // Outside the locks: give tokens back (runs of one source at once), drop keep-alives (their destructors may do
   // anything).
   if (!deliver) give_tokens_back(ps.released, v.tokens);

@@ -276,7 +276,7 @@ class Kernel:
             self._fast.bind_untracked(self, Stream, Kernel.launch_untracked, Kernel._untracked_failed)
             self.launch_untracked = self._fast.call_untracked
             # And its launch outside an event loop: one C call, then the Pending (this class's method for the rest).
-            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._awaited_in_loop(), _running_loop,
+            self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._launch_packed, _running_loop,
                                     _collect)
             self.launch = self._fast.call_tracked
 
@@ -287,14 +287,22 @@ class Kernel:
             return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
         return launched
 
-    def _awaited_in_loop(self):
-        """What the compiled launch hands a launch it packed inside a running event loop: issued with its completion
-        into the loop's queue; its future is the launch's result."""
-        fire = self._fast.fire
-
-        def awaited(s, blob, loop):
-            return _for_loop(loop).submit_fired(loop, s, fire, blob, lambda: f"kernel '{self.name}' on {s!r}")
-        return awaited
+    def _launch_packed(self, s, args, blob, uses, loop):
+        """A launch the compiled path packed into `blob`, and what it found among `args` to note first (`uses`, or
+        None): the uses noted, then issued with its completion into the running `loop`'s queue (its future), or fired
+        outside a loop (its Pending; a full stream retried like the driver)."""
+        fast = self._fast
+        if uses is not None:
+            self._note_uses(s, args, uses, True)
+        what = lambda: f"kernel '{self.name}' on {s!r}"  # noqa: E731 - made lazily, only for an error or a dump
+        if loop is not None:
+            return _for_loop(loop).submit_fired(loop, s, fast.fire, blob, what)
+        _collect()  # outside a loop: no completion of its own (Pending waits on the stream)
+        err = fast.fire(blob, 0, 0)
+        if not err:
+            return _Pending(s, what, False)
+        _capi.code_of(err)  # raises every error but BUSY, which _launch_fast retries like the driver
+        return self._launch_fast(fast, s, blob)
 
     def _order_inputs(self, stream, args, indices):
         # The CUDA array interface (v3) names the stream its producer wrote on, and a PyTorch tensor belongs to
@@ -465,18 +473,7 @@ class Kernel:
             else:
                 packed = fast.pack(s, grid, block, shared_memory, 0, args)
             if packed is not NotImplemented:
-                blob, uses = packed
-                if uses is not None:
-                    self._note_uses(s, args, uses, True)
-                if loop is not None:  # awaited: issued with its completion straight into the loop's queue
-                    return _for_loop(loop).submit_fired(loop, s, fast.fire, blob,
-                                                        lambda: f"kernel '{self.name}' on {s!r}")
-                _collect()  # outside a loop: no completion of its own (Pending waits on the stream)
-                err = fast.fire(blob, 0, 0)
-                if not err:
-                    return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
-                _capi.code_of(err)  # raises every error but BUSY, which _launch_fast retries like the driver
-                return self._launch_fast(fast, s, blob)
+                return self._launch_packed(s, args, *packed, loop)
         blob, buffers, foreign = self._blob(s, grid, block, args, shared_memory, 0)
         for i in buffers:
             args[i].note_use(s)

@@ -18,7 +18,7 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->failed);
   Py_CLEAR(self->tracked_general);
   Py_CLEAR(self->launched);
-  Py_CLEAR(self->awaited);
+  Py_CLEAR(self->packed);
   Py_CLEAR(self->running_loop);
   Py_CLEAR(self->collect);
 }
@@ -131,32 +131,32 @@ PyObject* fast_call_untracked(PyObject* self_, PyObject* const* args, Py_ssize_t
   return result;
 }
 
-/* bind_tracked(general, launched, awaited, running_loop, collect), after bind_untracked (whose kernel and stream type
+/* bind_tracked(general, launched, packed, running_loop, collect), after bind_untracked (whose kernel and stream type
  * it shares). */
 PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
   launcher* self = (launcher*)self_;
-  PyObject *general, *launched, *awaited, *running_loop, *collect;
-  if (!PyArg_ParseTuple(args, "OOOOO:bind_tracked", &general, &launched, &awaited, &running_loop, &collect)) {
+  PyObject *general, *launched, *packed, *running_loop, *collect;
+  if (!PyArg_ParseTuple(args, "OOOOO:bind_tracked", &general, &launched, &packed, &running_loop, &collect)) {
     return NULL;
   }
-  if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(awaited) ||
+  if (!self->owner || !PyCallable_Check(general) || !PyCallable_Check(launched) || !PyCallable_Check(packed) ||
       !PyCallable_Check(running_loop) || !PyCallable_Check(collect)) {
     PyErr_SetString(PyExc_TypeError, "bind_tracked: expected five callables, after bind_untracked");
     return NULL;
   }
   Py_INCREF(general);
   Py_INCREF(launched);
-  Py_INCREF(awaited);
+  Py_INCREF(packed);
   Py_INCREF(running_loop);
   Py_INCREF(collect);
   Py_CLEAR(self->tracked_general);
   Py_CLEAR(self->launched);
-  Py_CLEAR(self->awaited);
+  Py_CLEAR(self->packed);
   Py_CLEAR(self->running_loop);
   Py_CLEAR(self->collect);
   self->tracked_general = general;
   self->launched = launched;
-  self->awaited = awaited;
+  self->packed = packed;
   self->running_loop = running_loop;
   self->collect = collect;
   Py_RETURN_NONE;
@@ -174,12 +174,13 @@ static PyObject* pending_for(launcher* self, PyObject* stream) {
   return PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
 }
 
-/* Kernel.launch in one C call where nothing is to be ordered first (a cuasync Stream, values packed on the C stack,
- * every buffer last used on this stream, no framework memory). Outside an event loop: launched (no completion of its
- * own), then `launched(stream)` gives the Pending. In a running loop: the blob copied out and handed to
- * `awaited(stream, blob, loop)`, which issues it with its completion into the loop's queue. Anything else, and a
- * launch the library refused outside a loop (BUSY: the general path retries like the driver; any other error it
- * raises with its words, the launch having enqueued nothing), is Kernel.launch's. */
+/* Kernel.launch in one C call for a cuasync Stream and values packed on the C stack. Outside an event loop, with
+ * nothing to note or order first (every buffer last used on this stream, no framework memory): launched (no
+ * completion of its own), then `launched(stream)` gives the Pending. Otherwise (in a running loop, or with uses to
+ * note) the blob copied out goes to `packed(stream, values, blob, uses, loop)`, which notes the uses and issues it:
+ * packed once, whichever path issues it. Anything else, and a launch the library refused outside a loop (BUSY: the
+ * general path retries like the driver; any other error it raises with its words, the launch having enqueued
+ * nothing), is Kernel.launch's. */
 PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   launcher* self = (launcher*)self_;
   if (!self->tracked_general) {
@@ -194,19 +195,24 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
   if (!loop) return NULL;
   _Alignas(16) char base[BLOB_SIZE(16)];
   uses_t u;
-  int r = fill(self, args[0], args[1], args[2], shared, 0, NULL, args + 3, nargs - 3, base, 1, &u);
-  const int plain = r == 1 && !u.nb && !u.nf;
-  uses_free(&u);
+  const int r = fill(self, args[0], args[1], args[2], shared, 0, NULL, args + 3, nargs - 3, base, 1, &u);
+  const int noted = u.nb || u.nf;
   PyObject* result = NULL;
-  if (r < 0 || (r == 0 && PyErr_Occurred())) {
-    result = NULL;
-  } else if (!plain) {
+  if (r == 0 && !PyErr_Occurred()) {
     result = call_owner(self, self->tracked_general, args, nargs, kwnames);
-  } else if (loop != Py_None) {
+  } else if (r == 1 && (noted || loop != Py_None)) {
     PyObject* blob = blob_copy(base, self->n);
-    result = blob ? PyObject_CallFunctionObjArgs(self->awaited, args[0], blob, loop, NULL) : NULL;
+    PyObject* uses = blob ? uses_value(&u) : NULL;
+    PyObject* values = uses ? PyTuple_New(nargs - 3) : NULL;
+    for (Py_ssize_t i = 0; values && i < nargs - 3; ++i) {
+      Py_INCREF(args[3 + i]);
+      PyTuple_SetItem(values, i, args[3 + i]);
+    }
+    if (values) result = PyObject_CallFunctionObjArgs(self->packed, args[0], values, blob, uses, loop, NULL);
+    Py_XDECREF(values);
+    Py_XDECREF(uses);
     Py_XDECREF(blob);
-  } else {
+  } else if (r == 1) {
     cuasync_error* err;
     Py_BEGIN_ALLOW_THREADS
     err = fast_api->launch((cuasync_launch_args*)base);
@@ -218,6 +224,7 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
       result = pending_for(self, args[0]);
     }
   }
+  uses_free(&u);
   Py_DECREF(loop);
   return result;
 }

@@ -107,7 +107,7 @@ static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->failed);
   Py_VISIT(self->tracked_general);
   Py_VISIT(self->launched);
-  Py_VISIT(self->awaited);
+  Py_VISIT(self->packed);
   Py_VISIT(self->collect);
   Py_VISIT(self->running_loop);
   Py_VISIT(Py_TYPE(self_));  // a heap type
@@ -317,7 +317,7 @@ static PyMethodDef launcher_methods[] = {
     {"call_untracked", (PyCFunction)(void (*)(void))fast_call_untracked, METH_FASTCALL | METH_KEYWORDS,
      "call_untracked(stream, grid, block, *args, shared_memory=0): Kernel.launch_untracked in C"},
     {"bind_tracked", fast_bind_tracked, METH_VARARGS,
-     "bind_tracked(general, launched, awaited, running_loop, collect): what call_tracked falls back on and ends with"},
+     "bind_tracked(general, launched, packed, running_loop, collect): what call_tracked falls back on and ends with"},
     {"call_tracked", (PyCFunction)(void (*)(void))fast_call_tracked, METH_FASTCALL | METH_KEYWORDS,
      "call_tracked(stream, grid, block, *args, shared_memory=0): Kernel.launch outside an event loop in C"},
     {NULL, NULL, 0, NULL}};

@@ -18,9 +18,9 @@ typedef struct {
   PyObject *owner, *stream_type, *general, *failed;
   /* call_tracked's (bind_tracked; NULL until then): Kernel.launch (the general path: a framework's stream, anything
    * call_tracked leaves to the package), the kernel's `launched(stream)` (the Pending of a launch outside a loop) and
-   * `awaited(stream, blob, loop)` (a launch packed into `blob`, issued into the running loop's queue: its future),
-   * and asyncio's `_get_running_loop`. */
-  PyObject *tracked_general, *launched, *awaited, *running_loop;
+   * `_launch_packed(stream, values, blob, uses, loop)` (a launch packed into `blob`: its uses noted, then issued into
+   * the running loop's queue or fired), and asyncio's `_get_running_loop`. */
+  PyObject *tracked_general, *launched, *packed, *running_loop;
   /* `collect`, the package's collect(), called every 16th launch outside a loop (not through `launched` each time). */
   PyObject* collect;
   unsigned since_collect;

@@ -57,7 +57,7 @@ class completion_callbacks final : public poll_client, public std::enable_shared
 
  private:
   explicit completion_callbacks(poll_policy policy) : queues_(policy) {}
-  std::size_t run_pass(bool full);
+  std::size_t run_pass(bool full, bool if_free = false);  // if_free: only when no other pass runs
   completion_queues queues_;
   std::atomic<bool> registered_{false};
 };
