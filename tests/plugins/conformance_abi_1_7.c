@@ -85,6 +85,42 @@ static void test_host_token(void) {
   destroy_queue(q);
 }
 
+/* Records the poll's own pass queued and its drain left (three host tokens, taken one at a time): the fd is readable
+ * while any is queued, whichever thread delivered them, and unreadable once a poll returned fewer than asked for. */
+static void test_left_queued(void) {
+  cuasync_queue_fd_args fa;
+  cuasync_queue q = make_queue(CUASYNC_QUEUE_FD);
+  if (!q) return;
+  memset(&fa, 0, sizeof fa);
+  fa.struct_size = CUASYNC_QUEUE_FD_ARGS_SIZE;
+  fa.queue = q;
+  if (ok(api->queue_fd(&fa), "queue_fd")) {
+    int made = 0;
+    for (uint64_t t = 0; t < 3; ++t) {
+      cuasync_host_token_create_args c;
+      memset(&c, 0, sizeof c);
+      c.struct_size = CUASYNC_HOST_TOKEN_CREATE_ARGS_SIZE;
+      c.completion.queue = q;
+      c.completion.token = 2100 + t;
+      if (!ok(api->host_token_create(&c), "host_token_create")) break;
+      cuasync_host_token_complete_args done = {CUASYNC_HOST_TOKEN_COMPLETE_ARGS_SIZE, c.token, CUASYNC_OK};
+      if (!ok(api->host_token_complete(&done), "host_token_complete")) break;
+      ++made;
+    }
+    CHECK(made == 3);
+    cuasync_completion_record r;
+    int taken = 0;
+    for (uint64_t t = 0; t < 3 && poll_one(q, &r) == 1 && r.token == 2100 + t; ++t) {
+      ++taken;
+      if (t < 2) CHECK(fd_readable(fa.fd)); /* more queued: the fd says so */
+    }
+    CHECK(taken == 3);
+    cuasync_queue_drain_args d = {CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, &r, 1, 0};
+    CHECK(ok(api->queue_poll(&d), "queue_poll") && d.count == 0 && !fd_readable(fa.fd));
+  }
+  destroy_queue(q);
+}
+
 /* A memset's completion taken by polling, on a driver; then the fd protocol: readable once a record is queued, and
  * unreadable after a poll that returned fewer records than asked for. */
 static void test_memset(void) {
@@ -121,5 +157,6 @@ void run_abi_1_7_part(int with_driver) {
   if (api->struct_size < CUASYNC_API_SIZE_1_7) return;
   test_refusals();
   test_host_token();
+  test_left_queued();
   if (with_driver) test_memset();
 }

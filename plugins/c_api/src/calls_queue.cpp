@@ -75,7 +75,10 @@ void drain_into(args<cuasync_queue_drain_args>& x, const char* call, bool look) 
   if (!q->has_fd())
     fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": the queue was created without CUASYNC_QUEUE_FD");
   if (!x->records && x->capacity) fail(CUASYNC_ERROR_INVALID_ARGUMENT, std::string(call) + ": records is NULL");
-  if (look) look_for_completions();
+  if (look) {
+    completion_queue::draining_here here(q.get());  // what this pass delivers to q is taken below: no eventfd write
+    look_for_completions();
+  }
   x->count = q->drain(x->records, x->capacity);
 }
 }  // namespace

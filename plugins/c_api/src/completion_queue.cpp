@@ -86,6 +86,16 @@ completion_queue::~completion_queue() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+thread_local const completion_queue* drained_here = nullptr;  // draining_here's queue on this thread
+}  // namespace
+
+completion_queue::draining_here::draining_here(const completion_queue* q) noexcept : previous_(drained_here) {
+  drained_here = q;
+}
+
+completion_queue::draining_here::~draining_here() { drained_here = previous_; }
+
 void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callback cb, void* user_data) noexcept {
   bool make_readable = false;
   try {
@@ -98,7 +108,7 @@ void completion_queue::deliver(const cuasync_completion_record& r, cuasync_callb
     }
     records_.push_back(r);
     queued_.store(records_.size(), std::memory_order_release);
-    if (!readable_ && fd_handed_out_) {
+    if (!readable_ && fd_handed_out_ && drained_here != this) {
       readable_ = make_readable = true;
       writes_in_flight_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -138,6 +148,13 @@ std::size_t completion_queue::drain(cuasync_completion_record* out, std::size_t 
     std::uint64_t count = 0;
     (void)!::read(fd_, &count, sizeof count);
     readable_ = false;
+  }
+  if (!records_.empty() && !readable_ && fd_handed_out_) {
+    // Left queued by a delivery of a draining_here thread (which wrote nothing): announced now, under the lock (a
+    // rare case: more records than this drain takes).
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+    readable_ = true;
   }
   fd_left_readable_.store(records_.empty() && readable_, std::memory_order_release);
   return n;

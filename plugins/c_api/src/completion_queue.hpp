@@ -34,6 +34,19 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   std::size_t drain(cuasync_completion_record* out, std::size_t capacity);
   //! Drops what is queued, stops the callback thread (waiting for a running callback, unless called from it).
   void close() noexcept;
+  //! While alive, this thread is about to drain `q` (queue_poll: its own pass, then the drain): deliveries this
+  //! thread makes to `q` meanwhile skip the eventfd's write (a syscall between the completion and the consumer that
+  //! takes it), and the drain makes the fd readable for what it leaves queued.
+  class draining_here {
+   public:
+    explicit draining_here(const completion_queue* q) noexcept;
+    ~draining_here();
+    draining_here(const draining_here&) = delete;
+    draining_here& operator=(const draining_here&) = delete;
+
+   private:
+    const completion_queue* previous_;
+  };
 
  private:
   explicit completion_queue(std::uint32_t flags);
@@ -49,7 +62,8 @@ class completion_queue : public std::enable_shared_from_this<completion_queue> {
   std::condition_variable cv_;
   std::deque<cuasync_completion_record> records_;
   // The eventfd holds a count, or is about to (a write in flight): set by the delivery that finds the queue's fd
-  // clear, cleared by the drain that returns fewer records than asked for. Both eventfd syscalls are kept off the
+  // clear (or by a drain that leaves records a delivery of its own thread queued unannounced: draining_here),
+  // cleared by the drain that returns fewer records than asked for. Both eventfd syscalls are kept off the
   // path from a completion to the consumer that sees it: the write happens after the lock is let go, and a drain
   // that returns as many as asked for leaves the read to the next drain (the protocol's re-check), so a closed loop
   // (drain one, launch the next) pays neither while it waits.

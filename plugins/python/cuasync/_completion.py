@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from . import _capi, errors
 from ._loop import for_loop, running_loop, settle
-from ._queues import block_until, collect, reaper, thread_waiter
+from ._queues import block_until, collect, reaper, thread_waiter, tokens
 
 if TYPE_CHECKING:
     from ._runtime import Stream

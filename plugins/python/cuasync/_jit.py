@@ -278,6 +278,8 @@ class Kernel:
             # And its launch outside an event loop: one C call, then the Pending (this class's method for the rest).
             self._fast.bind_tracked(Kernel.launch, self._launched_outside_loop(), self._launch_packed, _running_loop,
                                     _collect)
+            # In a running loop: launched with its completion into the loop's queue first, its future made after.
+            self._fast.bind_loop(_for_loop, _completion.tokens)
             self.launch = self._fast.call_tracked
 
     def _launched_outside_loop(self):

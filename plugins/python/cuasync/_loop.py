@@ -201,6 +201,17 @@ class LoopCompletions(_Queue):
         self._activity()
         return fut
 
+    def fired(self, loop, stream, token, kernel):
+        """The future of `kernel`'s launch that the compiled path already issued with `token` into this queue (no
+        backlog here, room on its stream): made after the launch, so the kernel reaches the driver before any Python
+        runs. Nothing drains this queue in between: only its loop's thread does, from these methods."""
+        fut = _OpFuture(loop=loop)
+        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
+        fut._what = lambda: f"kernel '{kernel.name}' on {stream!r}"
+        self._handlers[token] = fut
+        self._activity()
+        return fut
+
     def _issue(self, op, raise_errors):
         token = next(tokens)
         handlers = self._handlers

@@ -396,7 +396,7 @@ def _order_after(stream, producer):
     """Makes `stream` wait, on the device, for the work enqueued so far on a framework's stream `producer` (a
     CUstream as an int; 0, 1 and 2 are the default streams of the stream's context). The framework's stream is
     adopted once (cached), and the fast path records and waits on the event in one call."""
-    if producer == stream.native:
+    if producer == stream._native:  # None for a stream never handed out: no framework's stream can be it
         return
     other = _adopt_cached(producer, stream.runtime)
     fast = _fastpath.get()

@@ -120,9 +120,39 @@ class Stream:
         self.handle = a.stream
         self.runtime = runtime
         self._owner = _owner  # an adopted stream's framework object, kept alive with it
+        # A stream cuasync created keeps its CUstream to itself until asked (`native`, `__cuda_stream__`, a hash, an
+        # export): its holder could then capture it, so each tracked launch on it asks the driver (cuStreamIsCapturing,
+        # before the launch) whether it is being captured; one never handed out skips that.
+        self._native = self._context = None
+        if _native is not None:
+            self._hand_out()
+
+    def _hand_out(self):
         n = _capi.call("stream_native", _capi.StreamNativeArgs(stream=self.handle))
-        self.native = n.native or 0
-        self.context = n.context or 0
+        self._native, self._context = n.native or 0, n.context or 0
+
+    @property
+    def native(self) -> int:
+        """The CUstream, as an int. Of a stream cuasync created, asking hands it out: from then on each tracked launch
+        on it first asks the driver whether it is being captured (~0.3 us), as its holder may capture it."""
+        if self._native is None:
+            self._hand_out()
+        return self._native
+
+    @native.setter
+    def native(self, value: int) -> None:
+        self._native = value
+
+    @property
+    def context(self) -> int:
+        """The stream's CUcontext, as an int (asking hands the stream out, as `native` does)."""
+        if self._context is None:
+            self._hand_out()
+        return self._context
+
+    @context.setter
+    def context(self, value: int) -> None:
+        self._context = value
 
     @classmethod
     def adopt(cls, obj: Any, runtime: Optional[Runtime] = None) -> Stream:
@@ -171,13 +201,19 @@ class Stream:
         self.wait_event(other.record(wait_for_staging))
 
     def __eq__(self, other):
-        return isinstance(other, Stream) and other.native == self.native
+        if not isinstance(other, Stream):
+            return False
+        if self._native is None or other._native is None:  # one never handed out: nobody else can name its CUstream
+            return self is other or self.handle == other.handle
+        return other._native == self._native
 
     def __hash__(self):
         return hash(self.native)
 
     def __repr__(self):
-        return f"<cuasync.Stream 0x{self.native:x}{' adopted' if self._owner is not None else ''}>"
+        if self._native is None:
+            return f"<cuasync.Stream (cuasync's, not handed out; handle 0x{self.handle or 0:x})>"
+        return f"<cuasync.Stream 0x{self._native:x}{' adopted' if self._owner is not None else ''}>"
 
     def __del__(self):
         h, self.handle = getattr(self, "handle", None), None

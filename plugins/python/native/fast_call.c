@@ -10,6 +10,14 @@
 
 static PyObject* s_note_use;
 static PyObject* s_shared_memory;
+static PyObject *s_fired, *s_handle_attr, *s_backlogs_attr, *s_loop_attr;
+
+static void forget_loop(launcher* self) {
+  Py_CLEAR(self->loop_queue);
+  Py_CLEAR(self->loop_ref);
+  Py_CLEAR(self->loop_backlogs);
+  self->loop_handle = 0;
+}
 
 void fast_call_clear(launcher* self) {
   Py_CLEAR(self->owner);
@@ -21,6 +29,9 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->packed);
   Py_CLEAR(self->running_loop);
   Py_CLEAR(self->collect);
+  Py_CLEAR(self->queue_of);
+  Py_CLEAR(self->tokens);
+  forget_loop(self);
 }
 
 /* bind_untracked(kernel, stream_type, general, failed) */
@@ -174,13 +185,129 @@ static PyObject* pending_for(launcher* self, PyObject* stream) {
   return PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
 }
 
-/* Kernel.launch in one C call for a cuasync Stream and values packed on the C stack. Outside an event loop, with
- * nothing to note or order first (every buffer last used on this stream, no framework memory): launched (no
- * completion of its own), then `launched(stream)` gives the Pending. Otherwise (in a running loop, or with uses to
- * note) the blob copied out goes to `packed(stream, values, blob, uses, loop)`, which notes the uses and issues it:
- * packed once, whichever path issues it. Anything else, and a launch the library refused outside a loop (BUSY: the
- * general path retries like the driver; any other error it raises with its words, the launch having enqueued
- * nothing), is Kernel.launch's. */
+/* bind_loop(queue_of, tokens), after bind_tracked: `queue_of(loop)` gives a running loop's LoopCompletions, `tokens`
+ * (an iterator of ints) the completion tokens the package's queues share. */
+PyObject* fast_bind_loop(PyObject* self_, PyObject* args) {
+  launcher* self = (launcher*)self_;
+  PyObject *queue_of, *tokens;
+  if (!PyArg_ParseTuple(args, "OO:bind_loop", &queue_of, &tokens)) return NULL;
+  if (!PyCallable_Check(queue_of) || !PyIter_Check(tokens)) {
+    PyErr_SetString(PyExc_TypeError, "bind_loop: expected (a callable, an iterator)");
+    return NULL;
+  }
+  if ((!s_fired && !(s_fired = PyUnicode_InternFromString("fired"))) ||
+      (!s_handle_attr && !(s_handle_attr = PyUnicode_InternFromString("handle"))) ||
+      (!s_backlogs_attr && !(s_backlogs_attr = PyUnicode_InternFromString("_backlogs"))) ||
+      (!s_loop_attr && !(s_loop_attr = PyUnicode_InternFromString("_loop")))) {
+    return NULL;
+  }
+  Py_INCREF(queue_of);
+  Py_INCREF(tokens);
+  Py_CLEAR(self->queue_of);
+  Py_CLEAR(self->tokens);
+  forget_loop(self);
+  self->queue_of = queue_of;
+  self->tokens = tokens;
+  Py_RETURN_NONE;
+}
+
+/* The running `loop`'s queue in the cache (its `_loop` weakref still names `loop`), else looked up: 1, or -1 with an
+ * error set. */
+static int cache_loop(launcher* self, PyObject* loop) {
+  if (self->loop_ref) {
+    PyObject* now = PyObject_CallNoArgs(self->loop_ref);  // a weakref's call: no Python frame
+    if (!now) return -1;
+    Py_DECREF(now);
+    if (now == loop) return 1;
+  }
+  forget_loop(self);
+  PyObject* q = PyObject_CallFunctionObjArgs(self->queue_of, loop, NULL);
+  if (!q) return -1;
+  PyObject* ref = PyObject_GetAttr(q, s_loop_attr);
+  PyObject* backlogs = ref ? PyObject_GetAttr(q, s_backlogs_attr) : NULL;
+  PyObject* handle = backlogs ? PyObject_GetAttr(q, s_handle_attr) : NULL;
+  unsigned long long h = handle && handle != Py_None ? PyLong_AsUnsignedLongLong(handle) : 0;
+  Py_XDECREF(handle);
+  if (!backlogs || PyErr_Occurred() || !PyDict_Check(backlogs) || !h) {
+    Py_XDECREF(backlogs);
+    Py_XDECREF(ref);
+    Py_DECREF(q);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: a loop's queue without its handle");
+    return -1;
+  }
+  self->loop_queue = q;
+  self->loop_ref = ref;
+  self->loop_backlogs = backlogs;
+  self->loop_handle = h;
+  return 1;
+}
+
+/* A tracked launch in the running `loop` with nothing to note first, laid out in `base`: issued with its completion
+ * into the loop's queue before any Python runs (the token taken here), then the queue's `fired(loop, stream, token,
+ * kernel)` makes its future. Nothing drains the queue in between: only the loop's own thread does, from the queue's
+ * Python methods. 1: issued (*out the future); 0: left to the packed path (a backlog on the queue keeps the call
+ * order; a refused launch, which enqueued nothing, goes there to wait for room or raise its error); -1: error set. */
+static int fire_in_loop(launcher* self, PyObject* stream, PyObject* loop, char* base, PyObject** out) {
+  if (cache_loop(self, loop) < 0) return -1;
+  const Py_ssize_t behind = PyDict_Size(self->loop_backlogs);
+  if (behind) return behind < 0 ? -1 : 0;
+  PyObject* token = PyIter_Next(self->tokens);
+  if (!token) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "cuasync._fast: the token counter ended");
+    return -1;
+  }
+  const unsigned long long t = PyLong_AsUnsignedLongLong(token);
+  if (PyErr_Occurred()) {
+    Py_DECREF(token);
+    return -1;
+  }
+  cuasync_launch_args* la = (cuasync_launch_args*)base;
+  la->completion.queue = (cuasync_queue)(uintptr_t)self->loop_handle;
+  la->completion.token = t;
+  cuasync_error* err;
+  Py_BEGIN_ALLOW_THREADS
+  err = fast_api->launch(la);
+  Py_END_ALLOW_THREADS
+  if (err) {
+    fast_api->error_destroy(err);
+    Py_DECREF(token);
+    forget_loop(self);  // a queue gone meanwhile is looked up again
+    la->completion.queue = NULL;
+    la->completion.token = 0;
+    return 0;
+  }
+  *out = PyObject_CallMethodObjArgs(self->loop_queue, s_fired, loop, stream, token, self->owner, NULL);
+  Py_DECREF(token);
+  return *out ? 1 : -1;
+}
+
+/* `packed(stream, values, blob, uses, loop)` for a launch laid out in `base`: its uses noted, then issued by the
+ * package (into the loop's queue, or fired outside a loop). */
+static PyObject* issue_packed(launcher* self, PyObject* const* args, Py_ssize_t nargs, const char* base,
+                              const uses_t* u, PyObject* loop) {
+  PyObject* result = NULL;
+  PyObject* blob = blob_copy(base, self->n);
+  PyObject* uses = blob ? uses_value(u) : NULL;
+  PyObject* values = uses ? PyTuple_New(nargs - 3) : NULL;
+  for (Py_ssize_t i = 0; values && i < nargs - 3; ++i) {
+    Py_INCREF(args[3 + i]);
+    PyTuple_SetItem(values, i, args[3 + i]);
+  }
+  if (values) result = PyObject_CallFunctionObjArgs(self->packed, args[0], values, blob, uses, loop, NULL);
+  Py_XDECREF(values);
+  Py_XDECREF(uses);
+  Py_XDECREF(blob);
+  return result;
+}
+
+/* Kernel.launch in one C call for a cuasync Stream and values packed on the C stack, when nothing is to be noted or
+ * ordered first (every buffer last used on this stream, no framework memory): outside an event loop, launched (no
+ * completion of its own), then `launched(stream)` gives the Pending; in a running loop (after bind_loop), launched
+ * with its completion into the loop's queue, then the queue's `fired` gives the future (fire_in_loop). With uses to
+ * note (or a loop's backlog, or a refused launch in a loop) the blob copied out goes to `packed(stream, values, blob,
+ * uses, loop)`, which notes the uses and issues it: packed once, whichever path issues it. Anything else, and a
+ * launch the library refused outside a loop (BUSY: the general path retries like the driver; any other error it
+ * raises with its words, the launch having enqueued nothing), is Kernel.launch's. */
 PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   launcher* self = (launcher*)self_;
   if (!self->tracked_general) {
@@ -200,18 +327,10 @@ PyObject* fast_call_tracked(PyObject* self_, PyObject* const* args, Py_ssize_t n
   PyObject* result = NULL;
   if (r == 0 && !PyErr_Occurred()) {
     result = call_owner(self, self->tracked_general, args, nargs, kwnames);
+  } else if (r == 1 && !noted && loop != Py_None && self->queue_of) {
+    if (fire_in_loop(self, args[0], loop, base, &result) == 0) result = issue_packed(self, args, nargs, base, &u, loop);
   } else if (r == 1 && (noted || loop != Py_None)) {
-    PyObject* blob = blob_copy(base, self->n);
-    PyObject* uses = blob ? uses_value(&u) : NULL;
-    PyObject* values = uses ? PyTuple_New(nargs - 3) : NULL;
-    for (Py_ssize_t i = 0; values && i < nargs - 3; ++i) {
-      Py_INCREF(args[3 + i]);
-      PyTuple_SetItem(values, i, args[3 + i]);
-    }
-    if (values) result = PyObject_CallFunctionObjArgs(self->packed, args[0], values, blob, uses, loop, NULL);
-    Py_XDECREF(values);
-    Py_XDECREF(uses);
-    Py_XDECREF(blob);
+    result = issue_packed(self, args, nargs, base, &u, loop);
   } else if (r == 1) {
     cuasync_error* err;
     Py_BEGIN_ALLOW_THREADS

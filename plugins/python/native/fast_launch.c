@@ -26,7 +26,8 @@
  *       a tracked launch outside an event loop the same way, launched when nothing is to be noted or ordered first;
  *       else the blob and uses pack() would have returned (fast_call.c).
  *   bind_untracked / call_untracked: the whole of Kernel.launch_untracked in C (fast_call.c).
- *   bind_tracked / call_tracked: Kernel.launch outside an event loop in C, when nothing is to be ordered first.
+ *   bind_tracked / call_tracked: Kernel.launch in C, when nothing is to be ordered first: outside an event loop its
+ *       Pending; in a running loop (bind_loop) its future, made after the launch reached the driver.
  * A blob belongs to one call: threads launching one kernel never share one. */
 #include "fast_launcher.h"  // Python.h before any system header
 
@@ -110,6 +111,11 @@ static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->packed);
   Py_VISIT(self->collect);
   Py_VISIT(self->running_loop);
+  Py_VISIT(self->queue_of);
+  Py_VISIT(self->tokens);
+  Py_VISIT(self->loop_queue);
+  Py_VISIT(self->loop_ref);
+  Py_VISIT(self->loop_backlogs);
   Py_VISIT(Py_TYPE(self_));  // a heap type
   return 0;
 }
@@ -318,8 +324,10 @@ static PyMethodDef launcher_methods[] = {
      "call_untracked(stream, grid, block, *args, shared_memory=0): Kernel.launch_untracked in C"},
     {"bind_tracked", fast_bind_tracked, METH_VARARGS,
      "bind_tracked(general, launched, packed, running_loop, collect): what call_tracked falls back on and ends with"},
+    {"bind_loop", fast_bind_loop, METH_VARARGS,
+     "bind_loop(queue_of, tokens): how call_tracked issues a launch in a running loop before any Python runs"},
     {"call_tracked", (PyCFunction)(void (*)(void))fast_call_tracked, METH_FASTCALL | METH_KEYWORDS,
-     "call_tracked(stream, grid, block, *args, shared_memory=0): Kernel.launch outside an event loop in C"},
+     "call_tracked(stream, grid, block, *args, shared_memory=0): Kernel.launch in C (its Pending, or in a running loop its future)"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot launcher_slots[] = {

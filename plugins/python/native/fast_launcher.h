@@ -24,6 +24,12 @@ typedef struct {
   /* `collect`, the package's collect(), called every 16th launch outside a loop (not through `launched` each time). */
   PyObject* collect;
   unsigned since_collect;
+  /* call_tracked in a running loop (bind_loop; NULL until then): `queue_of(loop)` (the loop's LoopCompletions) and
+   * the package's token counter; the last loop's queue, its `_loop` weakref, its `_backlogs` dict and its handle,
+   * so that a launch reaches the driver before any Python runs (the queue's `fired` makes the future after). */
+  PyObject *queue_of, *tokens;
+  PyObject *loop_queue, *loop_ref, *loop_backlogs;
+  unsigned long long loop_handle;
 } launcher;
 
 /* The blob: [cuasync_launch_args][cuasync_kernel_arg x n][one 8-byte slot per value]. */
@@ -58,6 +64,7 @@ PyObject* fast_launch_now(PyObject* self, PyObject* const* args, Py_ssize_t narg
 PyObject* fast_bind_untracked(PyObject* self, PyObject* args);
 PyObject* fast_call_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* fast_bind_tracked(PyObject* self, PyObject* args);
+PyObject* fast_bind_loop(PyObject* self, PyObject* args);
 PyObject* fast_call_tracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 void fast_call_clear(launcher* self);
 

@@ -532,6 +532,63 @@ def test_untracked_launch_in_one_call_on_the_simulated_driver():
     assert f"ORDERED {[12, 12, 11, 11]} True" in r.stdout, r.stdout
 
 
+_IN_LOOP = r"""
+import asyncio, sys, cuasync
+src = 'extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned v) {}'  # run by name (sim_kernels.cpp)
+k = cuasync.compile(src).sim_fill_u32
+async def values(b):  # tobytes() blocks: from a thread of the loop's pool
+    return list(memoryview(await asyncio.to_thread(b.tobytes)).cast("I"))
+async def main():
+    s = cuasync.Stream()
+    out = cuasync.zeros(4, "uint32", stream=s)
+    frames = []
+    sys.setprofile(lambda frame, event, arg: event == "call" and frames.append(frame.f_code.co_name))
+    fut = k.launch(s, 1, 1, out, 4, 5)
+    sys.setprofile(None)
+    await fut
+    print("AWAITED", await values(out), [f for f in frames if f in ("fired", "_launch_packed", "submit_fired", "launch")])
+    futs = [k.launch(s, 1, 1, out, 4 - i, 20 + i) for i in range(4)]  # in flight together: each its own future
+    await asyncio.gather(*futs)
+    print("GATHERED", await values(out), len({id(f) for f in futs}))
+    # One place per stream: the launches after the first wait in the loop's backlog (BUSY) and run in call order.
+    s.runtime.set_admission_limits(1, 0)
+    futs = [k.launch(s, 1, 1, out, 4 - i, 30 + i) for i in range(4)]
+    await asyncio.gather(*futs)
+    s.runtime.set_admission_limits(0, 0)
+    print("BACKLOG", await values(out))
+    other = cuasync.Stream()  # last used on `s`: noted and ordered first, through the packed path
+    await k.launch(other, 1, 1, out, 2, 40)
+    print("ORDERED", await values(out), out._streams[-1] is other)
+    try:
+        await k.launch(s, 1, 1, out, 4)
+    except cuasync.errors.InvalidArgumentError as e:
+        print("REFUSED", e)
+    print("NOT HANDED OUT", s._native is None, other._native is None, s != other, s == s)
+    print("HANDED OUT", s.native != 0, s._native is not None)
+    await k.launch(s, 1, 1, out, 1, 50)  # a handed-out stream: the same path, asking the driver about capture
+    print("AFTER", await values(out))
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
+def test_awaited_launch_reaches_the_driver_before_its_future_on_the_simulated_driver():
+    # In a running loop the compiled call_tracked launches with its completion into the loop's queue first and the
+    # queue's fired() makes the future after; a backlog (a full stream), uses to note and errors take the package's
+    # path. A stream never handed out stays so.
+    r = run_simulated(_IN_LOOP)
+    assert r.returncode == 0, r.stdout + r.stderr
+    path = "['fired']" if fast is not None else "['launch']"
+    assert f"AWAITED {[5] * 4} {path}" in r.stdout, r.stdout
+    assert f"GATHERED {[23, 22, 21, 20]} 4" in r.stdout, r.stdout
+    assert f"BACKLOG {[33, 32, 31, 30]}" in r.stdout, r.stdout
+    assert f"ORDERED {[40, 40, 31, 30]} True" in r.stdout, r.stdout
+    assert "REFUSED kernel 'sim_fill_u32' takes 3 parameter(s), 2 given" in r.stdout, r.stdout
+    assert "NOT HANDED OUT True True True True" in r.stdout, r.stdout
+    assert "HANDED OUT True True" in r.stdout, r.stdout
+    assert f"AFTER {[50, 40, 31, 30]}" in r.stdout, r.stdout
+
+
 @needs_fast
 def test_a_kernel_with_its_c_launch_untracked_is_collected():
     # kernel -> its launch_untracked (the Launcher's C method) -> the Launcher -> kernel: a cycle the collector frees.
