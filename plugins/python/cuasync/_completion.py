@@ -60,13 +60,18 @@ class Pending:
             thread_waiter().wait_stream(self._stream, timeout)
             return
         r = reaper()
-        block_until(lambda: self._state, r.fd, r.drain, _text(self.what), timeout)
+        block_until(lambda: self._state, r.fd, r.drain, self._description(), timeout)
         code, cuda_result = self._state[0]
         if code:
             raise errors.for_record(code, cuda_result, self.what)
 
+    def _description(self):
+        what = self.what  # a description, a callable making one, or the Kernel launched (the compiled path's)
+        describe = getattr(what, "_describe_launch", None)
+        return describe(self._stream) if describe is not None else _text(what)
+
     def __await__(self):
-        raise RuntimeError(f"{_text(self.what)} was issued outside an event loop: call .wait(), or issue it inside a "
+        raise RuntimeError(f"{self._description()} was issued outside an event loop: call .wait(), or issue it inside a "
                            "coroutine to await it")
         yield  # pragma: no cover
 

@@ -280,7 +280,12 @@ class Kernel:
                                     _collect)
             # In a running loop: launched with its completion into the loop's queue first, its future made after.
             self._fast.bind_loop(_for_loop, _completion.tokens)
+            # And outside a loop, its Pending made in C (no Python frame): `what` is this kernel.
+            self._fast.bind_pending(_Pending)
             self.launch = self._fast.call_tracked
+
+    def _describe_launch(self, s):
+        return f"kernel '{self.name}' on {s!r}"
 
     def _launched_outside_loop(self):
         """What the compiled launch calls after a launch outside an event loop: the launch's Pending (it has no

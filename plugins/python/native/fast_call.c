@@ -11,6 +11,7 @@
 static PyObject* s_note_use;
 static PyObject* s_shared_memory;
 static PyObject *s_fired, *s_handle_attr, *s_backlogs_attr, *s_loop_attr;
+static PyObject *s_stream_attr, *s_what_attr, *s_state_attr, *s_probe_attr, *s_no_args;
 
 static void forget_loop(launcher* self) {
   Py_CLEAR(self->loop_queue);
@@ -31,6 +32,7 @@ void fast_call_clear(launcher* self) {
   Py_CLEAR(self->collect);
   Py_CLEAR(self->queue_of);
   Py_CLEAR(self->tokens);
+  Py_CLEAR(self->pending_type);
   forget_loop(self);
 }
 
@@ -175,14 +177,44 @@ PyObject* fast_bind_tracked(PyObject* self_, PyObject* args) {
 
 static PyObject* blob_copy(const char* base, Py_ssize_t n);
 
-/* The Pending of a launch outside a loop on `stream`, from `launched`; the package's collect() every 16th time. */
+/* bind_pending(pending_type): the package's Pending class, whose instances for launches outside a loop are made here
+ * (its __slots__ _stream, what, _state, _probe set as its __init__ would for an operation without a completion of
+ * its own, `what` the kernel: the Pending describes it with the kernel's _describe_launch). */
+PyObject* fast_bind_pending(PyObject* self_, PyObject* args) {
+  launcher* self = (launcher*)self_;
+  PyObject* type;
+  if (!PyArg_ParseTuple(args, "O!:bind_pending", &PyType_Type, &type)) return NULL;
+  if ((!s_stream_attr && !(s_stream_attr = PyUnicode_InternFromString("_stream"))) ||
+      (!s_what_attr && !(s_what_attr = PyUnicode_InternFromString("what"))) ||
+      (!s_state_attr && !(s_state_attr = PyUnicode_InternFromString("_state"))) ||
+      (!s_probe_attr && !(s_probe_attr = PyUnicode_InternFromString("_probe"))) ||
+      (!s_no_args && !(s_no_args = PyTuple_New(0)))) {
+    return NULL;
+  }
+  Py_INCREF(type);
+  Py_CLEAR(self->pending_type);
+  self->pending_type = type;
+  Py_RETURN_NONE;
+}
+
+/* A Pending for a launch outside a loop on `stream`: made here (bind_pending), or by `launched(stream)`; the
+ * package's collect() every 16th time. */
 static PyObject* pending_for(launcher* self, PyObject* stream) {
   if ((++self->since_collect & 15u) == 0) {
     PyObject* r = PyObject_CallObject(self->collect, NULL);
     if (!r) return NULL;
     Py_DECREF(r);
   }
-  return PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
+  if (!self->pending_type) return PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
+  newfunc make = (newfunc)PyType_GetSlot((PyTypeObject*)self->pending_type, Py_tp_new);
+  PyObject* p = make ? make((PyTypeObject*)self->pending_type, s_no_args, NULL) : NULL;
+  if (!p) return make ? NULL : PyObject_CallFunctionObjArgs(self->launched, stream, NULL);
+  if (PyObject_SetAttr(p, s_stream_attr, stream) < 0 || PyObject_SetAttr(p, s_what_attr, self->owner) < 0 ||
+      PyObject_SetAttr(p, s_state_attr, Py_None) < 0 || PyObject_SetAttr(p, s_probe_attr, Py_None) < 0) {
+    Py_DECREF(p);
+    return NULL;
+  }
+  return p;
 }
 
 /* bind_loop(queue_of, tokens), after bind_tracked: `queue_of(loop)` gives a running loop's LoopCompletions, `tokens`

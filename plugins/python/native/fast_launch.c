@@ -113,6 +113,7 @@ static int launcher_traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->running_loop);
   Py_VISIT(self->queue_of);
   Py_VISIT(self->tokens);
+  Py_VISIT(self->pending_type);
   Py_VISIT(self->loop_queue);
   Py_VISIT(self->loop_ref);
   Py_VISIT(self->loop_backlogs);
@@ -326,6 +327,8 @@ static PyMethodDef launcher_methods[] = {
      "bind_tracked(general, launched, packed, running_loop, collect): what call_tracked falls back on and ends with"},
     {"bind_loop", fast_bind_loop, METH_VARARGS,
      "bind_loop(queue_of, tokens): how call_tracked issues a launch in a running loop before any Python runs"},
+    {"bind_pending", fast_bind_pending, METH_VARARGS,
+     "bind_pending(pending_type): call_tracked makes a launch's Pending (slots _stream, what, _state, _probe) in C"},
     {"call_tracked", (PyCFunction)(void (*)(void))fast_call_tracked, METH_FASTCALL | METH_KEYWORDS,
      "call_tracked(stream, grid, block, *args, shared_memory=0): Kernel.launch in C (its Pending, or in a running loop its future)"},
     {NULL, NULL, 0, NULL}};

@@ -28,6 +28,9 @@ typedef struct {
    * the package's token counter; the last loop's queue, its `_loop` weakref, its `_backlogs` dict and its handle,
    * so that a launch reaches the driver before any Python runs (the queue's `fired` makes the future after). */
   PyObject *queue_of, *tokens;
+  /* bind_pending: the package's Pending class, made here for a launch outside a loop (its slots set from C: no
+   * Python frame), or NULL: `launched(stream)` makes it. */
+  PyObject* pending_type;
   PyObject *loop_queue, *loop_ref, *loop_backlogs;
   unsigned long long loop_handle;
 } launcher;
@@ -65,6 +68,7 @@ PyObject* fast_bind_untracked(PyObject* self, PyObject* args);
 PyObject* fast_call_untracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* fast_bind_tracked(PyObject* self, PyObject* args);
 PyObject* fast_bind_loop(PyObject* self, PyObject* args);
+PyObject* fast_bind_pending(PyObject* self, PyObject* args);
 PyObject* fast_call_tracked(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 void fast_call_clear(launcher* self);
 

@@ -490,9 +490,10 @@ try:
     k.launch_untracked(s, 1, 1, out, 4)
 except cuasync.errors.InvalidArgumentError as e:
     print("REFUSED", e)
-c_calls = []
-sys.setprofile(lambda frame, event, arg: event == "c_call" and c_calls.append(getattr(arg, "__name__", "?")))
 home = cuasync.zeros(4, "uint32", stream=s)
+c_calls, py_calls = [], []
+sys.setprofile(lambda frame, event, arg: c_calls.append(getattr(arg, "__name__", "?")) if event == "c_call" else
+               py_calls.append(getattr(frame.f_code, "co_qualname", frame.f_code.co_name)) if event == "call" else None)
 pending = k.launch(s, 1, 1, home, 4, 11)  # tracked, outside a loop, used on its stream: call_tracked launches it
 again = k.launch(s, 1, 1, home, 2, 13)  # the same stream: a Pending of its own
 sys.setprofile(None)
@@ -502,6 +503,9 @@ until = time.monotonic() + 10  # no completion of its own: done once its stream'
 while not pending.done() and time.monotonic() < until:
     time.sleep(0.001)
 print("DONE", pending.done())
+print("PENDING", type(pending).__name__, pending._description().startswith("kernel 'sim_fill_u32' on <cuasync.Stream"),
+      [f for f in py_calls if f in ("Pending.__init__", "Kernel._launched_outside_loop.<locals>.launched",
+                                    "Kernel._launch_packed", "Kernel.launch")])
 print("TRACKED", list(memoryview(home.tobytes()).cast("I")),
       [c for c in c_calls if c in ("call_tracked", "launch_now", "pack", "fire")], again is not pending)
 fourth = cuasync.Stream()
@@ -529,6 +533,9 @@ def test_untracked_launch_in_one_call_on_the_simulated_driver():
     calls = "['call_tracked', 'call_tracked'] True" if fast is not None else "[] True"
     assert f"TRACKED {[13, 13, 11, 11]} {calls}" in r.stdout, r.stdout
     assert "DONE True" in r.stdout, r.stdout
+    # The fast path's Pending is made in C (no Python frame); its description names the kernel and the stream.
+    assert f"PENDING Pending True {[] if fast is not None else ['Kernel.launch', 'Pending.__init__'] * 2}" in \
+        r.stdout, r.stdout
     assert f"ORDERED {[12, 12, 11, 11]} True" in r.stdout, r.stdout
 
 
