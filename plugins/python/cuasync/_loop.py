@@ -154,10 +154,6 @@ class LoopCompletions(_Queue):
         ready = getattr(loop, "_ready", None)
         if loop is None or (ready and not (len(ready) == 1 and ready[0] is self._spin_handle)):
             return
-        poll_until = self._fast_poll_until
-        if poll_until is not None and type(self).poll_one is _Queue.poll_one:  # in C: no interpreter between looks
-            poll_until(self.handle, self._handlers, fut, _INLINE_POLL_S)
-            return
         take = self.poll_one  # this thread's own look for finished work, then the record: no hand-over
         until = time.perf_counter() + _INLINE_POLL_S
         while not fut.done():

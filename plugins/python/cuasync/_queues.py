@@ -46,7 +46,6 @@ class _Queue:
         self._fast_take = fast.take_one if fast is not None else None
         # poll_one's: queue_poll (ABI 1.7) where the library has it, else take_one's drain.
         self._fast_poll = getattr(fast, "poll_one", None) if fast is not None else None
-        self._fast_poll_until = getattr(fast, "poll_until", None) if fast is not None else None
         self._poll_call = _capi.function("queue_poll") if _capi.has("queue_poll") else self._drain_call
 
     def completion(self, handler, **kind):

@@ -7,9 +7,6 @@
  *   take_one(queue_handle, handlers) -> records taken (0 or 1): the oldest record alone (the fd stays readable)
  *   poll_one(queue_handle, handlers) -> the same, through queue_poll where the library has it (ABI 1.7): this thread
  *       makes the engine's pass first (when no other is running), so a completion it finds needs no hand-over
- *   poll_until(queue_handle, handlers, future, seconds) -> future.done(): poll_one in a loop in C (no interpreter
- *       between looks: a shorter look, so a completion is seen sooner) until `future` is done or `seconds` passed;
- *       the GIL held throughout, as the Python loop it replaces held it
  *
  *   stream_order(stream_handle, producer_handle) -> 0 | BUSY
  *       makes a stream wait, on the device, for the work enqueued so far on another (a pooled event recorded there,
@@ -21,7 +18,6 @@
 #include "fast.h"  // Python.h before any system header
 
 #include <string.h>
-#include <time.h>
 
 #define CAPACITY 64
 
@@ -100,48 +96,6 @@ static PyObject* fast_poll_one(PyObject* self, PyObject* a) {
   return drain_records(a, 1, 0, 1);
 }
 
-static double monotonic_s(void) {  // time.perf_counter's clock on Linux
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static PyObject* fast_poll_until(PyObject* self, PyObject* a) {
-  unsigned long long queue;
-  PyObject *handlers, *future;
-  double seconds;
-  static PyObject* s_done;
-  (void)self;
-  if (!PyArg_ParseTuple(a, "KO!Od:poll_until", &queue, &PyDict_Type, &handlers, &future, &seconds)) return NULL;
-  if (!fast_require_api()) return NULL;
-  if (!s_done && !(s_done = PyUnicode_InternFromString("done"))) return NULL;
-  const int looks = fast_api->struct_size >= CUASYNC_API_SIZE_1_7;
-  const double until = monotonic_s() + seconds;
-  cuasync_completion_record record;
-  cuasync_queue_drain_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.queue = (cuasync_queue)(uintptr_t)queue;
-  args.records = &record;
-  for (;;) {
-    args.capacity = 1;
-    args.count = 0;
-    cuasync_error* err = looks ? fast_api->queue_poll(&args) : fast_api->queue_drain(&args);
-    if (err) return fast_raise(looks ? "queue_poll" : "queue_drain", err);
-    if (args.count) {
-      if (run_records(&record, 1, handlers) < 0) return NULL;
-      PyObject* done = PyObject_CallMethodObjArgs(future, s_done, NULL);
-      if (!done) return NULL;
-      const int yes = PyObject_IsTrue(done);
-      Py_DECREF(done);
-      if (yes < 0) return NULL;
-      if (yes) Py_RETURN_TRUE;
-    } else if (monotonic_s() >= until) {
-      Py_RETURN_FALSE;
-    }
-  }
-}
-
 static PyObject* fast_stream_order(PyObject* self, PyObject* a) {
   unsigned long long stream, producer;
   (void)self;
@@ -179,8 +133,6 @@ static PyMethodDef queue_methods[] = {
     {"take_one", fast_take_one, METH_VARARGS, "take_one(queue_handle, handlers) -> records taken (0 or 1)"},
     {"poll_one", fast_poll_one, METH_VARARGS,
      "poll_one(queue_handle, handlers) -> records taken (0 or 1): take_one after a look for finished work (ABI 1.7)"},
-    {"poll_until", fast_poll_until, METH_VARARGS,
-     "poll_until(queue_handle, handlers, future, seconds) -> future.done(): poll_one in a C loop until done or timed out"},
     {NULL, NULL, 0, NULL}};
 
 int fast_add_queue(PyObject* module) { return PyModule_AddFunctions(module, queue_methods); }
