@@ -227,6 +227,15 @@ detail::event_slot* event_pool::create_slot(std::source_location where) {
   return slots_.back().get();
 }
 
+void event_pool::prepare(std::size_t slots, std::source_location where) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    while (idle_.size() < slots) idle_.push_back(create_slot(where));  // create_slot reserved idle_'s room
+  } catch (...) {
+    // Out of memory or a driver error: the operations that need a slot grow the pool themselves (and say why).
+  }
+}
+
 detail::event_slot* event_pool::acquire(std::source_location where) {
   detail::event_slot* slot;
   {

@@ -13,6 +13,9 @@ namespace {
 // Streams whose first non-blocking pageable copy finds its gate word reserved (each later one asks for its own in
 // the background, and a stream keeps its word).
 constexpr std::size_t gate_words_reserved = 4;
+// Event slots a runtime with reserved pageable staging (the C ABI's) makes ready at creation: a batch of launches'
+// credit (16) and its copies' events, so that its first operations find their events and host words.
+constexpr std::size_t prepared_event_slots = 16;
 
 bool warm_up_from_environment() {
   static const bool on = [] {
@@ -37,7 +40,12 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     device_pool_ = memory_pool_ref::device_default(ctx_, where);
     device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
   }
-  if (options_.reserve_pageable_staging) reserve_pageable_staging();
+  if (options_.reserve_pageable_staging) {
+    // Before the reservation's allocations start on the pool's thread: the first copies' events and host words
+    // are then ready, and the call never waits behind those allocations in the driver.
+    events_->prepare(prepared_event_slots, where);
+    reserve_pageable_staging();
+  }
   if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
 }
 

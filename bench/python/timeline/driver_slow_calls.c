@@ -4,7 +4,8 @@
 // a 126 ms first pageable copy through the C ABI waits in (bench/results/h100-session20/b365d4d-cold-paths.txt).
 // Build: gcc -O2 -shared -fPIC -o libdriver_slow_calls.so driver_slow_calls.c -ldl; run the program with
 // CUASYNC_LIBCUDA at it (SHIM_REAL names the real driver, default libcuda.so.1). Wraps functions of at most six
-// integer or pointer parameters (x86-64: forwarded unchanged). Loaded on the simulated driver here; not yet run on a GPU.
+// integer or pointer parameters (x86-64: forwarded unchanged). SHIM_DELAY="cuMemHostAlloc=20000,..." adds that many
+// microseconds to each call of those: a GPU machine's slow calls replayed on the simulated driver. Not yet run on a GPU.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -31,8 +32,22 @@ static fn6 real[NS];
 static double t0_[N], t1_[N]; static int id_[N], tid_[N]; static volatile unsigned n_;
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static double base;
+static unsigned delay_us[NS];  // SHIM_DELAY="cuMemHostAlloc=20000,...": a slower driver's cost, on the simulated one
+static void parse_delays(void) {
+  const char* spec = getenv("SHIM_DELAY");
+  for (const char* p = spec; p && *p;) {
+    const char* eq = strchr(p, '=');
+    if (!eq) break;
+    for (int i = 0; names[i]; ++i)
+      if (strlen(names[i]) == (size_t)(eq - p) && !strncmp(p, names[i], eq - p)) delay_us[i] = (unsigned)atoi(eq + 1);
+    p = strchr(eq, ',');
+    if (p) ++p;
+  }
+}
 static CUresult call(int i, u a, u b, u c, u d, u e, u f) {
-  double s = now(); CUresult r = real[i](a, b, c, d, e, f); double x = now();
+  double s = now();
+  if (delay_us[i]) usleep(delay_us[i]);
+  CUresult r = real[i](a, b, c, d, e, f); double x = now();
   if (x - s > 100e-6) { unsigned k = __atomic_fetch_add(&n_, 1, __ATOMIC_RELAXED); if (k < N) { t0_[k] = s; t1_[k] = x; id_[k] = i; tid_[k] = (int)syscall(SYS_gettid); } }
   return r;
 }
@@ -49,7 +64,7 @@ static void report(void) {
               (t0_[k] - base) * 1e3, (t1_[k] - t0_[k]) * 1e3);
 }
 CUresult cuGetProcAddress_v2(const char* sym, void** pfn, int v, uint64_t flags, void* st) {
-  if (!real_gpa) { const char* rl = getenv("SHIM_REAL"); void* lib = dlopen(rl ? rl : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); real_gpa = (gpa_t)dlsym(lib, "cuGetProcAddress_v2"); base = now(); atexit(report); }
+  if (!real_gpa) { const char* rl = getenv("SHIM_REAL"); void* lib = dlopen(rl ? rl : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); real_gpa = (gpa_t)dlsym(lib, "cuGetProcAddress_v2"); base = now(); parse_delays(); atexit(report); }
   CUresult r = real_gpa(sym, pfn, v, flags, st);
   if (r || !pfn || !*pfn) return r;
   for (int i = 0; names[i]; ++i) if (!strcmp(sym, names[i])) { real[i] = (fn6)*pfn; *pfn = wrappers[i]; break; }

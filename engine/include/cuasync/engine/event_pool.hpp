@@ -144,6 +144,11 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
 
   context_ref context() const noexcept { return ctx_; }
+  //! Makes at least `slots` idle slots ready (their events created, the first slab of host words allocated), for a
+  //! runtime whose first operations must not allocate pinned memory on the caller's thread: a `cuMemHostAlloc` there
+  //! waits behind any other thread's (the C ABI's staging reservation: a first pageable copy's call took 126 ms on
+  //! an H100). Never throws: on a failure the first operations grow the pool, as without it.
+  void prepare(std::size_t slots, std::source_location where = std::source_location::current()) noexcept;
   //! Events created by this pool so far, and how many are idle in it now.
   std::size_t created() const;
   std::size_t idle() const;
