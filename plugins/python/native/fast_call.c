@@ -293,6 +293,10 @@ static int fire_in_loop(launcher* self, PyObject* stream, PyObject* loop, char* 
     Py_DECREF(token);
     return -1;
   }
+  // This call's own reference: while the GIL is let go, a thread launching this kernel in another loop may replace
+  // the cache.
+  PyObject* queue = self->loop_queue;
+  Py_INCREF(queue);
   cuasync_launch_args* la = (cuasync_launch_args*)base;
   la->completion.queue = (cuasync_queue)(uintptr_t)self->loop_handle;
   la->completion.token = t;
@@ -303,13 +307,15 @@ static int fire_in_loop(launcher* self, PyObject* stream, PyObject* loop, char* 
   if (err) {
     fast_api->error_destroy(err);
     Py_DECREF(token);
+    Py_DECREF(queue);
     forget_loop(self);  // a queue gone meanwhile is looked up again
     la->completion.queue = NULL;
     la->completion.token = 0;
     return 0;
   }
-  *out = PyObject_CallMethodObjArgs(self->loop_queue, s_fired, loop, stream, token, self->owner, NULL);
+  *out = PyObject_CallMethodObjArgs(queue, s_fired, loop, stream, token, self->owner, NULL);
   Py_DECREF(token);
+  Py_DECREF(queue);
   return *out ? 1 : -1;
 }
 

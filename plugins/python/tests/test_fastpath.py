@@ -596,6 +596,38 @@ def test_awaited_launch_reaches_the_driver_before_its_future_on_the_simulated_dr
     assert f"AFTER {[50, 40, 31, 30]}" in r.stdout, r.stdout
 
 
+_LOOPS_ON_THREADS = r"""
+import asyncio, sys, threading, cuasync
+src = 'extern "C" __global__ void sim_fill_u32(unsigned* p, unsigned n, unsigned v) {}'  # run by name (sim_kernels.cpp)
+k = cuasync.compile(src).sim_fill_u32
+results = {}
+def worker(i):
+    async def main():
+        s = cuasync.Stream()
+        out = cuasync.zeros(4, "uint32", stream=s)
+        for j in range(400):  # one kernel, launched from two loops at once: its cached queue is each loop's in turn
+            await asyncio.wait_for(k.launch(s, 1, 1, out, 4, 1000 * i + j), 30)
+        data = await asyncio.to_thread(out.tobytes)
+        results[i] = list(memoryview(data).cast("I"))
+    asyncio.run(main())
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(120)
+print("THREADS", [results.get(i) for i in range(2)])
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_SIMULATED), reason="no simulated driver next to this build's library")
+def test_one_kernel_awaited_from_loops_on_two_threads_on_the_simulated_driver():
+    # The compiled launch caches the running loop's queue per kernel and lets the GIL go around the launch: another
+    # thread's loop replacing the cache meanwhile must not send this launch's future to that loop.
+    r = run_simulated(_LOOPS_ON_THREADS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"THREADS {[[399] * 4, [1399] * 4]}" in r.stdout, r.stdout + r.stderr
+
+
 @needs_fast
 def test_a_kernel_with_its_c_launch_untracked_is_collected():
     # kernel -> its launch_untracked (the Launcher's C method) -> the Launcher -> kernel: a cycle the collector frees.
