@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 namespace cuasync {
@@ -208,15 +209,14 @@ detail::event_slot* event_pool::create_slot(std::source_location where) {
   event e = event::create(ctx_, {}, where);  // timing disabled
   auto slot = std::make_unique<detail::event_slot>();
   slot->pool = this;
-  if (words_supported_) {
-    if (words_used_ == slabs_.size() * words_per_slab) {
-      // Relaxed: a pool growing while a stream is captured (an event recorded in torch.cuda.graph for a tracked
-      // buffer's hand-off) must not make a call the capture forbids; the slab is not part of any graph.
-      thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
-      pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t), where);
-      std::memset(slab.get(), 0, slab.size());
-      slabs_.push_back(std::move(slab));
-    }
+  // Out of words: a new slab here, unless a prepare() will bring one (this slot then has none: see expect_prepare).
+  if (words_supported_ && words_used_ == slabs_.size() * words_per_slab && !prepare_expected_) {
+    // Relaxed: a pool growing while a stream is captured (an event recorded in torch.cuda.graph for a tracked
+    // buffer's hand-off) must not make a call the capture forbids; the slab is not part of any graph.
+    thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
+    slabs_.push_back(new_slab(where));
+  }
+  if (words_supported_ && words_used_ < slabs_.size() * words_per_slab) {
     const std::size_t i = words_used_++;
     const pinned_buffer& slab = slabs_[i / words_per_slab];
     slot->word = slab.data<std::uint64_t>() + i % words_per_slab;
@@ -227,12 +227,40 @@ detail::event_slot* event_pool::create_slot(std::source_location where) {
   return slots_.back().get();
 }
 
+pinned_buffer event_pool::new_slab(std::source_location where) const {
+  pinned_buffer slab = pinned_buffer::allocate(ctx_, words_per_slab * sizeof(std::uint64_t), where);
+  std::memset(slab.get(), 0, slab.size());
+  return slab;
+}
+
+void event_pool::expect_prepare() noexcept {
+  std::lock_guard lock(mutex_);
+  prepare_expected_ = true;
+}
+
 void event_pool::prepare(std::size_t slots, std::source_location where) noexcept {
   try {
+    bool need_slab = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (words_supported_ < 0)
+        words_supported_ =
+            ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
+      need_slab = words_supported_ && words_used_ + slots > slabs_.size() * words_per_slab;
+    }
+    std::optional<pinned_buffer> slab;
+    if (need_slab) {  // outside the lock: an operation taking a slot meanwhile never waits for this allocation
+      thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
+      slab.emplace(new_slab(where));
+    }
     std::lock_guard lock(mutex_);
+    if (slab) slabs_.push_back(std::move(*slab));  // words are handed out in order: a slab at the end adds room
+    prepare_expected_ = false;
     while (idle_.size() < slots) idle_.push_back(create_slot(where));  // create_slot reserved idle_'s room
   } catch (...) {
     // Out of memory or a driver error: the operations that need a slot grow the pool themselves (and say why).
+    std::lock_guard lock(mutex_);
+    prepare_expected_ = false;
   }
 }
 

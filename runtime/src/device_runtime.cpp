@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 
+#include "grower.hpp"
+
 #include <cuasync/driver/blocking_free.hpp>
 
 #include <cstdlib>
@@ -41,9 +43,14 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     device_pool_.set_release_threshold(options_.device_pool_release_threshold, where);
   }
   if (options_.reserve_pageable_staging) {
-    // Before the reservation's allocations start on the pool's thread: the first copies' events and host words
-    // are then ready, and the call never waits behind those allocations in the driver.
-    events_->prepare(prepared_event_slots, where);
+    // The first operations' events and host words, on the grower thread before the reservation's allocations (the
+    // same thread, in order): no caller's thread allocates pinned memory for them (event_pool::expect_prepare).
+    events_->expect_prepare();
+    try {
+      grower_thread().post_or_run([events = events_, where] { events->prepare(prepared_event_slots, where); });
+    } catch (...) {
+      events_->prepare(0, where);  // not posted (no memory): the promise withdrawn, the pool grows as it goes
+    }
     reserve_pageable_staging();
   }
   if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);

@@ -39,7 +39,7 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   runtime::device_runtime_options reserving;
   reserving.reserve_pageable_staging = true;
   const long per_runtime = static_cast<long>(reserving.pageable.cold_chunks) + 4;
-  // And each makes its context's event pool ready: its first slab of host words, in the call (two pools: the C ABI
+  // And each has its context's event pool made ready: a slab of host words, on the grower thread (two pools: the C ABI
   // library carries its own engine).
   const long expected = 2 * (per_runtime + 1);
   auto rt = runtime::device_runtime::create(0, reserving);

@@ -291,7 +291,7 @@ class Kernel:
         """What the compiled launch calls after a launch outside an event loop: the launch's Pending (it has no
         completion of its own: it waits on its stream). The Launcher calls collect() itself, every 16th launch."""
         def launched(s):
-            return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+            return _Pending(s, self, False)  # described by _describe_launch
         return launched
 
     def _launch_packed(self, s, args, blob, uses, loop):
@@ -301,7 +301,7 @@ class Kernel:
         fast = self._fast
         if uses is not None:
             self._note_uses(s, args, uses, True)
-        what = lambda: f"kernel '{self.name}' on {s!r}"  # noqa: E731 - made lazily, only for an error or a dump
+        what = lambda: self._describe_launch(s)  # noqa: E731 - made lazily, only for an error or a dump
         if loop is not None:
             return _for_loop(loop).submit_fired(loop, s, fast.fire, blob, what)
         _collect()  # outside a loop: no completion of its own (Pending waits on the stream)
@@ -473,7 +473,7 @@ class Kernel:
                 packed = fast.launch_now(s, grid, block, shared_memory, args)
                 if packed is None:
                     _collect()
-                    return _Pending(s, lambda: f"kernel '{self.name}' on {s!r}", False)
+                    return _Pending(s, self, False)  # described by _describe_launch
                 if type(packed) is int:
                     _capi.code_of(packed)  # raises every error but BUSY, retried below like the driver
                     packed = fast.pack(s, grid, block, shared_memory, 0, args)
@@ -493,7 +493,7 @@ class Kernel:
             _COMPLETION.pack_into(blob, _COMPLETION_OFFSET, queue, token)
             err = launch(address)
             return _capi.code_of(err) if err else 0
-        return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
+        return _completion.issue(s, lambda: self._describe_launch(s), enqueue, keep=None, tracked=True)
 
     def _launch_fast(self, fast, s, blob):
         """A tracked launch whose arguments the compiled fast path packed (`blob`), issued with a completion in a
@@ -503,7 +503,7 @@ class Kernel:
         def enqueue(queue, token):
             err = fire(blob, queue, token)
             return _capi.code_of(err) if err else 0
-        return _completion.issue(s, lambda: f"kernel '{self.name}' on {s!r}", enqueue, keep=None, tracked=True)
+        return _completion.issue(s, lambda: self._describe_launch(s), enqueue, keep=None, tracked=True)
 
     def _note_uses(self, s, args, uses, tracked):
         """What the fast path found among `args`: (indices of cuasync buffers not last used on `s`, indices of a

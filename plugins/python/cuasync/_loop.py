@@ -163,8 +163,7 @@ class LoopCompletions(_Queue):
     def submit(self, loop, stream, issue, keep, what, result=None):
         """Issues `issue(queue, token) -> 0 | BUSY` now (errors raise here) or, behind a BUSY stream, later; returns
         the future of its completion. `loop`: this queue's loop, running (the caller has it at hand)."""
-        fut = _OpFuture(loop=loop)
-        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
+        fut = self._op_future(loop, what)  # its record's handler is the _Op below
         op = _Op(stream, issue, fut, keep, what, result)
         if self._backlogs and stream.handle in self._backlogs:
             self._backlogs[stream.handle].append(op)
@@ -174,13 +173,18 @@ class LoopCompletions(_Queue):
         self._activity()
         return op.fut
 
+    def _op_future(self, loop, what):
+        """A launch's future, also its record's handler, that polls this queue inline when awaited."""
+        fut = _OpFuture(loop=loop)
+        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
+        fut._what = what
+        return fut
+
     def submit_fired(self, loop, stream, fire, blob, what):
         """submit() for a launch the compiled fast path packed into `blob`: `fire(blob, queue, token) -> 0 | error`
         issues it. The common case (the stream has room) makes one future and no other object; a BUSY stream takes the
         general path's backlog."""
-        fut = _OpFuture(loop=loop)
-        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
-        fut._what = what
+        fut = self._op_future(loop, what)
         if not (self._backlogs and stream.handle in self._backlogs):
             token = next(tokens)
             handlers = self._handlers
@@ -205,9 +209,7 @@ class LoopCompletions(_Queue):
         """The future of `kernel`'s launch that the compiled path already issued with `token` into this queue (no
         backlog here, room on its stream): made after the launch, so the kernel reaches the driver before any Python
         runs. Nothing drains this queue in between: only its loop's thread does, from these methods."""
-        fut = _OpFuture(loop=loop)
-        fut._poll = self._poll_inline if _INLINE_POLL_S > 0 else None
-        fut._what = lambda: f"kernel '{kernel.name}' on {stream!r}"
+        fut = self._op_future(loop, lambda: kernel._describe_launch(stream))
         self._handlers[token] = fut
         self._activity()
         return fut

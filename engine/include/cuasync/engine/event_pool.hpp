@@ -144,10 +144,14 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
 
   context_ref context() const noexcept { return ctx_; }
-  //! Makes at least `slots` idle slots ready (their events created, the first slab of host words allocated), for a
-  //! runtime whose first operations must not allocate pinned memory on the caller's thread: a `cuMemHostAlloc` there
-  //! waits behind any other thread's (the C ABI's staging reservation: a first pageable copy's call took 126 ms on
-  //! an H100). Never throws: on a failure the first operations grow the pool, as without it.
+  //! Growth off the callers' threads, for a runtime whose first operations must not allocate pinned memory there (a
+  //! `cuMemHostAlloc` on the caller's thread waits behind any other thread's: a C ABI runtime's staging reservation
+  //! made a first pageable copy's call take 126 ms on an H100). `expect_prepare()`, on the creating thread, promises
+  //! a `prepare`: until it has run, a slot made for an operation takes no host word rather than allocate a slab
+  //! there (its wait is then seen by an event query: slower, never blocking). `prepare(slots)`, on a thread that may
+  //! block (the runtime's grower), makes at least `slots` idle slots ready, the slab allocated outside the pool's lock.
+  //! Neither throws: on a failure the operations grow the pool as before.
+  void expect_prepare() noexcept;
   void prepare(std::size_t slots, std::source_location where = std::source_location::current()) noexcept;
   //! Events created by this pool so far, and how many are idle in it now.
   std::size_t created() const;
@@ -168,6 +172,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
  private:
   event_pool(context_ref ctx, unsigned long long id);
   detail::event_slot* create_slot(std::source_location where);  // under mutex_
+  pinned_buffer new_slab(std::source_location where) const;       // zeroed host words, 512 of them
   context_ref ctx_;
   unsigned long long id_;
   bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
@@ -177,6 +182,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   int words_supported_ = -1;  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, read once; -1: not yet
   std::vector<pinned_buffer> slabs_;  // the words, 512 to a slab
   std::size_t words_used_ = 0;
+  bool prepare_expected_ = false;  // expect_prepare() until prepare() ran: new slots take no word meanwhile
 
   // Admission, driven by cuda_completion_source (the per-stream counts live with its stream states).
   friend class cuda_completion_source;
