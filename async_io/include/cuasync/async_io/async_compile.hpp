@@ -10,7 +10,8 @@
 //!
 //! Completion signature `void(std::exception_ptr, jit::compile_result)`: with `use_awaitable`, `co_await` returns the
 //! result or rethrows `jit::compile_error` (with the NVRTC log), `nvrtc_not_found_error`, `farm_worker_error`, ...;
-//! `use_future` likewise. The handler is always `post`ed to its executor (never run inside the initiating call).
+//! `use_future` likewise. The handler is dispatched to its executor from a pool thread (never run inside the
+//! initiating call; a handler without an executor of its own, like `use_future`'s, runs on that pool thread).
 //! Cancellation: not supported (the compile runs to completion; its result lands in the compiler's cache). A memory
 //! cache hit still takes the trip through the pool.
 
@@ -26,8 +27,10 @@
 namespace cuasync {
 
 namespace detail {
-// Runs `start(done)` on `pool`; `done(result, error)` (from the pool or from a farm's delivery thread) posts the
-// handler to its associated executor.
+// Runs `start(done)` on `pool`; `done(result, error)` (from the pool or from a farm's delivery thread) dispatches the
+// handler to its associated executor from a pool thread. Never from the farm's thread, which would then run a handler
+// without an executor of its own; and never a post to the system executor, whose threads a process's exit destroys
+// while the (never destroyed) pool's threads may still be posting to them.
 struct initiate_compile {
   template <class Handler, class Start>
   void operator()(Handler&& handler, boost::asio::thread_pool* pool, Start&& start) const {
@@ -35,8 +38,14 @@ struct initiate_compile {
                                     boost::asio::execution::outstanding_work.tracked);
     // std::function copies what it holds: the handler (move-only) is shared by the copies, and called once.
     auto h = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
-    jit::compiler::callback done = [h, work](jit::compile_result r, std::exception_ptr e) {
-      boost::asio::post(work, [h, e, r = std::move(r)]() mutable { std::move(*h)(e, std::move(r)); });
+    jit::compiler::callback done = [h, work, pool](jit::compile_result r, std::exception_ptr e) {
+      auto complete = [h, work, e, r = std::move(r)]() mutable {
+        boost::asio::dispatch(work, [h, e, r = std::move(r)]() mutable { std::move(*h)(e, std::move(r)); });
+      };
+      if (pool->get_executor().running_in_this_thread())
+        complete();  // a memory-cache hit answers on the pool thread that started it
+      else
+        boost::asio::post(*pool, std::move(complete));
     };
     boost::asio::post(*pool, [start = std::forward<Start>(start), done = std::move(done)]() mutable {
       start(std::move(done));
