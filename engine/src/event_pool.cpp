@@ -3,6 +3,7 @@
 #include <cuasync/engine/event_pool.hpp>
 
 #include <cuasync/driver/blocking_free.hpp>
+#include <cuasync/driver/detail/grower.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
 #include <cuasync/driver/error.hpp>
@@ -204,27 +205,62 @@ bool event_pool::quiet_in(CUcontext ctx) noexcept {
 detail::event_slot* event_pool::create_slot(std::source_location where) {
   if (words_supported_ < 0)
     words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
-  slots_.reserve(slots_.size() + 1);
-  idle_.reserve(slots_.size() + 1);  // give_back never allocates
+  // Doubling, not one more each time (reserve(size + 1) reallocated, and moved every slot, at each new slot).
+  if (slots_.size() == slots_.capacity()) slots_.reserve(std::max<std::size_t>(16, 2 * slots_.size()));
+  if (idle_.capacity() < slots_.capacity()) idle_.reserve(slots_.capacity());  // give_back never allocates
   event e = event::create(ctx_, {}, where);  // timing disabled
   auto slot = std::make_unique<detail::event_slot>();
   slot->pool = this;
-  // Out of words: a new slab here, unless a prepare() will bring one (this slot then has none: see expect_prepare).
-  if (words_supported_ && words_used_ == slabs_.size() * words_per_slab && !prepare_expected_) {
-    // Relaxed: a pool growing while a stream is captured (an event recorded in torch.cuda.graph for a tracked
-    // buffer's hand-off) must not make a call the capture forbids; the slab is not part of any graph.
-    thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
-    slabs_.push_back(new_slab(where));
-  }
-  if (words_supported_ && words_used_ < slabs_.size() * words_per_slab) {
-    const std::size_t i = words_used_++;
-    const pinned_buffer& slab = slabs_[i / words_per_slab];
-    slot->word = slab.data<std::uint64_t>() + i % words_per_slab;
-    slot->word_device = slab.device_pointer(where) + (i % words_per_slab) * sizeof(std::uint64_t);
-  }
+  take_word(*slot);
   slot->event = e.release();
   slots_.push_back(std::move(slot));
   return slots_.back().get();
+}
+
+void event_pool::take_word(detail::event_slot& slot) noexcept {
+  if (words_supported_ != 1) return;
+  const std::size_t capacity = slabs_.size() * words_per_slab;
+  if (words_used_ < capacity) {
+    const std::size_t i = words_used_++;
+    const pinned_buffer& slab = slabs_[i / words_per_slab];
+    slot.word = slab.data<std::uint64_t>() + i % words_per_slab;
+    slot.word_device = slab_devices_[i / words_per_slab] + (i % words_per_slab) * sizeof(std::uint64_t);
+    slot.written = 0;
+  }
+  // Fewer than a quarter of a slab's words left: the next slab is made on the grower thread, ahead of need. A slot
+  // made before it lands has no word (its wait is seen by an event query) and takes one when it comes back.
+  if (capacity - words_used_ < words_per_slab / 4 && !growth_pending_) {
+    growth_pending_ = true;
+    std::weak_ptr<event_pool> self = weak_from_this();
+    if (!detail::grower_thread().post([self] {
+          if (std::shared_ptr<event_pool> pool = self.lock()) pool->grow_words(std::source_location::current());
+        }))
+      growth_pending_ = false;  // the grower has stopped (process exit): the pool stays as it is
+  }
+}
+
+void event_pool::grow_words(std::source_location where) noexcept {
+  std::optional<pinned_buffer> slab;
+  CUdeviceptr device = 0;
+  try {
+    // Relaxed: a capture on another stream of this thread's (none on the grower) must not be invalidated.
+    thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
+    slab.emplace(new_slab(where));
+    device = slab->device_pointer(where);
+  } catch (...) {
+    slab.reset();  // out of pinned memory, or the context is gone: slots go on without words (event queries)
+  }
+  std::lock_guard lock(mutex_);
+  if (slab) {
+    slabs_.reserve(slabs_.size() + 1);
+    slab_devices_.reserve(slabs_.size());
+    slabs_.push_back(std::move(*slab));  // words are handed out in order: a slab at the end adds room
+    slab_devices_.push_back(device);
+  }
+  growth_pending_ = false;
+  if (!slab) return;
+  for (detail::event_slot* idle : idle_)  // slots made while the slab was coming
+    if (!idle->word) take_word(*idle);
 }
 
 pinned_buffer event_pool::new_slab(std::source_location where) const {
@@ -235,32 +271,27 @@ pinned_buffer event_pool::new_slab(std::source_location where) const {
 
 void event_pool::expect_prepare() noexcept {
   std::lock_guard lock(mutex_);
-  prepare_expected_ = true;
+  growth_pending_ = true;
 }
 
 void event_pool::prepare(std::size_t slots, std::source_location where) noexcept {
+  bool need_slab = false;
   try {
-    bool need_slab = false;
-    {
-      std::lock_guard lock(mutex_);
-      if (words_supported_ < 0)
-        words_supported_ =
-            ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
-      need_slab = words_supported_ && words_used_ + slots > slabs_.size() * words_per_slab;
-    }
-    std::optional<pinned_buffer> slab;
-    if (need_slab) {  // outside the lock: an operation taking a slot meanwhile never waits for this allocation
-      thread_capture_mode relaxed(CU_STREAM_CAPTURE_MODE_RELAXED, where);
-      slab.emplace(new_slab(where));
-    }
     std::lock_guard lock(mutex_);
-    if (slab) slabs_.push_back(std::move(*slab));  // words are handed out in order: a slab at the end adds room
-    prepare_expected_ = false;
+    if (words_supported_ < 0)
+      words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
+    need_slab = words_supported_ == 1 && words_used_ + slots > slabs_.size() * words_per_slab;
+    if (!need_slab) growth_pending_ = false;  // expect_prepare's promise is kept without one
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    growth_pending_ = false;
+  }
+  if (need_slab) grow_words(where);  // clears the promise, with or without a slab
+  try {
+    std::lock_guard lock(mutex_);
     while (idle_.size() < slots) idle_.push_back(create_slot(where));  // create_slot reserved idle_'s room
   } catch (...) {
-    // Out of memory or a driver error: the operations that need a slot grow the pool themselves (and say why).
-    std::lock_guard lock(mutex_);
-    prepare_expected_ = false;
+    // Out of memory or a driver error: the operations that need a slot make it themselves (and say why).
   }
 }
 
@@ -285,7 +316,9 @@ detail::event_slot* event_pool::acquire(std::source_location where) {
 void event_pool::give_back(detail::event_slot* slot) noexcept {
   std::shared_ptr<event_pool> self = std::move(slot->lent);  // the last loan may end the pool: after the lock
   std::lock_guard lock(mutex_);
-  idle_.push_back(slot);  // capacity reserved at creation (slots_.size() >= idle_.size())
+  if (!slot->word) [[unlikely]]
+    take_word(*slot);  // made while the pool was out of words: one may have come since
+  idle_.push_back(slot);  // capacity reserved at creation (slots_.capacity() >= idle_.capacity())
 }
 
 void detail::settle_stream(stream_ref s) noexcept {

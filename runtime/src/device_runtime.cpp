@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 
-#include "grower.hpp"
+#include <cuasync/driver/detail/grower.hpp>
 
 #include <cuasync/driver/blocking_free.hpp>
 
@@ -47,7 +47,8 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     // same thread, in order): no caller's thread allocates pinned memory for them (event_pool::expect_prepare).
     events_->expect_prepare();
     try {
-      grower_thread().post_or_run([events = events_, where] { events->prepare(prepared_event_slots, where); });
+      cuasync::detail::grower_thread().post_or_run(
+          [events = events_, where] { events->prepare(prepared_event_slots, where); });
     } catch (...) {
       events_->prepare(0, where);  // not posted (no memory): the promise withdrawn, the pool grows as it goes
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/pinned_pool.hpp>
 
-#include "grower.hpp"
+#include <cuasync/driver/detail/grower.hpp>
 
 #include <cuasync/driver/blocking_free.hpp>
 
@@ -168,7 +168,7 @@ void pinned_pool::allocate_async(std::size_t bytes, ready_callback ready, std::s
     }
     ready(std::move(b), failure);
   };
-  grower_thread().post_or_run(std::move(task));  // at exit: on the caller's thread
+  cuasync::detail::grower_thread().post_or_run(std::move(task));  // at exit: on the caller's thread
 }
 
 void pinned_pool::reserve_async(std::vector<std::size_t> sizes) {
@@ -181,7 +181,7 @@ void pinned_pool::reserve_async(std::vector<std::size_t> sizes) {
       }
     }
   };  // the blocks go back to the pool idle
-  grower_thread().post_or_run(std::move(task));
+  cuasync::detail::grower_thread().post_or_run(std::move(task));
 }
 
 void pinned_pool::warm_async(std::size_t bytes) noexcept {
@@ -202,7 +202,7 @@ void pinned_pool::warm_async(std::size_t bytes) noexcept {
     self->warming_ &= ~bit;
   };
   try {
-    grower_thread().post_or_run(std::move(task));
+    cuasync::detail::grower_thread().post_or_run(std::move(task));
   } catch (...) {
     std::lock_guard lock(mutex_);
     warming_ &= ~bit;

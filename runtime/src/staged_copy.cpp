@@ -6,7 +6,7 @@
 
 #include <cuasync/driver/stream.hpp>
 
-#include "grower.hpp"
+#include <cuasync/driver/detail/grower.hpp>
 #include "staged_copy_parts.hpp"
 
 #include <algorithm>
@@ -62,7 +62,7 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
 
 void staged_copier::grow_on_background(std::source_location where) noexcept {
   // Outside mutex_: at exit the worker may refuse the task, and grow_ring then runs here.
-  grower_thread().post_or_run([this, where] { grow_ring(where); });
+  cuasync::detail::grower_thread().post_or_run([this, where] { grow_ring(where); });
 }
 
 void staged_copier::grow_ring(std::source_location where) noexcept {

@@ -2,6 +2,7 @@
 // async_io on the GPU: every token type, many concurrent coroutines, cancellation while a kernel runs, an io thread
 // that is never blocked.
 #include <cuasync/async_io.hpp>
+#include <cuasync/engine/event_pool.hpp>
 
 #include "gpu.hpp"
 #include "host_support.hpp"
@@ -282,6 +283,7 @@ TEST_CASE("a wait alone on its stream gets a host word while lone waits stay alo
           "[async_io][gpu][concurrent]") {
   cuda_completion_source& src = cuda_completion_source::instance();
   src.use_host_words(true);
+  event_pool::for_context(test::ctx())->prepare(4);  // words ready (a pool grows them in the background)
   asio::io_context io;
   stream s = stream::create(test::ctx());
   test::gate g;
@@ -321,6 +323,7 @@ TEST_CASE("what a stream copied to pinned memory is visible once its host word s
   cuda_completion_source& src = cuda_completion_source::instance();
   src.use_host_words(true);
   constexpr int streams = 8, rounds = 200;
+  event_pool::for_context(test::ctx())->prepare(streams);  // words ready (a pool grows them in the background)
   asio::io_context io;
   std::vector<stream> ss;
   for (int i = 0; i < streams; ++i) ss.push_back(stream::create(test::ctx()));

@@ -6,6 +6,7 @@
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/completion_queues.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
+#include <cuasync/engine/event_pool.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -42,6 +43,9 @@ TEST_CASE("passes over lone waits whose host words are still to come ask their e
   poll_policy p = poll_policy::balanced();
   p.watchdog = std::chrono::hours(1);  // no full pass: those ask every event
   completion_queues queues(p);
+  // The pool's words made ready first, as a runtime does on its grower thread: a pool grows them in the background
+  // (a slot made before they come has none).
+  event_pool::for_context(ctx)->prepare(n);
   auto& source = cuda_completion_source::instance();
   const std::uint64_t words_before = source.host_word_waits();
   std::vector<std::unique_ptr<queued_wait>> waits;

@@ -144,13 +144,13 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   pooled_event record(stream_ref s, std::source_location where = std::source_location::current());
 
   context_ref context() const noexcept { return ctx_; }
-  //! Growth off the callers' threads, for a runtime whose first operations must not allocate pinned memory there (a
-  //! `cuMemHostAlloc` on the caller's thread waits behind any other thread's: a C ABI runtime's staging reservation
-  //! made a first pageable copy's call take 126 ms on an H100). `expect_prepare()`, on the creating thread, promises
-  //! a `prepare`: until it has run, a slot made for an operation takes no host word rather than allocate a slab
-  //! there (its wait is then seen by an event query: slower, never blocking). `prepare(slots)`, on a thread that may
-  //! block (the runtime's grower), makes at least `slots` idle slots ready, the slab allocated outside the pool's lock.
-  //! Neither throws: on a failure the operations grow the pool as before.
+  //! A pool's host words never come from the thread that takes a slot (a `cuMemHostAlloc` there waits behind any
+  //! other thread's: a C ABI runtime's staging reservation made a first pageable copy's call take 126 ms on an H100):
+  //! the grower thread makes each slab ahead of need, and a slot made while no word is free has none until it comes
+  //! back. A runtime readies its pool at creation: `expect_prepare()`, on the creating thread, promises a `prepare`
+  //! (no other growth is asked for meanwhile); `prepare(slots)`, on a thread that may block (the runtime's grower),
+  //! makes at least `slots` idle slots ready, with a slab of words if they need one, allocated outside the pool's
+  //! lock. Neither throws: on a failure the slots go on without words (their waits seen by event queries).
   void expect_prepare() noexcept;
   void prepare(std::size_t slots, std::source_location where = std::source_location::current()) noexcept;
   //! Events created by this pool so far, and how many are idle in it now.
@@ -172,7 +172,12 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
  private:
   event_pool(context_ref ctx, unsigned long long id);
   detail::event_slot* create_slot(std::source_location where);  // under mutex_
-  pinned_buffer new_slab(std::source_location where) const;       // zeroed host words, 512 of them
+  //! Under mutex_: gives `slot` a host word if one is free (none without 64-bit stream memory operations), and asks
+  //! the grower thread for the next slab when few are left. Never blocks, never throws.
+  void take_word(detail::event_slot& slot) noexcept;
+  //! On the grower thread (or prepare's): a new slab, allocated outside the lock; idle slots without a word get one.
+  void grow_words(std::source_location where) noexcept;
+  pinned_buffer new_slab(std::source_location where) const;  // zeroed host words, 512 of them
   context_ref ctx_;
   unsigned long long id_;
   bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
@@ -180,9 +185,11 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   std::vector<std::unique_ptr<detail::event_slot>> slots_;  // every slot this pool made
   std::vector<detail::event_slot*> idle_;
   int words_supported_ = -1;  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, read once; -1: not yet
-  std::vector<pinned_buffer> slabs_;  // the words, 512 to a slab
+  std::vector<pinned_buffer> slabs_;        // the words, 512 to a slab, handed out in order
+  std::vector<CUdeviceptr> slab_devices_;  // each slab's device address (asked once, when it is made)
   std::size_t words_used_ = 0;
-  bool prepare_expected_ = false;  // expect_prepare() until prepare() ran: new slots take no word meanwhile
+  // A slab is coming from the grower thread (or expect_prepare() promised one): no other growth is asked for.
+  bool growth_pending_ = false;
 
   // Admission, driven by cuda_completion_source (the per-stream counts live with its stream states).
   friend class cuda_completion_source;
