@@ -5,9 +5,14 @@
 // Build: gcc -O2 -shared -fPIC -o libdriver_slow_calls.so driver_slow_calls.c -ldl; run the program with
 // CUASYNC_LIBCUDA at it (SHIM_REAL names the real driver, default libcuda.so.1). Wraps functions of at most six
 // integer or pointer parameters (x86-64: forwarded unchanged). SHIM_DELAY="cuMemHostAlloc=20000,..." adds that many
-// microseconds to each call of those: a GPU machine's slow calls replayed on the simulated driver. Not yet run on a GPU.
+// microseconds to each call of those: a GPU machine's slow calls replayed on the simulated driver ("=700m": 700 us
+// per MiB of the call's second argument, the size of cuMemHostAlloc and cuMemHostRegister). SHIM_SERIALIZE=1 holds
+// one process-wide lock through each wrapped call but the waiting ones (synchronizes, frees): a driver whose pinned
+// allocation keeps every other thread's calls out meanwhile; SHIM_SERIALIZE=2 through the pinned allocations and
+// registrations only (they wait for each other, nothing else waits for them). Not yet run on a GPU.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,21 +38,34 @@ static double t0_[N], t1_[N]; static int id_[N], tid_[N]; static volatile unsign
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static double base;
 static unsigned delay_us[NS];  // SHIM_DELAY="cuMemHostAlloc=20000,...": a slower driver's cost, on the simulated one
+static char per_mib[NS];       // the delay is per MiB of the second argument
+static int serialize;          // SHIM_SERIALIZE=1
+static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
 static void parse_delays(void) {
   const char* spec = getenv("SHIM_DELAY");
   for (const char* p = spec; p && *p;) {
     const char* eq = strchr(p, '=');
     if (!eq) break;
     for (int i = 0; names[i]; ++i)
-      if (strlen(names[i]) == (size_t)(eq - p) && !strncmp(p, names[i], eq - p)) delay_us[i] = (unsigned)atoi(eq + 1);
+      if (strlen(names[i]) == (size_t)(eq - p) && !strncmp(p, names[i], eq - p)) {
+        char* end = 0;
+        delay_us[i] = (unsigned)strtoul(eq + 1, &end, 10);
+        per_mib[i] = end && *end == 'm';
+      }
     p = strchr(eq, ',');
     if (p) ++p;
   }
 }
 static CUresult call(int i, u a, u b, u c, u d, u e, u f) {
   double s = now();
-  if (delay_us[i]) usleep(delay_us[i]);
-  CUresult r = real[i](a, b, c, d, e, f); double x = now();
+  const int locked = serialize == 1 ? !strstr(names[i], "Synchronize") && !strstr(names[i], "Free")
+                   : serialize == 2 && (strstr(names[i], "cuMemHostAlloc") || strstr(names[i], "cuMemHostRegister") ||
+                                        strstr(names[i], "cuMemAllocHost"));
+  if (locked) pthread_mutex_lock(&driver_lock);
+  if (delay_us[i]) usleep(per_mib[i] ? (useconds_t)((double)delay_us[i] * (double)b / (1 << 20)) : delay_us[i]);
+  CUresult r = real[i](a, b, c, d, e, f);
+  if (locked) pthread_mutex_unlock(&driver_lock);
+  double x = now();
   if (x - s > 100e-6) { unsigned k = __atomic_fetch_add(&n_, 1, __ATOMIC_RELAXED); if (k < N) { t0_[k] = s; t1_[k] = x; id_[k] = i; tid_[k] = (int)syscall(SYS_gettid); } }
   return r;
 }
@@ -64,7 +82,7 @@ static void report(void) {
               (t0_[k] - base) * 1e3, (t1_[k] - t0_[k]) * 1e3);
 }
 CUresult cuGetProcAddress_v2(const char* sym, void** pfn, int v, uint64_t flags, void* st) {
-  if (!real_gpa) { const char* rl = getenv("SHIM_REAL"); void* lib = dlopen(rl ? rl : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); real_gpa = (gpa_t)dlsym(lib, "cuGetProcAddress_v2"); base = now(); parse_delays(); atexit(report); }
+  if (!real_gpa) { const char* rl = getenv("SHIM_REAL"); void* lib = dlopen(rl ? rl : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); real_gpa = (gpa_t)dlsym(lib, "cuGetProcAddress_v2"); base = now(); parse_delays(); serialize = getenv("SHIM_SERIALIZE") ? atoi(getenv("SHIM_SERIALIZE")) : 0; atexit(report); }
   CUresult r = real_gpa(sym, pfn, v, flags, st);
   if (r || !pfn || !*pfn) return r;
   for (int i = 0; names[i]; ++i) if (!strcmp(sym, names[i])) { real[i] = (fn6)*pfn; *pfn = wrappers[i]; break; }
