@@ -19,6 +19,16 @@ constexpr std::size_t gate_words_reserved = 4;
 // credit (16) and its copies' events, so that its first operations find their events and host words.
 constexpr std::size_t prepared_event_slots = 16;
 
+// CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n> in the environment: the whole-block bound of every runtime's policy (0: no whole
+// blocks, so no large block is allocated in the background for the next copy of a size), for A/B runs of the C ABI.
+void whole_block_bound_from_environment(pageable_copy_policy& p) {
+  const char* v = std::getenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
+  if (!v || !*v) return;
+  char* end = nullptr;
+  const unsigned long long mib = std::strtoull(v, &end, 10);
+  if (end && *end == '\0' && mib <= (std::size_t{1} << 20)) p.whole_block_up_to_bytes = std::size_t(mib) << 20;
+}
+
 bool warm_up_from_environment() {
   static const bool on = [] {
     const char* v = std::getenv("CUASYNC_WARM_UP_STAGING");
@@ -33,6 +43,7 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     : options_(options),
       owned_(owned ? std::make_shared<const primary_context>(std::move(owned)) : nullptr),
       ctx_(ctx) {
+  whole_block_bound_from_environment(options_.pageable);
   event_pool::sweep();  // state of contexts that are gone (a new runtime is a good moment to let it go)
   events_ = event_pool::for_context(ctx_, where);
   if (options_.admission) events_->set_admission_limits(*options_.admission);

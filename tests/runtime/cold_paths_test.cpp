@@ -139,3 +139,21 @@ TEST_CASE("a pinned pool's asynchronous allocation hits here and misses on the b
   CHECK(rt->pinned()->try_allocate(std::size_t{5} << 20));
   CHECK_FALSE(rt->pinned()->try_allocate(std::size_t{9} << 20));  // never allocated: a miss, and nothing allocated
 }
+
+TEST_CASE("CUASYNC_WHOLE_BLOCK_UP_TO_MIB sets the whole-block bound of runtimes created after it; a bad value is "
+          "ignored",
+          "[runtime][cold][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  const std::size_t default_bound = pageable_copy_policy{}.whole_block_up_to_bytes;
+  struct unset_at_end {
+    ~unset_at_end() { ::unsetenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB"); }
+  } unset;
+  ::setenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB", "0", 1);
+  CHECK(device_runtime::create(0)->options().pageable.whole_block_up_to_bytes == 0);
+  ::setenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB", "64", 1);
+  CHECK(device_runtime::create(0)->options().pageable.whole_block_up_to_bytes == std::size_t{64} << 20);
+  ::setenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB", "64MB", 1);
+  CHECK(device_runtime::create(0)->options().pageable.whole_block_up_to_bytes == default_bound);
+  ::unsetenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
+  CHECK(device_runtime::create(0)->options().pageable.whole_block_up_to_bytes == default_bound);
+}

@@ -27,7 +27,8 @@ struct device_runtime_options {
   std::size_t pinned_cap_bytes = std::size_t{4} << 30;   //!< most pinned memory the pinned pool may hold
   std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse
   staged_copy_options staging;
-  //! How pageable copies are staged, by size (runtime/pageable_copy.hpp).
+  //! How pageable copies are staged, by size (runtime/pageable_copy.hpp). `CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n>` in the
+  //! environment sets `whole_block_up_to_bytes` of every runtime (the C ABI's too); 0 turns whole blocks off.
   pageable_copy_policy pageable;
   //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
   //! of its size is idle yet, instead of at the first such copy. The C ABI's runtimes turn it on (so that their
