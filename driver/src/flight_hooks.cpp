@@ -59,13 +59,12 @@ trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const
                                        std::source_location where) noexcept {
   trace::flight::op o;
   o.call = "cuLaunchKernelEx";
-  o.name = k.name;
+  o.stable_name = k.flight_name;
   o.grid[0] = c.grid.x, o.grid[1] = c.grid.y, o.grid[2] = c.grid.z;
   o.block[0] = c.block.x, o.block[1] = c.block.y, o.block[2] = c.block.z;
   o.shared_bytes = c.shared_memory_bytes;
   o.params = static_cast<std::uint32_t>(k.params.size());
-  for (std::size_t i = 0; i < std::min<std::size_t>(k.params.size(), 8); ++i)
-    o.param_sizes |= std::uint64_t(std::min<std::size_t>(k.params[i].size, 255)) << (8 * i);
+  o.param_sizes = k.flight_param_sizes;  // packed when the kernel was described
   o.where = where;
   return flight_note(s, o);
 }

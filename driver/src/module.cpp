@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/module.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
@@ -7,6 +8,7 @@
 #include "kernel_lookup.hpp"
 #include "kernel_param_counts.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -67,6 +69,7 @@ std::unique_ptr<kernel_info> describe_kernel(CUfunction function, std::string na
   auto info = std::make_unique<kernel_info>();
   info->function = function;
   info->name = std::move(name);
+  info->flight_name = trace::flight::intern_name(info->name);  // once per kernel, not per recorded launch
   info->ctx = ctx;
   // The count from the image where it says; otherwise probed (an index past the last one is refused).
   const auto counted_at = param_counts.find(symbol);
@@ -78,6 +81,7 @@ std::unique_ptr<kernel_info> describe_kernel(CUfunction function, std::string na
     if (r != CUDA_SUCCESS)
       throw_cu(r, "cuFuncGetParamInfo", "parameter " + std::to_string(i) + " of kernel '" + symbol + "'", where);
     info->params.push_back({offset, size});
+    if (i < 8) info->flight_param_sizes |= std::uint64_t(std::min<std::size_t>(size, 255)) << (8 * i);
   }
   if (symbol.starts_with("_Z"))
     if (auto types = decode_kernel_parameters(symbol); types && types->size() == info->params.size())

@@ -62,7 +62,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
   // completion never marks it done.
   trace::flight::mark flown;
   if (trace::flight::enabled()) [[unlikely]]
-    flown = detail::flight_note(s, {.call = "cuEventRecord", .name = "completion event", .where = where});
+    flown = detail::flight_note(s, {.call = "cuEventRecord", .name = {}, .stable_name = "completion event", .where = where});
   std::uint64_t order = 0;
   std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
   try {

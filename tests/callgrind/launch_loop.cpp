@@ -5,6 +5,7 @@
 //   c_abi   the C ABI's launch (libcuasync.so, dlopen'ed) without a completion: the handles' lookups, the arguments'
 //           checks, the admission place and its batched return, then the same launch;
 //   traced  cuasync::launch with tracing on (the recorder): the hook's GPU span and host span;
+//   flight  cuasync::launch with the flight recorder on (trace/flight_recorder.hpp): a ring slot per launch;
 //   cpp_placed  cuasync::launch with an admission place per launch (try_admit), given back per 16 after one event (as
 //           bench/plugins/c_abi_bench.cpp's "with a place"): what the C ABI's credit replaced, in C++;
 //   c_abi_args   the C ABI's launch of an extern "C" kernel of three parameters (float*, float, int): sizes checked
@@ -17,13 +18,14 @@
 // is compiled by NVRTC, slow under callgrind). The count of thread 1 (the main thread, --separate-threads=yes) in the
 // dump named "launches" is the figure.
 //
-// Usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced [launches] [libcuasync.so]
+// Usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced|flight [launches] [libcuasync.so]
 //        (CUASYNC_LIBCUDA names the simulated driver)
 #include <cuasync/cuasync.h>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
+#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/recorder.hpp>
 
 #include <valgrind/callgrind.h>
@@ -78,6 +80,14 @@ void run_cpp(int launches, const std::string& mode) {
   stream s = stream::create(ctx, {.non_blocking = true});
   const bool traced = mode == "traced";
   if (traced) trace::enable({.output = {}, .max_records = 10'000'000});
+  const bool flown = mode == "flight";
+  if (flown) {
+    trace::flight::options fo;
+    fo.stall = std::chrono::milliseconds(0);  // no watch over stalls: its thread would count elsewhere anyway
+    fo.signal = 0;
+    fo.to_stderr = false;
+    trace::flight::enable(fo);
+  }
   cuda_completion_source& source = cuda_completion_source::instance();
   const admission_site site = source.site_of(s);
   std::vector<admission_ticket> batch;
@@ -95,6 +105,7 @@ void run_cpp(int launches, const std::string& mode) {
     measure(
         launches, [&] { launch(s, k, {.grid = 1, .block = 1}); }, [&] { s.synchronize(); });
   if (traced) trace::disable();
+  if (flown) trace::flight::disable();
 }
 
 // What the C ABI modes launch: `name` from this source, with `args` and `types` (NULL: untyped).
@@ -172,8 +183,9 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int launches = argc > 2 ? std::atoi(argv[2]) : 3000;
   const bool c_abi = mode == "c_abi" || mode == "c_abi_args" || mode == "c_abi_typed";
-  if ((mode != "cpp" && mode != "cpp_placed" && mode != "traced" && !c_abi) || launches <= 0 || (c_abi && argc < 4)) {
-    std::fprintf(stderr, "usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced [launches > 0] "
+  if ((mode != "cpp" && mode != "cpp_placed" && mode != "traced" && mode != "flight" && !c_abi) || launches <= 0 ||
+      (c_abi && argc < 4)) {
+    std::fprintf(stderr, "usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced|flight [launches > 0] "
                          "[libcuasync.so, for c_abi*]\n");
     return 2;
   }

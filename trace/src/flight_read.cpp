@@ -30,36 +30,41 @@ bool read_slot(const slot& s, std::uint64_t seq, entry& e) {
   const std::uint64_t t = s.ticks.load(std::memory_order_relaxed);
   const auto* call = reinterpret_cast<const char*>(s.call.load(std::memory_order_relaxed));
   const auto where = std::bit_cast<std::source_location>(s.where.load(std::memory_order_relaxed));
-  std::uint64_t shape[4], name[slot::name_words];
-  for (int i = 0; i < 4; ++i) shape[i] = s.shape[i].load(std::memory_order_relaxed);
-  for (std::size_t i = 0; i < slot::name_words; ++i) name[i] = s.name[i].load(std::memory_order_relaxed);
+  std::uint64_t shape[5];
+  for (int i = 0; i < 5; ++i) shape[i] = s.shape[i].load(std::memory_order_relaxed);
+  const std::uint64_t name = s.name.load(std::memory_order_relaxed);
   e.param_sizes.clear();
-  const std::uint64_t sizes = s.param_sizes.load(std::memory_order_relaxed);
-  e.bytes = s.bytes.load(std::memory_order_relaxed);
-  e.src = s.src.load(std::memory_order_relaxed);
-  e.dst = s.dst.load(std::memory_order_relaxed);
   e.awaiter_queue = s.awaiter_queue.load(std::memory_order_relaxed);
   e.awaiter_token = s.awaiter_token.load(std::memory_order_relaxed);
-  e.thread = s.thread.load(std::memory_order_relaxed);
+  const std::uint64_t thread = s.thread.load(std::memory_order_relaxed);
   const std::uint64_t st = s.status.load(std::memory_order_relaxed);
   const std::uint64_t done = s.done_ticks.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.version.load(std::memory_order_relaxed) != v1) return false;
+  // Only now, the slot known whole: its name pointer is one a writer stored (static or interned: never freed).
   e.seq = seq;
   e.issued_ns = ticks_to_ns(t);
   e.call = call ? call : "";
-  name[slot::name_words - 1] &= 0x00FF'FFFF'FFFF'FFFFull;  // always NUL-terminated
-  e.name = reinterpret_cast<const char*>(name);
-  e.grid[0] = std::uint32_t(shape[0]);
-  e.grid[1] = std::uint32_t(shape[0] >> 32);
-  e.grid[2] = std::uint32_t(shape[1]);
-  e.block[0] = std::uint32_t(shape[1] >> 32);
-  e.block[1] = std::uint32_t(shape[2]);
-  e.block[2] = std::uint32_t(shape[2] >> 32);
-  e.shared_bytes = std::uint32_t(shape[3]);
-  e.params = std::uint32_t(shape[3] >> 32);
-  for (std::uint32_t i = 0; i < std::min<std::uint32_t>(e.params, 8); ++i)
-    e.param_sizes.push_back(std::uint32_t(sizes >> (8 * i)) & 0xFF);
+  e.name = name ? reinterpret_cast<const char*>(name) : "";
+  e.thread = thread & ~slot::launch_bit;
+  const bool launch = (thread & slot::launch_bit) != 0;
+  e.bytes = launch ? 0 : shape[0];
+  e.src = launch ? 0 : shape[1];
+  e.dst = launch ? 0 : shape[2];
+  e.grid[0] = e.grid[1] = e.grid[2] = e.block[0] = e.block[1] = e.block[2] = 0;
+  e.shared_bytes = e.params = 0;
+  if (launch) {
+    e.grid[0] = std::uint32_t(shape[0]);
+    e.grid[1] = std::uint32_t(shape[0] >> 32);
+    e.grid[2] = std::uint32_t(shape[1]);
+    e.block[0] = std::uint32_t(shape[1] >> 32);
+    e.block[1] = std::uint32_t(shape[2]);
+    e.block[2] = std::uint32_t(shape[2] >> 32);
+    e.shared_bytes = std::uint32_t(shape[3]);
+    e.params = std::uint32_t(shape[3] >> 32);
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(e.params, 8); ++i)
+      e.param_sizes.push_back(std::uint32_t(shape[4] >> (8 * i)) & 0xFF);
+  }
   e.file = where.file_name() ? where.file_name() : "";
   e.function = where.function_name() ? where.function_name() : "";
   e.line = where.line();

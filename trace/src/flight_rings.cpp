@@ -12,6 +12,7 @@
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <unordered_set>
 
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -99,12 +100,6 @@ struct thread_state {
   std::uint64_t ordinal = 0;
 };
 thread_local thread_state this_thread;
-
-void store_name(slot& s, std::string_view name) noexcept {
-  std::uint64_t words[slot::name_words] = {};
-  std::memcpy(words, name.data(), std::min(name.size(), sizeof words - 1));
-  for (std::size_t i = 0; i < slot::name_words; ++i) s.name[i].store(words[i], std::memory_order_relaxed);
-}
 
 std::uint64_t pack(std::uint32_t lo, std::uint32_t hi) noexcept { return lo | std::uint64_t{hi} << 32; }
 
@@ -262,6 +257,7 @@ void retire_ring(void* stream) noexcept {
 mark note(ring* r, const op& o) noexcept {
   thread_state& me = this_thread;
   if (me.ordinal == 0) me.ordinal = this_thread_ordinal();
+  const char* name = o.stable_name ? o.stable_name : intern_name(o.name);
   const std::uint64_t seq = r->next.fetch_add(1, std::memory_order_relaxed) + 1;
   slot& s = r->slots[seq & r->mask];
   s.version.store(2 * seq + 1, std::memory_order_relaxed);
@@ -269,22 +265,50 @@ mark note(ring* r, const op& o) noexcept {
   s.ticks.store(ticks(), std::memory_order_relaxed);
   s.call.store(reinterpret_cast<std::uintptr_t>(o.call), std::memory_order_relaxed);
   s.where.store(std::bit_cast<std::uint64_t>(o.where), std::memory_order_relaxed);
-  s.shape[0].store(pack(o.grid[0], o.grid[1]), std::memory_order_relaxed);
-  s.shape[1].store(pack(o.grid[2], o.block[0]), std::memory_order_relaxed);
-  s.shape[2].store(pack(o.block[1], o.block[2]), std::memory_order_relaxed);
-  s.shape[3].store(pack(o.shared_bytes, o.params), std::memory_order_relaxed);
-  s.param_sizes.store(o.param_sizes, std::memory_order_relaxed);
-  s.bytes.store(o.bytes, std::memory_order_relaxed);
-  s.src.store(o.src, std::memory_order_relaxed);
-  s.dst.store(o.dst, std::memory_order_relaxed);
+  const bool launch = o.grid[0] != 0;
+  if (launch) {
+    s.shape[0].store(pack(o.grid[0], o.grid[1]), std::memory_order_relaxed);
+    s.shape[1].store(pack(o.grid[2], o.block[0]), std::memory_order_relaxed);
+    s.shape[2].store(pack(o.block[1], o.block[2]), std::memory_order_relaxed);
+    s.shape[3].store(pack(o.shared_bytes, o.params), std::memory_order_relaxed);
+    s.shape[4].store(o.param_sizes, std::memory_order_relaxed);
+  } else {
+    s.shape[0].store(o.bytes, std::memory_order_relaxed);
+    s.shape[1].store(o.src, std::memory_order_relaxed);
+    s.shape[2].store(o.dst, std::memory_order_relaxed);
+  }
   s.awaiter_queue.store(me.queue, std::memory_order_relaxed);
   s.awaiter_token.store(me.token, std::memory_order_relaxed);
-  s.thread.store(me.ordinal, std::memory_order_relaxed);
+  s.thread.store(me.ordinal | (launch ? slot::launch_bit : 0), std::memory_order_relaxed);
   s.status.store(0, std::memory_order_relaxed);
   s.done_ticks.store(0, std::memory_order_relaxed);
-  store_name(s, o.name);
+  s.name.store(reinterpret_cast<std::uintptr_t>(name), std::memory_order_relaxed);
   s.version.store(2 * seq, std::memory_order_release);
   return {r, seq};
+}
+
+const char* intern_name(std::string_view name) noexcept {
+  if (name.empty()) return "";
+  // The thread's last few names: most threads issue the same few operations over and over.
+  struct cached {
+    const char* interned = nullptr;
+    std::size_t size = 0;
+  };
+  thread_local cached recent[8];
+  thread_local unsigned next_victim = 0;
+  for (const cached& c : recent)
+    if (c.size == name.size() && std::memcmp(c.interned, name.data(), name.size()) == 0) return c.interned;
+  static std::mutex* mutex = new std::mutex;                               // never destroyed: a dump at exit
+  static auto* names = new std::unordered_set<std::string>;                // reads them; node-based: c_str() stays
+  const char* interned = "(a name that could not be kept)";
+  try {
+    std::lock_guard lock(*mutex);
+    interned = names->emplace(name).first->c_str();
+  } catch (...) {
+    return interned;  // out of memory: the operation is still recorded
+  }
+  recent[next_victim++ % 8] = {interned, name.size()};
+  return interned;
 }
 
 void set_status(mark m, status st, int result) noexcept {

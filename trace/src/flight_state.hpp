@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 namespace cuasync::trace::flight {
@@ -15,19 +16,24 @@ namespace cuasync::trace::flight {
 // One recorded operation. Every field is an atomic word so that a reader on another thread (a dump) never races a
 // writer: the writer makes `version` odd, stores the fields, then publishes 2 * seq; a reader keeps a slot only when
 // it read the same even version before and after the fields. `status` and `done_ticks` change after publication.
-struct slot {
+struct alignas(64) slot {
   std::atomic<std::uint64_t> version{0};
   std::atomic<std::uint64_t> ticks{0};
   std::atomic<std::uint64_t> call{0};   // const char*, a string literal
   std::atomic<std::uint64_t> where{0};  // std::source_location, bit for bit (one pointer to static data)
-  std::atomic<std::uint64_t> shape[4];  // grid x|y, grid z|block x, block y|z, shared bytes|params (32 bits each)
-  std::atomic<std::uint64_t> param_sizes{0}, bytes{0}, src{0}, dst{0};
-  std::atomic<std::uint64_t> awaiter_queue{0}, awaiter_token{0}, thread{0};
+  // A launch: grid x|y, grid z|block x, block y|z, shared bytes|params (32 bits each), parameter sizes. Any other
+  // operation: bytes, src, dst.
+  std::atomic<std::uint64_t> shape[5];
+  std::atomic<std::uint64_t> awaiter_queue{0}, awaiter_token{0};
+  std::atomic<std::uint64_t> thread{0};  // the issuing thread's ordinal | launch_bit
   std::atomic<std::uint64_t> status{0};  // flight::status | result << 32
   std::atomic<std::uint64_t> done_ticks{0};
-  static constexpr std::size_t name_words = 8;
-  std::atomic<std::uint64_t> name[name_words];  // NUL-padded, at most 63 bytes
+  std::atomic<std::uint64_t> name{0};  // const char*: static or interned (intern_name), never freed
+  std::atomic<std::uint64_t> reserved{0};
+  static constexpr std::uint64_t launch_bit = std::uint64_t{1} << 63;
 };
+// Two cache lines: a launch's note writes two lines, not four (a quarter-kilobyte slot did, with its name copied in).
+static_assert(sizeof(slot) == 128);
 
 class ring {
  public:

@@ -23,8 +23,12 @@ struct kernel_param {
 struct kernel_info {
   CUfunction function = nullptr;
   std::string name;
+  //! `name`, kept for the process (trace::flight::intern_name): what the flight recorder's slots point at.
+  const char* flight_name = "";
   context_ref ctx;
   std::vector<kernel_param> params;
+  //! The first 8 parameters' sizes, a byte each (at most 255), as the flight recorder keeps them.
+  std::uint64_t flight_param_sizes = 0;
   const device_properties* device = nullptr;  //!< the limits launches are checked against
   int max_threads_per_block = 0;               //!< this kernel's limit (registers may lower it)
   //! The image's code for this kernel waits on the grid it depends on (`griddepcontrol.wait`), so a programmatic

@@ -16,8 +16,8 @@
 //!
 //! Turning it on: `enable()`, or `CUASYNC_FLIGHT=1` (or `=N`, the ring's length) in the environment, read when the
 //! driver loads. Off, it costs nothing: its bit is one of trace's hook bits (hooks.hpp), which every hook reads
-//! anyway. On, an operation pays one ring slot's stores (~20-30 ns on the host, measured by the driver and trace
-//! benches); nothing allocates after a stream's first operation.
+//! anyway. On, an operation pays one ring slot's stores (two cache lines; ~20 ns on the host, measured by the driver and
+//! trace benches); nothing allocates after a stream's first operation and a name's first sight.
 //!
 //! Completion: the engine marks a stream's operations done up to a wait it saw complete (operations on one stream
 //! finish in order), so an operation is "done" once a later wait on its stream completed, "in flight" otherwise. A
@@ -92,7 +92,12 @@ struct stream_identity {
 //! One operation being recorded.
 struct op {
   const char* call = "";          //!< the driver entry point (a string literal)
-  std::string_view name;          //!< the kernel's name, "H2D copy", ...: copied (the first 63 bytes)
+  //! The kernel's name, "H2D copy", ...: kept once per distinct name for the process (a per-thread cache of recent
+  //! names first), the slot holding a pointer to it.
+  std::string_view name;
+  //! The same, already in storage that lives for the process (a string literal, or a kernel's interned name): stored
+  //! as is. Preferred over `name` when set.
+  const char* stable_name = nullptr;
   std::uint32_t grid[3] = {0, 0, 0};   //!< a launch's grid (0: not a launch)
   std::uint32_t block[3] = {0, 0, 0};  //!< a launch's block
   std::uint32_t shared_bytes = 0;      //!< a launch's dynamic shared memory
@@ -128,6 +133,10 @@ void seen_done(mark m) noexcept;
 //! The engine saw a wait after `m` fail with `result` (`name`: the error's name, static storage): dumps, from the
 //! watch thread, when asked to dump on faults (once per ring and fault).
 void seen_fault(mark m, int result, const char* name) noexcept;
+
+//! A copy of `name` that lives for the process, the same pointer for the same text (what `op::stable_name` takes: a
+//! kernel's name, interned when the kernel is described). Never throws (out of memory: a fixed text).
+const char* intern_name(std::string_view name) noexcept;
 
 //! Whether an awaiter_scope is active on this thread.
 bool awaited_now() noexcept;
