@@ -66,33 +66,42 @@ void staged_copier::grow_on_background(std::source_location where) noexcept {
 }
 
 void staged_copier::grow_ring(std::source_location where) noexcept {
-  pinned_buffer ring;
-  std::error_code ec;
-  std::exception_ptr failure;
-  try {
-    ring = pinned_buffer::allocate(ctx_, options_.chunk_bytes * options_.chunks, where);
-  } catch (const std::system_error& e) {
-    ec = e.code();
-    failure = std::current_exception();
-  } catch (...) {
-    ec = std::make_error_code(std::errc::not_enough_memory);
-  }
-  outcalls out;
-  {
-    std::lock_guard lock(mutex_);
-    if (ring) {
-      ring_ = std::move(ring);
-      for (std::size_t i = 0; i < slots_.size(); ++i) slots_[i]->mem = ring_.data<std::byte>() + i * options_.chunk_bytes;
-      ring_state_ = ring_state::ready;
-    } else {
-      ring_state_ = ring_state::failed;
-      ring_error_ = ec;
-      ring_error_detail_ = failure;
+  // A block per slot, one at a time: the copies waiting start once the first is there (not after the whole ring's
+  // allocation, ~0.7 ms per MiB the first time), and no pinned allocation is larger than a chunk (one may keep every
+  // other thread's driver calls waiting while it runs).
+  for (std::size_t i = 0;; ++i) {
+    pinned_buffer block;
+    std::error_code ec;
+    std::exception_ptr failure;
+    try {
+      block = pinned_buffer::allocate(ctx_, options_.chunk_bytes, where);
+    } catch (const std::system_error& e) {
+      ec = e.code();
+      failure = std::current_exception();
+    } catch (...) {
+      ec = std::make_error_code(std::errc::not_enough_memory);
     }
-    pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
-    reap_locked(out);
+    outcalls out;
+    bool more = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (block) {
+        slots_[i]->mem = block.data<std::byte>();
+        ring_.push_back(std::move(block));
+        ring_state_ = ring_state::ready;
+        more = i + 1 < slots_.size();
+      } else if (ring_.empty()) {
+        ring_state_ = ring_state::failed;
+        ring_error_ = ec;
+        ring_error_detail_ = failure;
+      }  // else: the ring stays as large as it got (the copies share fewer slots)
+      pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
+      reap_locked(out);
+      if (more) ++running_;  // this run() gives one back; the last block's gives back start_growing's
+    }
+    run(out);
+    if (!more) return;
   }
-  run(out);  // gives back the running_ count taken by start_growing_locked
 }
 
 namespace {

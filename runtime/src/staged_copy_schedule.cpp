@@ -26,7 +26,8 @@ void staged_copier::pump_locked(outcalls& out) {
   // One slot at a time: a failed start frees its slot and stops its job (a nested pump may take slots meanwhile), so
   // each turn looks again.
   for (;;) {
-    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const auto& sl) { return !sl->j; });
+    // A slot without memory: its block is still being allocated (grow_ring makes them one at a time).
+    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const auto& sl) { return !sl->j && sl->mem; });
     if (free_slot == slots_.end()) return;
     job* j = next_taker_locked();
     if (!j) return;

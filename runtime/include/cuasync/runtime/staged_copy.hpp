@@ -84,10 +84,11 @@ class staged_copy_callback {
 //! DMAs behind it hold their slots until it is done.
 class staged_copier {
  public:
-  //! Starts the copy threads, and the pinned ring's allocation (chunks × chunk_bytes) on cuasync's background
-  //! thread: returns without waiting for it (a cold `cuMemHostAlloc` of 32 MiB takes tens of milliseconds). Copies
-  //! started before the ring is there wait for it asynchronously; if it cannot be allocated they fail with its
-  //! error, and the next copy tries again. @throws cuda_error (bad options)
+  //! Starts the copy threads, and the pinned ring's allocation on cuasync's background thread, a block of
+  //! chunk_bytes per slot, one after another: returns without waiting for it (a cold `cuMemHostAlloc` costs ~0.7 ms
+  //! per MiB). Copies started before the first block is there wait for it asynchronously, and use each slot as its
+  //! block comes; if not even the first can be allocated they fail with its error, and the next copy tries again.
+  //! @throws cuda_error (bad options)
   staged_copier(context_ref ctx, staged_copy_options options = {},
                 std::source_location where = std::source_location::current());
   //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside one of its own `done`
@@ -155,13 +156,14 @@ class staged_copier {
   context_ref ctx_;
   staged_copy_options options_;
   std::shared_ptr<event_pool> events_;
-  pinned_buffer ring_;
+  std::vector<pinned_buffer> ring_;  // a block per slot, made in slot order (the slots without one wait for it)
   std::vector<std::unique_ptr<slot>> slots_;
   memcpy_team team_;
   store_chooser h2d_stores_, d2h_stores_;
   std::mutex mutex_;
   std::condition_variable idle_cv_;
-  ring_state ring_state_ = ring_state::growing;  // under mutex_, as ring_ and the slots' memory
+  // Under mutex_, as ring_ and the slots' memory: growing until the first block, ready from then on.
+  ring_state ring_state_ = ring_state::growing;
   std::error_code ring_error_;
   std::exception_ptr ring_error_detail_;
   std::deque<std::unique_ptr<job>> jobs_;  // in arrival order (which orders copies on one stream); leave when done
