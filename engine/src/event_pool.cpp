@@ -230,6 +230,10 @@ void event_pool::take_word(detail::event_slot& slot) noexcept {
   // Fewer than a quarter of a slab's words left: the next slab is made on the grower thread, ahead of need. A slot
   // made before it lands has no word (its wait is seen by an event query) and takes one when it comes back.
   if (capacity - words_used_ < words_per_slab / 4 && !growth_pending_) {
+    // After a failed growth (no pinned memory, a context going away), not again for a second: a slot made or given
+    // back without a word must not send the grower into one failing allocation after another.
+    const long long now = completion_queues::now_ns();
+    if (growth_failed_ns_ != 0 && now - growth_failed_ns_ < 1'000'000'000) return;
     growth_pending_ = true;
     std::weak_ptr<event_pool> self = weak_from_this();
     if (!detail::grower_thread().post([self] {
@@ -250,15 +254,21 @@ void event_pool::grow_words(std::source_location where) noexcept {
   } catch (...) {
     slab.reset();  // out of pinned memory, or the context is gone: slots go on without words (event queries)
   }
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(mutex_);  // a slab not kept (no memory for the lists) is freed after it, at the return
+  bool kept = false;
   if (slab) {
-    slabs_.reserve(slabs_.size() + 1);
-    slab_devices_.reserve(slabs_.size());
-    slabs_.push_back(std::move(*slab));  // words are handed out in order: a slab at the end adds room
-    slab_devices_.push_back(device);
+    try {
+      slabs_.reserve(slabs_.size() + 1);
+      slab_devices_.reserve(slabs_.size() + 1);
+      slabs_.push_back(std::move(*slab));  // words are handed out in order: a slab at the end adds room
+      slab_devices_.push_back(device);
+      kept = true;
+    } catch (...) {
+    }
   }
+  growth_failed_ns_ = kept ? 0 : completion_queues::now_ns();
   growth_pending_ = false;
-  if (!slab) return;
+  if (!kept) return;
   for (detail::event_slot* idle : idle_)  // slots made while the slab was coming
     if (!idle->word) take_word(*idle);
 }

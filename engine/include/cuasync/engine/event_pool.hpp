@@ -190,6 +190,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   std::size_t words_used_ = 0;
   // A slab is coming from the grower thread (or expect_prepare() promised one): no other growth is asked for.
   bool growth_pending_ = false;
+  long long growth_failed_ns_ = 0;  // when the last growth failed (completion_queues::now_ns; 0: it did not)
 
   // Admission, driven by cuda_completion_source (the per-stream counts live with its stream states).
   friend class cuda_completion_source;
