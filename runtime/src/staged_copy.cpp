@@ -68,8 +68,10 @@ void staged_copier::grow_on_background(std::source_location where) noexcept {
 void staged_copier::grow_ring(std::source_location where) noexcept {
   // A block per slot, one at a time: the copies waiting start once the first is there (not after the whole ring's
   // allocation, ~0.7 ms per MiB the first time), and no pinned allocation is larger than a chunk (one may keep every
-  // other thread's driver calls waiting while it runs).
-  for (std::size_t i = 0;; ++i) {
+  // other thread's driver calls waiting while it runs). Their callbacks are made once the ring is whole: made
+  // between blocks, a callback that blocks (a caller's `enqueued`) would hold the ring at the slots it has.
+  outcalls out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
     pinned_buffer block;
     std::error_code ec;
     std::exception_ptr failure;
@@ -81,27 +83,22 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
     } catch (...) {
       ec = std::make_error_code(std::errc::not_enough_memory);
     }
-    outcalls out;
-    bool more = false;
-    {
-      std::lock_guard lock(mutex_);
-      if (block) {
-        slots_[i]->mem = block.data<std::byte>();
-        ring_.push_back(std::move(block));
-        ring_state_ = ring_state::ready;
-        more = i + 1 < slots_.size();
-      } else if (ring_.empty()) {
-        ring_state_ = ring_state::failed;
-        ring_error_ = ec;
-        ring_error_detail_ = failure;
-      }  // else: the ring stays as large as it got (the copies share fewer slots)
-      pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
-      reap_locked(out);
-      if (more) ++running_;  // this run() gives one back; the last block's gives back start_growing's
-    }
-    run(out);
-    if (!more) return;
+    const bool got = static_cast<bool>(block);
+    std::lock_guard lock(mutex_);
+    if (got) {
+      slots_[i]->mem = block.data<std::byte>();
+      ring_.push_back(std::move(block));
+      ring_state_ = ring_state::ready;
+    } else if (ring_.empty()) {
+      ring_state_ = ring_state::failed;
+      ring_error_ = ec;
+      ring_error_detail_ = failure;
+    }  // else: the ring stays as large as it got (the copies share fewer slots)
+    pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
+    reap_locked(out);
+    if (!got) break;
   }
+  run(out);  // gives back the running_ count taken by start_growing_locked
 }
 
 namespace {
