@@ -59,7 +59,8 @@ trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const
                                        std::source_location where) noexcept {
   trace::flight::op o;
   o.call = "cuLaunchKernelEx";
-  o.stable_name = k.flight_name;
+  o.name = k.name;
+  o.stable_name = k.flight_name;  // when set, `name` is not looked at
   o.grid[0] = c.grid.x, o.grid[1] = c.grid.y, o.grid[2] = c.grid.z;
   o.block[0] = c.block.x, o.block[1] = c.block.y, o.block[2] = c.block.z;
   o.shared_bytes = c.shared_memory_bytes;

@@ -69,7 +69,7 @@ std::unique_ptr<kernel_info> describe_kernel(CUfunction function, std::string na
   auto info = std::make_unique<kernel_info>();
   info->function = function;
   info->name = std::move(name);
-  info->flight_name = trace::flight::intern_name(info->name);  // once per kernel, not per recorded launch
+  if (trace::flight::enabled()) info->flight_name = trace::flight::intern_name(info->name);  // once, not per launch
   info->ctx = ctx;
   // The count from the image where it says; otherwise probed (an index past the last one is refused).
   const auto counted_at = param_counts.find(symbol);

@@ -202,9 +202,13 @@ bool event_pool::quiet_in(CUcontext ctx) noexcept {
   return true;
 }
 
-detail::event_slot* event_pool::create_slot(std::source_location where) {
+void event_pool::learn_words_supported(std::source_location where) {
   if (words_supported_ < 0)
     words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
+}
+
+detail::event_slot* event_pool::create_slot(std::source_location where) {
+  learn_words_supported(where);
   // Doubling, not one more each time (reserve(size + 1) reallocated, and moved every slot, at each new slot).
   if (slots_.size() == slots_.capacity()) slots_.reserve(std::max<std::size_t>(16, 2 * slots_.size()));
   if (idle_.capacity() < slots_.capacity()) idle_.reserve(slots_.capacity());  // give_back never allocates
@@ -232,8 +236,7 @@ void event_pool::take_word(detail::event_slot& slot) noexcept {
   if (capacity - words_used_ < words_per_slab / 4 && !growth_pending_) {
     // After a failed growth (no pinned memory, a context going away), not again for a second: a slot made or given
     // back without a word must not send the grower into one failing allocation after another.
-    const long long now = completion_queues::now_ns();
-    if (growth_failed_ns_ != 0 && now - growth_failed_ns_ < 1'000'000'000) return;
+    if (growth_failed_ns_ != 0 && completion_queues::now_ns() - growth_failed_ns_ < 1'000'000'000) return;
     growth_pending_ = true;
     std::weak_ptr<event_pool> self = weak_from_this();
     if (!detail::grower_thread().post([self] {
@@ -288,8 +291,7 @@ void event_pool::prepare(std::size_t slots, std::source_location where) noexcept
   bool need_slab = false;
   try {
     std::lock_guard lock(mutex_);
-    if (words_supported_ < 0)
-      words_supported_ = ctx_.device(where).attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, where) != 0;
+    learn_words_supported(where);
     need_slab = words_supported_ == 1 && words_used_ + slots > slabs_.size() * words_per_slab;
     if (!need_slab) growth_pending_ = false;  // expect_prepare's promise is kept without one
   } catch (...) {
@@ -326,9 +328,9 @@ detail::event_slot* event_pool::acquire(std::source_location where) {
 void event_pool::give_back(detail::event_slot* slot) noexcept {
   std::shared_ptr<event_pool> self = std::move(slot->lent);  // the last loan may end the pool: after the lock
   std::lock_guard lock(mutex_);
-  if (!slot->word) [[unlikely]]
+  if (!slot->word && words_supported_ == 1) [[unlikely]]
     take_word(*slot);  // made while the pool was out of words: one may have come since
-  idle_.push_back(slot);  // capacity reserved at creation (slots_.capacity() >= idle_.capacity())
+  idle_.push_back(slot);  // room reserved at creation (idle_.capacity() >= slots_.capacity())
 }
 
 void detail::settle_stream(stream_ref s) noexcept {

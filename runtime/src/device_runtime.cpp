@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/runtime/device_runtime.hpp>
 
-#include <cuasync/driver/detail/grower.hpp>
-
 #include <cuasync/driver/blocking_free.hpp>
+#include <cuasync/driver/detail/grower.hpp>
 
 #include <cstdlib>
 #include <cstring>

@@ -75,11 +75,7 @@ void measure(int launches, One&& one, Drain&& drain) {
 void run_cpp(int launches, const std::string& mode) {
   primary_context primary = primary_context::retain(0);
   context_ref ctx = primary;
-  module m = module::load(ctx, std::string_view(sim_ptx), "callgrind.ptx");
-  const kernel_ref k = m.kernel("empty_kernel");
-  stream s = stream::create(ctx, {.non_blocking = true});
-  const bool traced = mode == "traced";
-  if (traced) trace::enable({.output = {}, .max_records = 10'000'000});
+  // The flight recorder on before the kernel is described, as CUASYNC_FLIGHT=1 has it: its name is interned then.
   const bool flown = mode == "flight";
   if (flown) {
     trace::flight::options fo;
@@ -88,6 +84,11 @@ void run_cpp(int launches, const std::string& mode) {
     fo.to_stderr = false;
     trace::flight::enable(fo);
   }
+  module m = module::load(ctx, std::string_view(sim_ptx), "callgrind.ptx");
+  const kernel_ref k = m.kernel("empty_kernel");
+  stream s = stream::create(ctx, {.non_blocking = true});
+  const bool traced = mode == "traced";
+  if (traced) trace::enable({.output = {}, .max_records = 10'000'000});
   cuda_completion_source& source = cuda_completion_source::instance();
   const admission_site site = source.site_of(s);
   std::vector<admission_ticket> batch;

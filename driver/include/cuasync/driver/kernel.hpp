@@ -23,8 +23,10 @@ struct kernel_param {
 struct kernel_info {
   CUfunction function = nullptr;
   std::string name;
-  //! `name`, kept for the process (trace::flight::intern_name): what the flight recorder's slots point at.
-  const char* flight_name = "";
+  //! `name`, kept for the process (trace::flight::intern_name), when the flight recorder was on as the kernel was
+  //! described: what its slots point at. Null otherwise (a launch's note then interns `name` through its cache):
+  //! kernels described with the recorder off keep no copy.
+  const char* flight_name = nullptr;
   context_ref ctx;
   std::vector<kernel_param> params;
   //! The first 8 parameters' sizes, a byte each (at most 255), as the flight recorder keeps them.

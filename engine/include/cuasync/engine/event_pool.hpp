@@ -172,6 +172,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
  private:
   event_pool(context_ref ctx, unsigned long long id);
   detail::event_slot* create_slot(std::source_location where);  // under mutex_
+  void learn_words_supported(std::source_location where);        // under mutex_: words_supported_, asked once
   //! Under mutex_: gives `slot` a host word if one is free (none without 64-bit stream memory operations), and asks
   //! the grower thread for the next slab when few are left. Never blocks, never throws.
   void take_word(detail::event_slot& slot) noexcept;

@@ -16,8 +16,8 @@
 //!
 //! Turning it on: `enable()`, or `CUASYNC_FLIGHT=1` (or `=N`, the ring's length) in the environment, read when the
 //! driver loads. Off, it costs nothing: its bit is one of trace's hook bits (hooks.hpp), which every hook reads
-//! anyway. On, an operation pays one ring slot's stores (two cache lines; ~20 ns on the host, measured by the driver and
-//! trace benches); nothing allocates after a stream's first operation and a name's first sight.
+//! anyway. On, an operation pays one ring slot's stores (two cache lines; ~15 ns on the host, measured by the driver
+//! and trace benches); nothing allocates after a stream's first operation and a name's first sight.
 //!
 //! Completion: the engine marks a stream's operations done up to a wait it saw complete (operations on one stream
 //! finish in order), so an operation is "done" once a later wait on its stream completed, "in flight" otherwise. A
@@ -135,7 +135,8 @@ void seen_done(mark m) noexcept;
 void seen_fault(mark m, int result, const char* name) noexcept;
 
 //! A copy of `name` that lives for the process, the same pointer for the same text (what `op::stable_name` takes: a
-//! kernel's name, interned when the kernel is described). Never throws (out of memory: a fixed text).
+//! kernel's name, interned when the kernel is described with the recorder on). Never throws (out of memory: a fixed
+//! text).
 const char* intern_name(std::string_view name) noexcept;
 
 //! Whether an awaiter_scope is active on this thread.
