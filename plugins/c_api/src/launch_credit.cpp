@@ -7,6 +7,8 @@
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
 
+#include <cstdlib>
+
 namespace cuasync::c_api {
 
 namespace {
@@ -32,9 +34,20 @@ void stream_object::give_back_after(admission_ticket batch) const {
   }
 }
 
+std::uint32_t stream_object::unreported_batch() noexcept {
+  // Larger credits spread the batch's event record and engine hand-over over more launches; a stream admits 64 at
+  // most, and a credit is given back as soon as anyone waits, so the knob is for measuring (the C ABI bench's A/B).
+  static const std::uint32_t places = [] {
+    const char* text = std::getenv("CUASYNC_C_ABI_LAUNCH_CREDIT");
+    const long n = text ? std::strtol(text, nullptr, 10) : 0;
+    return n >= 1 && n <= 64 ? static_cast<std::uint32_t>(n) : 16u;
+  }();
+  return places;
+}
+
 void stream_object::refill_credit(const char* call) const {
   flush_unreported();  // a used credit's event; an unused one's places back (someone waits for admission)
-  admission_ticket fresh = admit(*this, call, false, unreported_batch);
+  admission_ticket fresh = admit(*this, call, false, unreported_batch());
   std::lock_guard lock(unreported_mutex_);
   credit_.absorb(std::move(fresh));  // another thread may have taken one meanwhile: one credit, counted together
   credit_held_.store(true, std::memory_order_relaxed);

@@ -56,8 +56,8 @@ struct stream_object {
   //! flight holds the stream object, so the gate outlives it).
   runtime::stream_gate gate;
 
-  //! Launches (and memsets) made without a completion take their places from a credit of up to `unreported_batch`
-  //! places, taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
+  //! Launches (and memsets) made without a completion take their places from a credit of up to `unreported_batch()`
+  //! places (16; `CUASYNC_C_ABI_LAUNCH_CREDIT`, 1-64, read once, sets it), taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
   //! give them back together: once the credit is used, one event is recorded after the last of them and the whole
   //! batch's places come back when it completes. Per launch: this stream's lock and a count, no engine lock. Admission
   //! still bounds what is in flight: a place is taken before its work is enqueued and never given back before that
@@ -68,7 +68,7 @@ struct stream_object {
   //! `enqueue()` puts the work on the stream (it throws what the driver said; its place stays in the credit).
   //! Thread-safe. @throws abi_error (BUSY), cuda_error, std::bad_alloc (the places of a batch whose event could not be
   //! recorded are given back: the record's failure waited for the stream)
-  static constexpr std::uint32_t unreported_batch = 16;
+  static std::uint32_t unreported_batch() noexcept;
   template <class Enqueue>
   void enqueue_unreported(const char* call, Enqueue&& enqueue) const {
     std::unique_lock lock(unreported_mutex_);
