@@ -59,8 +59,13 @@ trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const
                                        std::source_location where) noexcept {
   trace::flight::op o;
   o.call = "cuLaunchKernelEx";
-  o.name = k.name;
-  o.stable_name = k.flight_name;  // when set, `name` is not looked at
+  // The name interned at the kernel's first noted launch (a racing first launch interns the same pointer).
+  const char* name = k.flight_name.load(std::memory_order_acquire);
+  if (!name) [[unlikely]] {
+    name = trace::flight::intern_name(k.name);
+    k.flight_name.store(name, std::memory_order_release);
+  }
+  o.stable_name = name;
   o.grid[0] = c.grid.x, o.grid[1] = c.grid.y, o.grid[2] = c.grid.z;
   o.block[0] = c.block.x, o.block[1] = c.block.y, o.block[2] = c.block.z;
   o.shared_bytes = c.shared_memory_bytes;

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/module.hpp>
-#include <cuasync/trace/flight_recorder.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include <cuasync/trace/scope.hpp>
 
@@ -69,7 +68,6 @@ std::unique_ptr<kernel_info> describe_kernel(CUfunction function, std::string na
   auto info = std::make_unique<kernel_info>();
   info->function = function;
   info->name = std::move(name);
-  if (trace::flight::enabled()) info->flight_name = trace::flight::intern_name(info->name);  // once, not per launch
   info->ctx = ctx;
   // The count from the image where it says; otherwise probed (an index past the last one is refused).
   const auto counted_at = param_counts.find(symbol);

@@ -7,6 +7,7 @@
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/kernel_signature.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -23,10 +24,9 @@ struct kernel_param {
 struct kernel_info {
   CUfunction function = nullptr;
   std::string name;
-  //! `name`, kept for the process (trace::flight::intern_name), when the flight recorder was on as the kernel was
-  //! described: what its slots point at. Null otherwise (a launch's note then interns `name` through its cache):
-  //! kernels described with the recorder off keep no copy.
-  const char* flight_name = nullptr;
+  //! `name`, kept for the process (trace::flight::intern_name) from the first launch the flight recorder notes: what
+  //! its slots point at. Null until then: kernels launched with the recorder off keep no copy.
+  mutable std::atomic<const char*> flight_name{nullptr};
   context_ref ctx;
   std::vector<kernel_param> params;
   //! The first 8 parameters' sizes, a byte each (at most 255), as the flight recorder keeps them.

@@ -135,7 +135,7 @@ void seen_done(mark m) noexcept;
 void seen_fault(mark m, int result, const char* name) noexcept;
 
 //! A copy of `name` that lives for the process, the same pointer for the same text (what `op::stable_name` takes: a
-//! kernel's name, interned when the kernel is described with the recorder on). Never throws (out of memory: a fixed
+//! kernel's name, interned at its first noted launch). Never throws (out of memory: a fixed
 //! text).
 const char* intern_name(std::string_view name) noexcept;
 
