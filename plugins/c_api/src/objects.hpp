@@ -57,7 +57,7 @@ struct stream_object {
   runtime::stream_gate gate;
 
   //! Launches (and memsets) made without a completion take their places from a credit of up to `unreported_batch()`
-  //! places (16; `CUASYNC_C_ABI_LAUNCH_CREDIT`, 1-64, read once, sets it), taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
+  //! places (32; `CUASYNC_C_ABI_LAUNCH_CREDIT`, 1-64, read once, sets it), taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
   //! give them back together: once the credit is used, one event is recorded after the last of them and the whole
   //! batch's places come back when it completes. Per launch: this stream's lock and a count, no engine lock. Admission
   //! still bounds what is in flight: a place is taken before its work is enqueued and never given back before that
