@@ -14,12 +14,12 @@ namespace {
 // Streams whose first non-blocking pageable copy finds its gate word reserved (each later one asks for its own in
 // the background, and a stream keeps its word).
 constexpr std::size_t gate_words_reserved = 4;
-// Event slots a runtime with reserved pageable staging (the C ABI's) makes ready at creation: a batch of launches'
-// credit (16) and its copies' events, so that its first operations find their events and host words.
+// Event slots a runtime with reserved pageable staging (the C ABI's) makes ready at creation: its first launch
+// batches' and copies' events, so that its first operations find their events and host words.
 constexpr std::size_t prepared_event_slots = 16;
 
-// CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n> in the environment: the whole-block bound of every runtime's policy (0: no whole
-// blocks, so no large block is allocated in the background for the next copy of a size), for A/B runs of the C ABI.
+// CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n> in the environment: the whole-block bound of every runtime's policy (0, the
+// default: no whole blocks, so no large block is allocated in the background for the next copy of a size).
 void whole_block_bound_from_environment(pageable_copy_policy& p) {
   const char* v = std::getenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
   if (!v || !*v) return;
@@ -69,7 +69,8 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
 
 void device_runtime::reserve_pageable_staging() noexcept {
   // A plain load first: every C ABI pageable copy asks, and only the first may write the flag.
-  if (options_.pageable.cold_chunks == 0 || pageable_staging_reserved_.load(std::memory_order_relaxed) ||
+  if (options_.pageable.cold_chunks == 0 || options_.pageable.chunks_up_to_bytes == 0 ||
+      pageable_staging_reserved_.load(std::memory_order_relaxed) ||
       pageable_staging_reserved_.exchange(true, std::memory_order_relaxed))
     return;
   try {

@@ -108,7 +108,7 @@ TEST_CASE("an ordered copy enqueues every chunk in the call behind a held stream
 }
 
 TEST_CASE("the pageable-copy policy picks the route by caller, size and what is ready", "[runtime][ordered]") {
-  const pageable_copy_policy p;
+  pageable_copy_policy p;
   using enum pageable_route;
   CHECK(choose_pageable_route(p, pageable_caller::blocking, p.driver_below_bytes - 1, true) == driver);
   CHECK(choose_pageable_route(p, pageable_caller::blocking, p.driver_below_bytes, false) == ring);
@@ -116,14 +116,23 @@ TEST_CASE("the pageable-copy policy picks the route by caller, size and what is 
   const auto non_blocking = [&](std::size_t n, bool to_device, pageable_resources r) {
     return choose_pageable_route(p, pageable_caller::non_blocking, n, to_device, r);
   };
+  // By default no whole blocks (their background allocation holds every thread's driver calls): the chunks.
+  CHECK(p.whole_block_up_to_bytes == 0);
+  CHECK(non_blocking(64 << 20, true, {.whole_block = true, .chunks = true, .gate = true}) == chunks);
+  CHECK(non_blocking(64 << 20, false, {.whole_block = true, .chunks = true, .gate = true}) == chunks);
+  CHECK(non_blocking(64 << 20, true, {.chunks = true}) == ring);  // the chunks' H2D waits on the gate
+  CHECK(non_blocking(p.chunks_up_to_bytes + 1, true, {.chunks = true, .gate = true}) == ring);
+  p.whole_block_up_to_bytes = std::size_t{256} << 20;
   CHECK(non_blocking(64 << 20, true, {.whole_block = true, .gate = true}) == whole_block);
   CHECK(non_blocking(64 << 20, false, {.whole_block = true}) == whole_block);  // D2H needs no gate
   CHECK(non_blocking(64 << 20, true, {.whole_block = true}) == ring);          // H2D does
   CHECK(non_blocking(64 << 20, true, {.chunks = true, .gate = true}) == chunks);
   CHECK(non_blocking(64 << 20, false, {.chunks = true, .gate = true}) == chunks);
   CHECK(non_blocking(64 << 20, true, {}) == ring);
-  CHECK(non_blocking(p.whole_block_up_to_bytes + 1, true, {.whole_block = true, .chunks = true, .gate = true}) ==
-        ring);
+  CHECK(non_blocking(p.whole_block_up_to_bytes + 1, true, {.whole_block = true, .gate = true}) == ring);
+  p.chunks_up_to_bytes = std::size_t{16} << 20;  // whole blocks reach further than the chunks
+  CHECK(non_blocking(64 << 20, true, {.whole_block = true, .chunks = true, .gate = true}) == whole_block);
+  CHECK(non_blocking(64 << 20, true, {.chunks = true, .gate = true}) == ring);
 }
 
 TEST_CASE("an ordered copy refuses what it cannot do before enqueuing anything", "[runtime][ordered][.simulated]") {

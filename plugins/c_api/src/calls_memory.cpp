@@ -247,15 +247,15 @@ void copy_pageable(const std::shared_ptr<stream_object>& s, void* dst, const voi
   runtime::pageable_resources ready;
   runtime::pinned_block block;
   std::vector<runtime::pinned_block> chunks;
-  if (size <= policy.whole_block_up_to_bytes) {
+  if (size <= std::max(policy.whole_block_up_to_bytes, policy.chunks_up_to_bytes)) {
     ready.gate = s->gate.ready(pool);  // (a miss asks for its word in the background)
-    block = pool->try_allocate(size);
-    ready.whole_block = static_cast<bool>(block);
-    if (!block) {
-      pool->warm_async(size);  // the next copy of this size finds its block
-      if (ready.gate) chunks = take_chunks(*pool, policy, size);
-      ready.chunks = !chunks.empty();
+    if (size <= policy.whole_block_up_to_bytes) {
+      block = pool->try_allocate(size);
+      ready.whole_block = static_cast<bool>(block);
+      if (!block) pool->warm_async(size);  // the next copy of this size finds its block
     }
+    if (!block && ready.gate && size <= policy.chunks_up_to_bytes) chunks = take_chunks(*pool, policy, size);
+    ready.chunks = !chunks.empty();
   }
   switch (runtime::choose_pageable_route(policy, runtime::pageable_caller::non_blocking, size, to_device, ready)) {
     case runtime::pageable_route::whole_block: {

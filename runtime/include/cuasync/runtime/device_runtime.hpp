@@ -28,11 +28,12 @@ struct device_runtime_options {
   std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse
   staged_copy_options staging;
   //! How pageable copies are staged, by size (runtime/pageable_copy.hpp). `CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n>` in the
-  //! environment sets `whole_block_up_to_bytes` of every runtime (the C ABI's too); 0 turns whole blocks off.
+  //! environment sets `whole_block_up_to_bytes` of every runtime (the C ABI's too): whole blocks are off (0) unless
+  //! it or the options turn them on.
   pageable_copy_policy pageable;
   //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
-  //! of its size is idle yet, instead of at the first such copy. The C ABI's runtimes turn it on (so that their
-  //! first copies never take the ring, which holds the stream). Off by default: the ~8 MiB of pinned memory is
+  //! of its size is idle yet, instead of at the first such copy (so that the first copies do not take the ring, which
+  //! holds the stream), and the first operations' events. The C ABI's runtimes turn it on. Off by default: the ~8 MiB of pinned memory is
   //! allocated and freed with `cuMemHostAlloc` / `cuMemFreeHost`, and the free waits for the whole device, so a
   //! runtime that never copies pageable memory should not pay it (nor its teardown wait behind running work).
   bool reserve_pageable_staging = false;

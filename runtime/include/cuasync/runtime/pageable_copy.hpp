@@ -19,11 +19,17 @@ struct pageable_copy_policy {
   //! H2D staged, 12.5 vs 8.0 GB/s D2H: staging loses there), from 64 MiB staging is 3.7-5x faster.
   std::size_t driver_below_bytes = std::size_t{8} << 20;
   //! Non-blocking copies up to this size take one pinned block of their whole size when one is idle (a warm copy:
-  //! one wait, one DMA, one event). Larger ones would hold that much pinned memory per copy in flight.
-  std::size_t whole_block_up_to_bytes = std::size_t{256} << 20;
-  //! Non-blocking copies without an idle whole block (the first of a size: its block is allocated in the
-  //! background for the next one) go through up to `cold_chunks` chunks of this size, reused in turn; a runtime
-  //! reserves that many when it is created (in the background), so that the process's first copy finds them.
+  //! one wait, one DMA, one event). Off (0) by default: the block of a size is allocated in the background when the
+  //! size is first seen, and a `cuMemHostAlloc` keeps every other thread's driver calls out for its whole length
+  //! (H100: 64-68 ms for 128 MiB; bench/driver's pinned_alloc_interference_probe): the C ABI's cold copy calls
+  //! waited 71.6 ms (H2D) and 43.1 ms (D2H) behind those allocations, 0.43 ms and 7.6 ms without them
+  //! (bench/results/h100-session22). `CUASYNC_WHOLE_BLOCK_UP_TO_MIB` sets it (256 was the bound before).
+  std::size_t whole_block_up_to_bytes = 0;
+  //! Non-blocking copies up to this size without an idle whole block go through up to `cold_chunks` chunks of
+  //! `cold_chunk_bytes`, reused in turn, every chunk enqueued in the call (so the stream is not held: later calls
+  //! on it follow the copy); a runtime reserves them when it is created (in the background), so that the first copy
+  //! finds them. Larger copies take the ring.
+  std::size_t chunks_up_to_bytes = std::size_t{256} << 20;
   std::size_t cold_chunk_bytes = std::size_t{2} << 20;
   std::size_t cold_chunks = 4;
 };
@@ -52,8 +58,8 @@ struct pageable_resources {
 
 //! The route of a pageable copy of `bytes`. Blocking: the driver below `driver_below_bytes`, else the ring (waited
 //! for). Awaiting: the ring (it never blocks and shares its slots fairly between streams; the awaiter waits for the
-//! completion anyway). Non-blocking, up to `whole_block_up_to_bytes`: the whole block when `r` has one (H2D: and
-//! the gate), else the chunks (with the gate); else, or larger, the ring.
+//! completion anyway). Non-blocking: up to `whole_block_up_to_bytes`, the whole block when `r` has one (H2D: and the
+//! gate); else up to `chunks_up_to_bytes`, the chunks (with the gate); else the ring.
 constexpr pageable_route choose_pageable_route(const pageable_copy_policy& p, pageable_caller caller,
                                                std::size_t bytes, bool to_device, pageable_resources r = {}) noexcept {
   switch (caller) {
@@ -64,9 +70,8 @@ constexpr pageable_route choose_pageable_route(const pageable_copy_policy& p, pa
     case pageable_caller::non_blocking:
       break;
   }
-  if (bytes > p.whole_block_up_to_bytes) return pageable_route::ring;
-  if (r.whole_block && (r.gate || !to_device)) return pageable_route::whole_block;
-  if (r.chunks && r.gate) return pageable_route::chunks;
+  if (bytes <= p.whole_block_up_to_bytes && r.whole_block && (r.gate || !to_device)) return pageable_route::whole_block;
+  if (bytes <= p.chunks_up_to_bytes && r.chunks && r.gate) return pageable_route::chunks;
   return pageable_route::ring;
 }
 
