@@ -18,8 +18,8 @@ constexpr std::size_t gate_words_reserved = 4;
 // batches' and copies' events, so that its first operations find their events and host words.
 constexpr std::size_t prepared_event_slots = 16;
 
-// CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n> in the environment: the whole-block bound of every runtime's policy (0, the
-// default: no whole blocks, so no large block is allocated in the background for the next copy of a size).
+// CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n> in the environment: the whole-block bound of every runtime's policy (0: no whole
+// blocks, so no large block is allocated in the background for the next copy of a size), for A/B runs of the C ABI.
 void whole_block_bound_from_environment(pageable_copy_policy& p) {
   const char* v = std::getenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
   if (!v || !*v) return;

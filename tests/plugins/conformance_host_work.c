@@ -276,10 +276,9 @@ static void test_pageable_copies_off_the_callers_thread(cuasync_runtime rt, cuas
 
 /* A copy larger than the reserved chunks (4 of 2 MiB) reuses them in turn, every chunk enqueued in the call: to the
  * device each chunk's DMA waits for its fill (6 waits for 11 MiB + 3). Nothing is copied or allocated on this thread.
- * Whole blocks are off by default (their background allocation would hold every thread's driver calls), so every
- * round takes the chunks again; with CUASYNC_WHOLE_BLOCK_UP_TO_MIB set (CTest c_abi_conformance_whole_blocks_simulated)
- * a later round takes the block allocated for the size in the background (one wait to the device). Simulated driver
- * only. */
+ * A later round takes the block allocated for the size in the background (one wait to the device); with whole
+ * blocks off (CUASYNC_WHOLE_BLOCK_UP_TO_MIB=0, CTest c_abi_conformance_no_whole_blocks_simulated) every round takes
+ * the chunks again. Simulated driver only. */
 static void test_cold_copies_reuse_chunks(cuasync_runtime rt, cuasync_queue q, int fd) {
   calls_on_this_thread_fn calls = simulated_calls();
   struct copy_fixture f;
@@ -290,7 +289,7 @@ static void test_cold_copies_reuse_chunks(cuasync_runtime rt, cuasync_queue q, i
   unsigned char *src = f.src, *back = f.back;
   const long allocs = calls("cuMemHostAlloc");
   const char* whole = getenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
-  const int whole_blocks = whole && atoi(whole) > 0;
+  const int whole_blocks = !whole || atoi(whole) > 0;
   long h2d_waits[8] = {0};
   int wrong_rounds = 0, chunk_rounds = 0, warm_round = -1;
   const int rounds = whole_blocks ? 8 : 4;

@@ -116,8 +116,8 @@ TEST_CASE("the pageable-copy policy picks the route by caller, size and what is 
   const auto non_blocking = [&](std::size_t n, bool to_device, pageable_resources r) {
     return choose_pageable_route(p, pageable_caller::non_blocking, n, to_device, r);
   };
-  // By default no whole blocks (their background allocation holds every thread's driver calls): the chunks.
-  CHECK(p.whole_block_up_to_bytes == 0);
+  // Without whole blocks (CUASYNC_WHOLE_BLOCK_UP_TO_MIB=0): the chunks.
+  p.whole_block_up_to_bytes = 0;
   CHECK(non_blocking(64 << 20, true, {.whole_block = true, .chunks = true, .gate = true}) == chunks);
   CHECK(non_blocking(64 << 20, false, {.whole_block = true, .chunks = true, .gate = true}) == chunks);
   CHECK(non_blocking(64 << 20, true, {.chunks = true}) == ring);  // the chunks' H2D waits on the gate

@@ -319,10 +319,11 @@ typedef struct cuasync_buffer_free_args {
 /* Copies `size` bytes from `src` to `dst` on `stream`: host to device, device to host, or device to device. Never
  * waits for the GPU, never copies pageable memory or allocates pinned memory on the calling thread: it enqueues and
  * returns. Pageable host memory never takes the driver's slow, host-waiting path. Up to 256 MiB it is enqueued
- * whole in stream order in the call, through a few pinned chunks that the runtime reserved when it was created,
- * reused in turn (with `CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n>` set, copies up to n MiB take a pooled pinned block of
- * their size when one is idle, allocated in the background when the size is first seen: off by default, as a
- * pinned allocation holds up every thread's driver calls while it runs). H2D, the stream waits (on the GPU) until cuasync's
+ * whole in stream order in the call: through a pooled pinned block of its size when one is idle (warm), else
+ * (cold: that block is then allocated in the background for the next copy of its size) through a few pinned chunks
+ * that the runtime reserved when it was created, reused in turn. The background allocation holds up every thread's
+ * driver calls while it runs (~0.5 ms per MiB): `CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n>` bounds the blocks' size (0: none;
+ * the chunks, and the ring once they are in use). H2D, the stream waits (on the GPU) until cuasync's
  * copy threads have copied `src` into pinned memory, then DMAs it; D2H, the DMAs into pinned memory are enqueued and
  * the copy threads copy them out before the completion. Larger copies (or any, when neither is there: the first
  * milliseconds after runtime_create, or at the pinned pool's cap) go through the staged copier's ring and hold the

@@ -28,8 +28,7 @@ struct device_runtime_options {
   std::uint64_t device_pool_release_threshold = UINT64_MAX;  //!< keep freed device memory for reuse
   staged_copy_options staging;
   //! How pageable copies are staged, by size (runtime/pageable_copy.hpp). `CUASYNC_WHOLE_BLOCK_UP_TO_MIB=<n>` in the
-  //! environment sets `whole_block_up_to_bytes` of every runtime (the C ABI's too): whole blocks are off (0) unless
-  //! it or the options turn them on.
+  //! environment sets `whole_block_up_to_bytes` of every runtime (the C ABI's too); 0 turns whole blocks off.
   pageable_copy_policy pageable;
   //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
   //! of its size is idle yet, instead of at the first such copy (so that the first copies do not take the ring, which

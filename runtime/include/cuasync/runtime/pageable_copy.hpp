@@ -19,13 +19,16 @@ struct pageable_copy_policy {
   //! H2D staged, 12.5 vs 8.0 GB/s D2H: staging loses there), from 64 MiB staging is 3.7-5x faster.
   std::size_t driver_below_bytes = std::size_t{8} << 20;
   //! Non-blocking copies up to this size take one pinned block of their whole size when one is idle (a warm copy:
-  //! one wait, one DMA, one event). Off (0) by default: the block of a size is allocated in the background when the
-  //! size is first seen, and a `cuMemHostAlloc` keeps every other thread's driver calls out for its whole length
-  //! (H100: 64-68 ms for 128 MiB; bench/driver's pinned_alloc_interference_probe): the C ABI's cold copy calls
-  //! waited 71.6 ms (H2D) and 43.1 ms (D2H) behind those allocations, 0.43 ms and 7.6 ms without them
-  //! (bench/results/h100-session22). `CUASYNC_WHOLE_BLOCK_UP_TO_MIB` sets it (256 was the bound before).
-  std::size_t whole_block_up_to_bytes = 0;
-  //! Non-blocking copies up to this size without an idle whole block go through up to `cold_chunks` chunks of
+  //! one wait, one DMA, one event). Larger ones would hold that much pinned memory per copy in flight.
+  //! The block of a size is allocated in the background when the size is first seen, and a `cuMemHostAlloc` keeps
+  //! every other thread's driver calls out for its whole length (H100: 64-68 ms for 128 MiB; bench/driver's
+  //! pinned_alloc_interference_probe): the C ABI's cold copy calls waited 71.6 ms (H2D) and 43.1 ms (D2H) behind
+  //! those allocations. Without whole blocks (0; `CUASYNC_WHOLE_BLOCK_UP_TO_MIB` sets it) the copies take the chunks
+  //! (a copy's call 0.3-0.4 ms H2D, 1.1-1.8 ms D2H) or, with the chunks in use, the ring, which holds the stream: the
+  //! next call on it answers BUSY (the GPU conformance suite's copy-copy-launch fails so). Kept on until blocks are
+  //! allocated without holding other threads (bench/results/h100-session22/README.md).
+  std::size_t whole_block_up_to_bytes = std::size_t{256} << 20;
+  //! Non-blocking copies up to this size without an idle whole block (the first of a size) go through up to `cold_chunks` chunks of
   //! `cold_chunk_bytes`, reused in turn, every chunk enqueued in the call (so the stream is not held: later calls
   //! on it follow the copy); a runtime reserves them when it is created (in the background), so that the first copy
   //! finds them. Larger copies take the ring.
