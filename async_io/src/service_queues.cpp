@@ -277,8 +277,8 @@ void service_queues::shutdown() {
     std::lock_guard lock(mutex_);
     shut_down_ = true;
     timer_.reset();
-    admitting.assign(admitting_.begin(), admitting_.end());
-    admitting_.clear();
+    // Listed under the lock: once off it, an operation admitted meanwhile may be destroyed by its own thread.
+    for (wait_op* op = admitting_.take_all(); op; op = op->admitting_next) admitting.push_back(op);
     // Running tasks (staged copies) go on, holding what they use; their operations are taken from them here, under
     // the lock their completions take, so none is posted to the I/O context once it is going.
     for (task_link* link : running_tasks_)

@@ -110,7 +110,7 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   bool timer_armed_ = false;           // the executor's next pass waits on timer_
   std::uint64_t timer_generation_ = 0;  // a cancelled timer's handler (a new wait came) does nothing
   std::atomic<bool> registered_{false};
-  std::unordered_set<wait_op*> admitting_;  // operations waiting for admission (destroyed at shutdown)
+  admitting_list admitting_;  // operations waiting for admission (destroyed at shutdown)
   std::unordered_set<task_link*> running_tasks_;  // links of started tasks until they finish (detached at shutdown)
   std::shared_ptr<completion_fifo> fifo_ = std::make_shared<completion_fifo>();  // completions on their way
 };
