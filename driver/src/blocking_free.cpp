@@ -3,6 +3,7 @@
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/detail/context_life.hpp>
+#include <cuasync/driver/detail/relaxed_capture.hpp>
 #include <cuasync/driver/detail/serial_worker.hpp>
 #include <cuasync/trace/hooks.hpp>
 
@@ -64,6 +65,7 @@ struct free_call {
   std::size_t bytes;
   CUresult (*release)(const detail::driver_entry_points&, const void*);
   void make() const noexcept {
+    detail::relaxed_capture_scope relaxed;  // a free on the reaper invalidates no other thread's capture
     trace::host_call hooked(trace::category::alloc, api, bytes);
     detail::release_nothrow(ctx, api, handle, [&](const detail::driver_entry_points& d) { return release(d, handle); });
   }

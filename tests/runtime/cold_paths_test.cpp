@@ -4,6 +4,7 @@
 // the simulated driver; on the GPU they run with the other [gpu] cases.
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/copy.hpp>
+#include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/trace/recorder.hpp>
@@ -142,6 +143,34 @@ TEST_CASE("a pinned pool's asynchronous allocation hits here and misses on the b
     std::this_thread::sleep_for(1ms);
   CHECK(rt->pinned()->try_allocate(std::size_t{5} << 20));
   CHECK_FALSE(rt->pinned()->try_allocate(std::size_t{9} << 20));  // never allocated: a miss, and nothing allocated
+}
+
+TEST_CASE("the background threads' pinned allocations and frees leave another thread's global-mode capture valid",
+          "[runtime][cold][capture][gpu]") {
+  // In global mode any thread's allocation or free of pinned memory invalidates the capture (as torch.cuda.graph's):
+  // the grower and the reaper make theirs in relaxed mode (on the H100 a replay anchor's capture in the GPU
+  // conformance suite was invalidated by a background allocation).
+  const context_ref c = test::ctx();
+  auto rt = device_runtime::create(0, {.pinned_cap_bytes = std::size_t{64} << 20});
+  stream s = stream::create(c);
+  pinned_buffer freed_later = pinned_buffer::allocate(c, 4096);
+  REQUIRE(detail::driver().cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  std::promise<std::exception_ptr> grown;
+  rt->pinned()->allocate_async(std::size_t{7} << 20, [&](pinned_block, std::exception_ptr e) { grown.set_value(e); });
+  auto g = grown.get_future();
+  const bool grew = g.wait_for(30s) == std::future_status::ready;
+  const bool grew_ok = grew && !g.get();
+  std::async(std::launch::async, [&] {
+    must_not_block_scope io_thread;  // the free goes to the reaper
+    pinned_buffer gone = std::move(freed_later);
+  }).wait();
+  drain_deferred_frees();
+  CUgraph graph = nullptr;
+  const CUresult ended = detail::driver().cuStreamEndCapture(s.get(), &graph);
+  if (graph) detail::driver().cuGraphDestroy(graph);
+  CHECK(grew_ok);
+  CHECK(ended == CUDA_SUCCESS);
+  CHECK(graph != nullptr);
 }
 
 TEST_CASE("CUASYNC_WHOLE_BLOCK_UP_TO_MIB sets the whole-block bound of runtimes created after it; a bad value is "
