@@ -64,6 +64,7 @@ struct free_call {
   const void* handle;
   std::size_t bytes;
   CUresult (*release)(const detail::driver_entry_points&, const void*);
+  void (*life_ended)(const void*) noexcept;
   void make() const noexcept {
     detail::relaxed_capture_scope relaxed;  // a free on the reaper invalidates no other thread's capture
     trace::host_call hooked(trace::category::alloc, api, bytes);
@@ -78,6 +79,7 @@ struct free_call {
 void reap(const free_call& f, life_key key, bool dropped = false) noexcept {
   const bool ended = dropped || (key.life != 0 && detail::context_life_ended(key.ctx, key.life));
   if (!ended) f.make();
+  else if (!dropped && f.life_ended) f.life_ended(f.handle);  // the context took a registration, not its memory
   ledger& l = the_ledger();
   std::lock_guard lock(l.m);
   if (ended) ++l.skipped;
@@ -141,8 +143,9 @@ deferred_free_stats deferred_frees() noexcept {
 
 namespace detail {
 void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle, std::size_t bytes,
-                              CUresult (*release)(const driver_entry_points&, const void*)) noexcept {
-  const free_call f{ctx, api, handle, bytes, release};
+                              CUresult (*release)(const driver_entry_points&, const void*),
+                              void (*life_ended)(const void*) noexcept) noexcept {
+  const free_call f{ctx, api, handle, bytes, release, life_ended};
   if (!thread_must_not_block()) return f.make();
   // The life is read here, while the owner still holds the context: the reaper compares it before the free.
   const life_key key{ctx, context_life(ctx)};

@@ -7,6 +7,11 @@
 #include <cuasync/driver/pinned_buffer.hpp>
 #include <cuasync/trace/hooks.hpp>
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
 namespace cuasync {
 
 using detail::driver;
@@ -33,6 +38,15 @@ CUresult free_device(const detail::driver_entry_points& d, const void* p) {
   return d.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
 }
 CUresult free_host(const detail::driver_entry_points& d, const void* p) { return d.cuMemFreeHost(const_cast<void*>(p)); }
+// A registered pinned buffer's host memory is freed once its registration is gone: after a successful unregister,
+// or (on the reaper) when its context's life ended and took the registration along.
+CUresult unregister_host(const detail::driver_entry_points& d, const void* p) {
+  const CUresult r = d.cuMemHostUnregister(const_cast<void*>(p));
+  if (r == CUDA_SUCCESS) std::free(const_cast<void*>(p));  // (a failed try is retried: freed after the retry only)
+  return r;
+}
+void free_unregistered(const void* p) noexcept { std::free(const_cast<void*>(p)); }
+constexpr std::size_t host_page = 4096;
 }  // namespace
 
 // ---- device_buffer
@@ -63,12 +77,32 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
   if (CUresult r = driver().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
       r != CUDA_SUCCESS)
     throw_cu(r, "cuMemHostAlloc", bytes_on(bytes, ctx), where);
-  return pinned_buffer(p, bytes, ctx);
+  return pinned_buffer(p, bytes, ctx, false);
+}
+pinned_buffer pinned_buffer::allocate_registered(context_ref ctx, std::size_t bytes, std::source_location where) {
+  require_nonzero(bytes, "cuasync::pinned_buffer::allocate_registered", where);
+  if (bytes > SIZE_MAX - host_page)
+    throw_cu(CUDA_ERROR_OUT_OF_MEMORY, "cuasync::pinned_buffer::allocate_registered", bytes_on(bytes, ctx), where);
+  const std::size_t whole_pages = (bytes + host_page - 1) / host_page * host_page;
+  std::unique_ptr<void, void (*)(void*)> host(std::aligned_alloc(host_page, whole_pages), std::free);
+  if (!host) throw_cu(CUDA_ERROR_OUT_OF_MEMORY, "aligned_alloc (host memory to register)", bytes_on(bytes, ctx), where);
+  // The pages are faulted in here, outside the driver: the registration then only pins them.
+  std::memset(host.get(), 0, whole_pages);
+  scoped_context guard(ctx, where);
+  trace::host_call hooked(trace::category::alloc, "cuMemHostRegister", bytes, 0, &where);
+  if (CUresult r = driver().cuMemHostRegister(host.get(), whole_pages,
+                                              CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+      r != CUDA_SUCCESS)
+    throw_cu(r, "cuMemHostRegister", bytes_on(bytes, ctx) + " (a pinned buffer made by registration)", where);
+  return pinned_buffer(host.release(), bytes, ctx, true);
 }
 pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  detail::release_blocking_nothrow(ctx_.get(), "cuMemFreeHost", ptr_, size_, free_host);  // waits for the device too
+  if (registered_)  // waits for the device too, as cuMemFreeHost
+    detail::release_blocking_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_, size_, unregister_host, free_unregistered);
+  else
+    detail::release_blocking_nothrow(ctx_.get(), "cuMemFreeHost", ptr_, size_, free_host);  // waits for the device too
   ptr_ = nullptr;
 }
 CUdeviceptr pinned_buffer::device_pointer(std::source_location where) const {

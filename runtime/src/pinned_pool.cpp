@@ -6,9 +6,20 @@
 #include <cuasync/driver/blocking_free.hpp>
 
 #include <bit>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace cuasync::runtime {
+
+pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes, std::source_location where) {
+  static const bool by_registration = [] {
+    const char* v = std::getenv("CUASYNC_PINNED_BY_REGISTRATION");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return by_registration ? pinned_buffer::allocate_registered(ctx, bytes, where)
+                         : pinned_buffer::allocate(ctx, bytes, where);
+}
 
 namespace {
 constexpr std::size_t min_class = 4096;
@@ -124,7 +135,7 @@ pinned_block pinned_pool::allocate(std::size_t bytes, std::source_location where
     stats_.bytes_in_use += cls;
   }
   try {
-    return pinned_block(shared_from_this(), pinned_buffer::allocate(ctx_, cls, where), bytes);
+    return pinned_block(shared_from_this(), allocate_pinned_block(ctx_, cls, where), bytes);
   } catch (...) {
     std::lock_guard lock(mutex_);
     stats_.bytes_reserved -= cls;

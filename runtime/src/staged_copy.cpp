@@ -7,6 +7,7 @@
 #include <cuasync/driver/stream.hpp>
 
 #include <cuasync/driver/detail/grower.hpp>
+#include <cuasync/runtime/pinned_pool.hpp>
 #include "staged_copy_parts.hpp"
 
 #include <algorithm>
@@ -77,7 +78,7 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
     std::error_code ec;
     std::exception_ptr failure;
     try {
-      block = pinned_buffer::allocate(ctx_, options_.chunk_bytes, where);
+      block = allocate_pinned_block(ctx_, options_.chunk_bytes, where);
     } catch (const std::system_error& e) {
       ec = e.code();
       failure = std::current_exception();

@@ -6,6 +6,7 @@
 #include <cuasync/driver/copy.hpp>
 #include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/device_buffer.hpp>
+#include <cuasync/driver/pointer_info.hpp>
 #include <cuasync/runtime/device_runtime.hpp>
 #include <cuasync/trace/recorder.hpp>
 
@@ -17,6 +18,7 @@
 #include "trace_recording.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <thread>
@@ -102,10 +104,12 @@ TEST_CASE("a staged copier allocates its ring on the background thread, a block 
   CHECK(std::memcmp(back.data(), src.data(), size) == 0);
   // One block per slot, none larger than a chunk (a pinned allocation may hold other threads' driver calls), none
   // on this thread.
-  const auto lanes = lanes_of("cuMemHostAlloc", chunk);
+  // (Made by registration with CUASYNC_PINNED_BY_REGISTRATION=1: CTest runtime_pinned_by_registration_simulated.)
+  const char* allocation = std::getenv("CUASYNC_PINNED_BY_REGISTRATION") ? "cuMemHostRegister" : "cuMemHostAlloc";
+  const auto lanes = lanes_of(allocation, chunk);
   REQUIRE(lanes.size() == 3);
   for (const trace::lane& l : lanes) CHECK(l != trace::this_thread_lane());
-  CHECK(lanes_of("cuMemHostAlloc", 3 * chunk).empty());
+  CHECK(lanes_of(allocation, 3 * chunk).empty());
 }
 
 TEST_CASE("a pinned pool's asynchronous allocation hits here and misses on the background thread",
@@ -171,6 +175,50 @@ TEST_CASE("the background threads' pinned allocations and frees leave another th
   CHECK(grew_ok);
   CHECK(ended == CUDA_SUCCESS);
   CHECK(graph != nullptr);
+}
+
+TEST_CASE("a pinned buffer made by registration copies both ways and is freed by unregistering, on the reaper too",
+          "[runtime][cold][gpu]") {
+  const context_ref c = test::ctx();
+  stream s = stream::create(c);
+  drain_deferred_frees();  // earlier cases' frees settled first
+  // Counted on the simulated driver only (-1 on a real one), and not while the runtime's own pinned blocks are
+  // registered too (CUASYNC_PINNED_BY_REGISTRATION=1: earlier runtimes' blocks may still be on their way out).
+  const long before = std::getenv("CUASYNC_PINNED_BY_REGISTRATION") ? -1 : test::simulated_live_objects("registered_host");
+  constexpr std::size_t bytes = 10000;  // not a whole number of pages
+  {
+    pinned_buffer p = pinned_buffer::allocate_registered(c, bytes);
+    CHECK(p.registered());
+    CHECK(p.size() == bytes);
+    CHECK(is_pinned(p.get()));
+    CHECK(p.device_pointer() != 0);
+    if (before >= 0) CHECK(test::simulated_live_objects("registered_host") == before + 1);
+    for (std::size_t i = 0; i < bytes; ++i) p.data<unsigned char>()[i] = static_cast<unsigned char>(i * 7);
+    device_buffer d = device_buffer::allocate(c, bytes);
+    copy_async(s, d.span(), std::span<const std::byte>(p.bytes()));
+    pinned_buffer q = pinned_buffer::allocate_registered(c, bytes);
+    copy_async(s, q.bytes(), d.span());
+    s.synchronize();
+    CHECK(std::memcmp(q.get(), p.get(), bytes) == 0);
+  }
+  if (before >= 0) CHECK(test::simulated_live_objects("registered_host") == before);
+  // Destroyed on a thread that must not block: unregistered (and its memory freed) on the reaper.
+  pinned_buffer r = pinned_buffer::allocate_registered(c, bytes);
+  const deferred_free_stats frees = deferred_frees();
+  std::async(std::launch::async, [&] {
+    must_not_block_scope io_thread;
+    pinned_buffer gone = std::move(r);
+  }).wait();
+  drain_deferred_frees();
+  if (before >= 0) {
+    CHECK(deferred_frees().handed_over == frees.handed_over + 1);
+    CHECK(deferred_frees().done == frees.done + 1);
+    CHECK(test::simulated_live_objects("registered_host") == before);
+  } else {
+    CHECK(deferred_frees().handed_over >= frees.handed_over + 1);
+    CHECK(deferred_frees().done >= frees.done + 1);
+  }
+  CHECK_THROWS_WITH(pinned_buffer::allocate_registered(c, 0), Catch::Contains("zero-byte allocation"));
 }
 
 TEST_CASE("CUASYNC_WHOLE_BLOCK_UP_TO_MIB sets the whole-block bound of runtimes created after it; a bad value is "

@@ -18,6 +18,14 @@
 
 namespace cuasync::runtime {
 
+//! A block of the runtime's pinned memory (the pool's, the staging ring's): `pinned_buffer::allocate`, or with
+//! `CUASYNC_PINNED_BY_REGISTRATION=1` in the environment (read once) `pinned_buffer::allocate_registered`, whose
+//! allocation holds up other threads' driver calls ~10x shorter (a `cuMemHostAlloc` keeps them all out while it
+//! runs; measured in bench/results/h100-session22). Off by default until a GPU run has compared the two (the C ABI's
+//! cold copy calls, the copy benches). @throws cuda_error
+pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes,
+                                    std::source_location where = std::source_location::current());
+
 class pinned_pool;
 
 //! Counters of a `pinned_pool`.
