@@ -136,8 +136,9 @@ fi
 
 # Probes: raw-driver figures behind design choices (not cuasync benchmarks), and whether cold paths stall a thread
 # that awaits (cold_paths_probe, c_abi_copy_probe: fresh processes). CUASYNC_GPU_PROBES="" skips them.
-# pinned_alloc_interference_probe: whether a pinned allocation holds up another thread's driver calls; the C ABI's
-# cold copies are run again without whole blocks (no 128 MiB block allocated in the background), for the A/B.
+# pinned_alloc_interference_probe: whether a pinned allocation holds up another thread's driver calls (it does: a
+# cuMemHostAlloc keeps them all out, session 22); the C ABI's cold copies are run again with the runtime's pinned
+# blocks made by registration (CUASYNC_PINNED_BY_REGISTRATION=1), for the A/B that decides its default.
 for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_probe c_abi_copy_probe pinned_alloc_interference_probe}; do
   bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
   [ -n "$bin" ] && [ -x "$bin" ] || continue
@@ -146,8 +147,8 @@ for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_
   note "probe $probe: rc=$? $(( $(date +%s) - start ))s"
   if [ "$probe" = c_abi_copy_probe ]; then
     start=$(date +%s)
-    CUASYNC_WHOLE_BLOCK_UP_TO_MIB=0 timeout 300 "$bin" > "$work/probe-$probe-no-whole-blocks.txt" 2>&1
-    note "probe $probe without whole blocks: rc=$? $(( $(date +%s) - start ))s"
+    CUASYNC_PINNED_BY_REGISTRATION=1 timeout 300 "$bin" > "$work/probe-$probe-registered.txt" 2>&1
+    note "probe $probe with registered blocks: rc=$? $(( $(date +%s) - start ))s"
   fi
 done
 
