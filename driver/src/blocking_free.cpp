@@ -3,7 +3,6 @@
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/detail/context_life.hpp>
-#include <cuasync/driver/detail/relaxed_capture.hpp>
 #include <cuasync/driver/detail/serial_worker.hpp>
 #include <cuasync/trace/hooks.hpp>
 
@@ -66,7 +65,6 @@ struct free_call {
   CUresult (*release)(const detail::driver_entry_points&, const void*);
   void (*life_ended)(const void*) noexcept;
   void make() const noexcept {
-    detail::relaxed_capture_scope relaxed;  // a free on the reaper invalidates no other thread's capture
     trace::host_call hooked(trace::category::alloc, api, bytes);
     detail::release_nothrow(ctx, api, handle, [&](const detail::driver_entry_points& d) { return release(d, handle); });
   }

@@ -100,7 +100,8 @@ pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return mov
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   if (registered_)  // waits for the device too, as cuMemFreeHost
-    detail::release_blocking_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_, size_, unregister_host, free_unregistered);
+    detail::release_blocking_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_, size_, unregister_host,
+                                     free_unregistered);
   else
     detail::release_blocking_nothrow(ctx_.get(), "cuMemFreeHost", ptr_, size_, free_host);  // waits for the device too
   ptr_ = nullptr;

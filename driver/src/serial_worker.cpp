@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <cuasync/driver/detail/serial_worker.hpp>
 
+#include <cuasync/driver/detail/relaxed_capture.hpp>
+
 #include <cstdlib>
 #include <pthread.h>
 #include <vector>
@@ -86,6 +88,7 @@ void serial_worker::run() noexcept {
     queue_.pop_front();
     lock.unlock();
     try {
+      relaxed_capture_scope relaxed;  // cuasync's thread: its driver calls invalidate no other thread's capture
       task();
     } catch (...) {
       // A task reports its own failures; one that throws anyway must not end the thread.

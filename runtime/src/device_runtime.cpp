@@ -58,10 +58,7 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     events_->expect_prepare();
     try {
       cuasync::detail::grower_thread().post_or_run(
-          [events = events_, where] {
-            cuasync::detail::relaxed_capture_scope relaxed;  // its driver calls invalidate no other thread's capture
-            events->prepare(prepared_event_slots, where);
-          });
+          [events = events_, where] { events->prepare(prepared_event_slots, where); });
     } catch (...) {
       events_->prepare(0, where);  // not posted (no memory): the promise withdrawn, the pool grows as it goes
     }

@@ -170,7 +170,6 @@ void pinned_pool::allocate_async(std::size_t bytes, ready_callback ready, std::s
   if (pinned_block hit = try_allocate(bytes)) return ready(std::move(hit), nullptr);
   // A miss (or bad input, which allocate names): the slow call, and freeing idle blocks at the cap, run there.
   auto task = [self = shared_from_this(), bytes, ready = std::move(ready), where]() mutable {
-    cuasync::detail::relaxed_capture_scope relaxed;  // no other thread's capture invalidated by the allocation
     pinned_block b;
     std::exception_ptr failure;
     try {
@@ -185,7 +184,6 @@ void pinned_pool::allocate_async(std::size_t bytes, ready_callback ready, std::s
 
 void pinned_pool::reserve_async(std::vector<std::size_t> sizes) {
   auto task = [self = shared_from_this(), sizes = std::move(sizes)] {
-    cuasync::detail::relaxed_capture_scope relaxed;  // no other thread's capture invalidated by the allocations
     std::vector<pinned_block> blocks;  // all held at once, so that equal sizes make distinct blocks
     for (std::size_t n : sizes) {
       try {
@@ -207,7 +205,6 @@ void pinned_pool::warm_async(std::size_t bytes) noexcept {
     warming_ |= bit;
   }
   auto task = [self = shared_from_this(), bytes, bit] {
-    cuasync::detail::relaxed_capture_scope relaxed;  // no other thread's capture invalidated by the allocation
     try {
       self->allocate(bytes);  // dropped at once: idle
     } catch (...) {

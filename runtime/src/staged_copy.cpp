@@ -72,7 +72,6 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
   // other thread's driver calls waiting while it runs). Their callbacks are made once the ring is whole: made
   // between blocks, a callback that blocks (a caller's `enqueued`) would hold the ring at the slots it has.
   outcalls out;
-  cuasync::detail::relaxed_capture_scope relaxed;  // no other thread's capture invalidated by the allocations
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     pinned_buffer block;
     std::error_code ec;

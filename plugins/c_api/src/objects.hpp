@@ -57,14 +57,15 @@ struct stream_object {
   runtime::stream_gate gate;
 
   //! Launches (and memsets) made without a completion take their places from a credit of up to `unreported_batch()`
-  //! places (32; `CUASYNC_C_ABI_LAUNCH_CREDIT`, 1-64, read once, sets it), taken in one engine call (try_admit_n: the stream's and context's room, nobody waiting overtaken), and
-  //! give them back together: once the credit is used, one event is recorded after the last of them and the whole
-  //! batch's places come back when it completes. Per launch: this stream's lock and a count, no engine lock. Admission
-  //! still bounds what is in flight: a place is taken before its work is enqueued and never given back before that
-  //! work is done. The unused part of a credit is given back as soon as an operation waits for admission in the
-  //! context (checked per launch), before a tracked operation on this stream (`return_spare_credit`), at
-  //! `flush_unreported` (which also records the event for the used part: an admission that found no room, a
-  //! stream_wait, the stream's end) and on a captured stream (whose operations take no places).
+  //! places (32; `CUASYNC_C_ABI_LAUNCH_CREDIT`, 1-64, read once, sets it), taken in one engine call (try_admit_n:
+  //! the stream's and context's room, nobody waiting overtaken), and give them back together: once the credit is
+  //! used, one event is recorded after the last of them and the whole batch's places come back when it completes.
+  //! Per launch: this stream's lock and a count, no engine lock. Admission still bounds what is in flight: a place is
+  //! taken before its work is enqueued and never given back before that work is done. The unused part of a credit is
+  //! given back as soon as an operation waits for admission in the context (checked per launch), before a tracked
+  //! operation on this stream (`return_spare_credit`), at `flush_unreported` (which also records the event for the
+  //! used part: an admission that found no room, a stream_wait, the stream's end) and on a captured stream (whose
+  //! operations take no places).
   //! `enqueue()` puts the work on the stream (it throws what the driver said; its place stays in the credit).
   //! Thread-safe. @throws abi_error (BUSY), cuda_error, std::bad_alloc (the places of a batch whose event could not be
   //! recorded are given back: the record's failure waited for the stream)

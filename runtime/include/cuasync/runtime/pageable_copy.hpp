@@ -28,10 +28,10 @@ struct pageable_copy_policy {
   //! next call on it answers BUSY (the GPU conformance suite's copy-copy-launch fails so). Kept on until blocks are
   //! allocated without holding other threads (bench/results/h100-session22/README.md).
   std::size_t whole_block_up_to_bytes = std::size_t{256} << 20;
-  //! Non-blocking copies up to this size without an idle whole block (the first of a size) go through up to `cold_chunks` chunks of
-  //! `cold_chunk_bytes`, reused in turn, every chunk enqueued in the call (so the stream is not held: later calls
-  //! on it follow the copy); a runtime reserves them when it is created (in the background), so that the first copy
-  //! finds them. Larger copies take the ring.
+  //! Non-blocking copies up to this size without an idle whole block (the first of a size) go through up to
+  //! `cold_chunks` chunks of `cold_chunk_bytes`, reused in turn, every chunk enqueued in the call (so the stream is
+  //! not held: later calls on it follow the copy); a runtime reserves them when it is created (in the background), so
+  //! that the first copy finds them. Larger copies take the ring.
   std::size_t chunks_up_to_bytes = std::size_t{256} << 20;
   std::size_t cold_chunk_bytes = std::size_t{2} << 20;
   std::size_t cold_chunks = 4;

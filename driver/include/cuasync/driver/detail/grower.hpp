@@ -4,9 +4,7 @@
 //! Internal: the thread where cuasync allocates pinned memory ahead of the work that needs it (the runtime's staging
 //! ring, pinned pool misses of asynchronous callers, the event pools' host words). `cuMemHostAlloc` costs ~0.7 ms per
 //! MiB the first time (a 50 ms stall of the io thread at the first awaited pageable copy on the H200), and waits
-//! behind any other thread's: no thread that awaits makes it. Its tasks hold a `relaxed_capture_scope` (an allocation
-//! in global mode would invalidate another thread's capture).
-#include <cuasync/driver/detail/relaxed_capture.hpp>
+//! behind any other thread's: no thread that awaits makes it.
 #include <cuasync/driver/detail/serial_worker.hpp>
 
 namespace cuasync::detail {

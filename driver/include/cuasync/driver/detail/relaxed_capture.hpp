@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 //! @file
-//! Internal: cuasync's background threads (the grower, the reaper) allocate and free pinned memory, calls the driver
-//! deems unsafe during a stream capture. In the default (global) capture mode such a call from any thread invalidates
-//! another thread's capture begun in global mode (`torch.cuda.graph`'s): on the H100 a replay anchor's capture in the
-//! GPU conformance suite was invalidated by a background allocation that ran meanwhile. Their tasks run in relaxed
-//! mode, which lets the call through without touching anyone's capture.
+//! Internal: cuasync's own threads (`serial_worker`: the grower, the reaper, the compile threads) allocate and free
+//! pinned memory and load modules, calls the driver deems unsafe during a stream capture. In the default (global)
+//! capture mode such a call from any thread invalidates another thread's capture begun in global mode
+//! (`torch.cuda.graph`'s): on the H100 a replay anchor's capture in the GPU conformance suite was invalidated by a
+//! background allocation that ran meanwhile. `serial_worker` runs each task in relaxed mode, which lets the call
+//! through without touching anyone's capture.
 #include <cuasync/driver/detail/driver_api.hpp>
 
 namespace cuasync::detail {
