@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -148,8 +149,11 @@ void many_coroutines() {
   gaps.start();
   // CUASYNC_PROBE_GAP_STACKS=1: the io thread's call stack during each gap over 3 ms (bench/async_io/gap_stacks.hpp).
   std::unique_ptr<bench::gap_stacks> stacks;
+  // CUASYNC_PROBE_GAP_STACKS=profile: a stack each 0.5 ms of every gap over 2 ms (up to 400), to see where gaps go.
   if (const char* v = std::getenv("CUASYNC_PROBE_GAP_STACKS"); v && *v == '1')
     stacks = std::make_unique<bench::gap_stacks>(gaps, std::chrono::milliseconds(3));
+  else if (v && std::string_view(v) == "profile")
+    stacks = std::make_unique<bench::gap_stacks>(gaps, std::chrono::milliseconds(2), 400, true);
   io.run();
   stacks.reset();
   const completion_statistics st = asio::use_service<completion_service>(io).stats();

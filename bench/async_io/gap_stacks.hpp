@@ -22,8 +22,9 @@ namespace cuasync::bench {
 class gap_stacks {
  public:
   //! Starts watching `meter`, whose ticks run on the calling thread (the io thread). At most `max_samples` stacks.
-  gap_stacks(const test::gap_meter& meter, std::chrono::nanoseconds threshold, int max_samples = 12)
-      : meter_(meter), target_(pthread_self()), threshold_(threshold.count()), max_samples_(max_samples) {
+  //! With `every`, a stack each 0.5 ms while a gap lasts (a profile of the gaps), not only one per gap.
+  gap_stacks(const test::gap_meter& meter, std::chrono::nanoseconds threshold, int max_samples = 12, bool every = false)
+      : meter_(meter), target_(pthread_self()), threshold_(threshold.count()), max_samples_(max_samples), every_(every) {
     void* warm[4];
     backtrace(warm, 4);
     struct sigaction sa {};
@@ -53,8 +54,8 @@ class gap_stacks {
     while (!stop_ && samples < max_samples_) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
       const long long tick = meter_.last_tick_ns();
-      if (tick == 0 || tick == sampled_tick || now_ns() - tick < threshold_) continue;
-      sampled_tick = tick;  // one stack per gap
+      if (tick == 0 || (tick == sampled_tick && !every_) || now_ns() - tick < threshold_) continue;
+      sampled_tick = tick;  // one stack per gap, or (every_) one each 0.5 ms while the gap lasts
       frames_.store(-1, std::memory_order_relaxed);
       pthread_kill(target_, SIGUSR2);
       int n = -1;
@@ -79,6 +80,7 @@ class gap_stacks {
   pthread_t target_;
   long long threshold_;
   int max_samples_;
+  bool every_;
   std::atomic<bool> stop_{false};
   std::thread watcher_;
 };

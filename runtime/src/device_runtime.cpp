@@ -74,7 +74,8 @@ void device_runtime::reserve_pageable_staging() noexcept {
       pageable_staging_reserved_.exchange(true, std::memory_order_relaxed))
     return;
   try {
-    std::vector<std::size_t> sizes(options_.pageable.cold_chunks, options_.pageable.cold_chunk_bytes);
+    std::vector<std::size_t> sizes(options_.pageable.cold_chunks * options_.pageable.cold_copies_reserved,
+                                   options_.pageable.cold_chunk_bytes);
     sizes.insert(sizes.end(), gate_words_reserved, sizeof(std::uint32_t));
     pinned_->reserve_async(std::move(sizes));
   } catch (...) {

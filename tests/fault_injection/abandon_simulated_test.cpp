@@ -38,7 +38,8 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   // Each runtime reserves pageable staging at creation: cold chunks and gate words, allocated in the background.
   runtime::device_runtime_options reserving;
   reserving.reserve_pageable_staging = true;
-  const long per_runtime = static_cast<long>(reserving.pageable.cold_chunks) + 4;
+  const long per_runtime =
+      static_cast<long>(reserving.pageable.cold_chunks * reserving.pageable.cold_copies_reserved) + 4;
   // And each has its context's event pool made ready: a slab of host words, on the grower thread (two pools: the C ABI
   // library carries its own engine).
   const long expected = 2 * (per_runtime + 1);
@@ -77,7 +78,7 @@ TEST_CASE("runtimes torn down while a kernel never ends: teardown ends, and so d
   UNSCOPED_INFO("child output:\n" << r.output);
   CHECK_FALSE(r.timed_out);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("RESERVED 18 pinned blocks") != std::string::npos);  // 2 x (4 chunks + 4 gate words + a slab)
+  CHECK(r.output.find("RESERVED 26 pinned blocks") != std::string::npos);  // 2 x (8 chunks + 4 gate words + a slab)
   CHECK(r.output.find("PENDING 1 completions") != std::string::npos);
   CHECK(r.output.find("TEARDOWN ok in") != std::string::npos);
   CHECK(r.output.find("CHILD END") != std::string::npos);

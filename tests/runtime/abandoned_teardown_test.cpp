@@ -37,7 +37,7 @@ TEST_CASE("a runtime torn down while a kernel never ends returns within the boun
   device_runtime_options reserving;
   reserving.reserve_pageable_staging = true;
   auto rt = device_runtime::create(0, reserving);
-  const std::size_t chunks = reserving.pageable.cold_chunks, words = 4;
+  const std::size_t chunks = reserving.pageable.cold_chunks * reserving.pageable.cold_copies_reserved, words = 4;
   const std::size_t reserved = chunks * reserving.pageable.cold_chunk_bytes + words * 4096;
   for (int i = 0; i < 5000 && rt->pinned()->stats().bytes_idle < reserved; ++i) std::this_thread::sleep_for(1ms);
   REQUIRE(rt->pinned()->stats().bytes_idle == reserved);

@@ -89,7 +89,7 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   void warm_up_staging(std::vector<std::size_t> pinned_sizes = {},
                        std::source_location where = std::source_location::current());
   //! Once per runtime, returning at once: has the pinned pool allocate on the background thread
-  //! `pageable.cold_chunks` chunks and a few gate words, what the C ABI's non-blocking pageable copies take when no
+  //! `pageable.cold_chunks` x `pageable.cold_copies_reserved` chunks and a few gate words, what the C ABI's non-blocking pageable copies take when no
   //! pinned block of their size is idle (the C ABI calls it at its first pageable copy; later calls do nothing).
   void reserve_pageable_staging() noexcept;
   //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.

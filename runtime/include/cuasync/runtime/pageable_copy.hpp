@@ -35,6 +35,10 @@ struct pageable_copy_policy {
   std::size_t chunks_up_to_bytes = std::size_t{256} << 20;
   std::size_t cold_chunk_bytes = std::size_t{2} << 20;
   std::size_t cold_chunks = 4;
+  //! Cold copies the reservation serves at once, `cold_chunks` each: a framework's first step copies its inputs
+  //! back to back (x, then y, then launches), and a second cold copy without chunks would take the ring, which holds
+  //! the stream (the C ABI answers the next call on it BUSY until the ring has enqueued the copy's last chunk).
+  std::size_t cold_copies_reserved = 2;
 };
 
 //! Where a pageable copy goes.
