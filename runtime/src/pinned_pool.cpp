@@ -12,13 +12,17 @@
 
 namespace cuasync::runtime {
 
-pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes, std::source_location where) {
+bool pinned_blocks_registered() noexcept {
   static const bool by_registration = [] {
     const char* v = std::getenv("CUASYNC_PINNED_BY_REGISTRATION");
     return v && std::strcmp(v, "1") == 0;
   }();
-  return by_registration ? pinned_buffer::allocate_registered(ctx, bytes, where)
-                         : pinned_buffer::allocate(ctx, bytes, where);
+  return by_registration;
+}
+
+pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes, std::source_location where) {
+  return pinned_blocks_registered() ? pinned_buffer::allocate_registered(ctx, bytes, where)
+                                    : pinned_buffer::allocate(ctx, bytes, where);
 }
 
 namespace {

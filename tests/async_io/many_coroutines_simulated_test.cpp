@@ -41,11 +41,6 @@ constexpr char sim_ptx[] = R"(.version 8.0
 void rethrow(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);
 }
-long calls_here(const char* entry) {
-  using fn = long (*)(const char*);
-  auto f = reinterpret_cast<fn>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
-  return f ? f(entry) : -1;
-}
 }  // namespace
 
 TEST_CASE("many coroutines over 64 streams, 16 held: no pinned allocation on the io thread, every result right",
@@ -81,7 +76,7 @@ TEST_CASE("many coroutines over 64 streams, 16 held: no pinned allocation on the
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        allocs_before = calls_here("cuMemHostAlloc");
+        allocs_before = test::simulated_pinned_allocations_here();
         for (int i = 0; i < coroutines; ++i) {
           asio::co_spawn(
               io,
@@ -94,7 +89,7 @@ TEST_CASE("many coroutines over 64 streams, 16 held: no pinned allocation on the
                                     device_span{dev.get() + i * sizeof(std::uint32_t), sizeof(std::uint32_t)});
                 most_waiting = std::max(most_waiting, pool->waiting_for_admission());
                 if (++finished == coroutines) {
-                  allocs_after = calls_here("cuMemHostAlloc");
+                  allocs_after = test::simulated_pinned_allocations_here();
                   gaps.stop();
                 }
               },

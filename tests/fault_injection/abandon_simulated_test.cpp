@@ -34,7 +34,7 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   const context_ref ctx = *kept;
   static auto* s = new stream(stream::create(ctx));
   static auto* gate = new test::sim_gate(ctx);
-  const long before = test::simulated_live_objects("pinned_host");
+  const long before = test::simulated_live_pinned();
   // Each runtime reserves pageable staging at creation: cold chunks and gate words, allocated in the background.
   runtime::device_runtime_options reserving;
   reserving.reserve_pageable_staging = true;
@@ -45,9 +45,9 @@ TEST_CASE("abandon child on the simulated driver", "[.abandon_simulated_child]")
   const long expected = 2 * (per_runtime + 1);
   auto rt = runtime::device_runtime::create(0, reserving);
   auto c = std::make_unique<test::c_abi_client>(test::c_abi_library(), s->get());  // runtime_create reserves too
-  for (int i = 0; i < 1000 && test::simulated_live_objects("pinned_host") < before + expected; ++i)
+  for (int i = 0; i < 1000 && test::simulated_live_pinned() < before + expected; ++i)
     std::this_thread::sleep_for(10ms);
-  std::printf("RESERVED %ld pinned blocks\n", test::simulated_live_objects("pinned_host") - before);
+  std::printf("RESERVED %ld pinned blocks\n", test::simulated_live_pinned() - before);
   std::fflush(stdout);  // a child killed at its time bound loses what is buffered
   gate->close(*s);  // never opened: the device never goes idle again
   cuasync_stream_wait_args w{CUASYNC_STREAM_WAIT_ARGS_SIZE, c->stream(), c->completion(1, false)};

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   unsigned char* back = malloc(bytes);
   for (size_t i = 0; i < bytes; ++i) host[i] = (unsigned char)(i * 7);
 
-  const long before = calls_here("cuMemHostAlloc");
+  /* Pinned allocations (cuMemHostAlloc, or cuMemHostRegister of memory the runtime allocated) on this thread. */
+  const long before = calls_here("cuMemHostAlloc") + calls_here("cuMemHostRegister");
   cuasync_memset_args m;
   memset(&m, 0, sizeof m);
   m.struct_size = CUASYNC_MEMSET_ARGS_SIZE;
@@ -126,12 +127,12 @@ int main(int argc, char** argv) {
     }
     done += n;
   }
-  const long during = calls_here("cuMemHostAlloc") - before;
+  const long during = calls_here("cuMemHostAlloc") + calls_here("cuMemHostRegister") - before;
   if (issued && memcmp(host, back, bytes) != 0) {
     fprintf(stderr, "FAILED: the bytes that came back differ from those sent\n");
     ++failures;
   }
-  printf("first_calls: %ld cuMemHostAlloc calls on the calling thread during the first memset and copies (0 expected)\n",
+  printf("first_calls: %ld pinned allocations on the calling thread during the first memset and copies (0 expected)\n",
          during);
   if (during != 0) ++failures;
 

@@ -74,7 +74,7 @@ TEST_CASE("an ordered copy enqueues every chunk in the call behind a held stream
   (void)events->record(s);  // the event pool's first host words (its own growth, not the copy's) come before counting
   test::sim_gate held(c);
   held.close(s);  // nothing enqueued after this runs until it opens
-  const long allocs = calls_here("cuMemHostAlloc"), waits = calls_here("cuStreamWaitValue32"),
+  const long allocs = test::simulated_pinned_allocations_here(), waits = calls_here("cuStreamWaitValue32"),
              dmas = calls_here("cuMemcpyAsync");
   done_promise to_device;
   REQUIRE(start_ordered_copy({.s = s, .gate = &gate, .to_device = true, .host = src.data(), .device = dev.get(),
@@ -95,7 +95,7 @@ TEST_CASE("an ordered copy enqueues every chunk in the call behind a held stream
                               .streaming_stores = streaming, .events = events},
                              &to_host));
   CHECK(calls_here("cuStreamWaitValue32") - waits_back == static_cast<long>(count - chunks));
-  CHECK(calls_here("cuMemHostAlloc") == allocs);  // the chunks were given: nothing allocated here
+  CHECK(test::simulated_pinned_allocations_here() == allocs);  // the chunks were given: nothing allocated here
 
   held.open();
   REQUIRE(landed.wait_for(30s) == std::future_status::ready);

@@ -58,4 +58,14 @@ long simulated_live_objects(const char* kind) {
   return at == std::string::npos ? -1 : std::stol(t.substr(at + key.size()));
 }
 
+long simulated_live_pinned() {
+  const long allocated = simulated_live_objects("pinned_host"), registered = simulated_live_objects("registered_host");
+  return allocated < 0 || registered < 0 ? -1 : allocated + registered;
+}
+
+long simulated_pinned_allocations_here() noexcept {
+  auto calls = reinterpret_cast<long (*)(const char*)>(simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
+  return calls ? calls("cuMemHostAlloc") + calls("cuMemHostRegister") : -1;
+}
+
 }  // namespace cuasync::test

@@ -24,6 +24,13 @@ void* simulated_driver_symbol(const char* name) noexcept;
 //! on any other driver. @throws std::bad_alloc
 long simulated_live_objects(const char* kind);
 
+//! Pinned host memory the simulated driver holds now, however it was made (cuMemHostAlloc, or cuMemHostRegister of
+//! memory cuasync allocated: `CUASYNC_PINNED_BY_REGISTRATION`); -1 on any other driver. @throws std::bad_alloc
+long simulated_live_pinned();
+
+//! Pinned allocations this thread made (cuMemHostAlloc and cuMemHostRegister calls); -1 on any other driver.
+long simulated_pinned_allocations_here() noexcept;
+
 //! True on the simulated driver; otherwise a Catch2 warning says the case was skipped and why (defined in
 //! test_main.cpp: test executables only).
 bool simulated_or_skip();

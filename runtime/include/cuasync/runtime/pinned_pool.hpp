@@ -25,6 +25,8 @@ namespace cuasync::runtime {
 //! cold copy calls, the copy benches). @throws cuda_error
 pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes,
                                     std::source_location where = std::source_location::current());
+//! Whether `allocate_pinned_block` makes its blocks by registration (the environment's choice, read once).
+bool pinned_blocks_registered() noexcept;
 
 class pinned_pool;
 
