@@ -204,9 +204,13 @@ void staged_copier::run(outcalls& out) noexcept {
   for (auto& d : out.done) d.cb->done(d.ec, d.detail);
   if (frame.destroyed) return;
   // Last, under the lock: a `done` call may have let go of what kept the copier alive, and its destructor (waiting
-  // for this on another thread) may free it as soon as the lock is released.
+  // for this on another thread) may free it as soon as the lock is released. Told at every count, not only at zero:
+  // a destructor called from a callback on another thread waits for the count of its own thread's frames (1), so a
+  // notification at zero only never came (the copier destroyed in a D2H done call on a copy thread while the grower
+  // thread's run() was still counted: ~2% of runs hung, session 23).
   std::lock_guard lock(mutex_);
-  if (--running_ == 0 && jobs_.empty()) idle_cv_.notify_all();
+  --running_;
+  if (jobs_.empty()) idle_cv_.notify_all();
 }
 
 }  // namespace cuasync::runtime

@@ -183,9 +183,8 @@ TEST_CASE("a pinned buffer made by registration copies both ways and is freed by
   stream s = stream::create(c);
   drain_deferred_frees();  // earlier cases' frees settled first
   // Counted on the simulated driver only (-1 on a real one), and not while the runtime's own pinned blocks are
-  // registered too (CUASYNC_PINNED_BY_REGISTRATION=1: earlier runtimes' blocks may still be on their way out).
-  const long before =
-      std::getenv("CUASYNC_PINNED_BY_REGISTRATION") ? -1 : test::simulated_live_objects("registered_host");
+  // registered too (runtime::pinned_blocks_registered(): earlier runtimes' blocks may still be on their way out).
+  const long before = pinned_blocks_registered() ? -1 : test::simulated_live_objects("registered_host");
   constexpr std::size_t bytes = 10000;  // not a whole number of pages
   {
     pinned_buffer p = pinned_buffer::allocate_registered(c, bytes);

@@ -124,6 +124,35 @@ TEST_CASE("a staged copier destroyed in a device-to-host done call on its copy t
   CHECK(std::memcmp(back.data(), src.data(), size) == 0);
 }
 
+// The destructor called from a `done` waits for the other threads' callback frames; each frame's end must tell it,
+// not only the last one (a notification at zero frames only never came while the waiting thread's own frame counted:
+// ~2% of the two cases above hung, session 23). Many fresh copiers, each destroyed in its done call, both ways: the
+// grower thread's frame (the ring's growth) and the copy threads' overlap the done call in some of them.
+TEST_CASE("staged copiers destroyed in their done calls, over and over, each let the copy finish",
+          "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  stream s = stream::create(test::ctx());
+  const std::size_t size = (3 << 20) + 5;
+  const auto src = test::random_bytes(size);
+  device_buffer d = device_buffer::allocate(test::ctx(), size);
+  std::vector<std::byte> back(size);
+  for (int round = 0; round < 40; ++round) {
+    destroying_callback cb;
+    cb.copier = std::make_unique<staged_copier>(test::ctx(), staged_copy_options{.chunk_bytes = 1 << 20, .chunks = 3});
+    const bool to_device = round % 2 == 0;
+    if (to_device)
+      cb.copier->start_to_device(s, d.span(), std::span<const std::byte>(src), &cb);
+    else
+      cb.copier->start_to_host(s, std::span<std::byte>(back), d.span(), &cb);
+    std::unique_lock lock(cb.mutex);
+    INFO("round " << round << (to_device ? ", to the device" : ", to the host"));
+    REQUIRE(cb.cv.wait_for(lock, std::chrono::seconds(20), [&] { return cb.finished; }));
+    CHECK_FALSE(cb.error);
+  }
+  s.synchronize();
+  CHECK(std::memcmp(back.data(), src.data(), size) == 0);
+}
+
 // ---- Sharing the ring between streams (staged_copy.hpp, "Sharing") ----
 
 namespace {
