@@ -138,7 +138,7 @@ fi
 # that awaits (cold_paths_probe, c_abi_copy_probe: fresh processes). CUASYNC_GPU_PROBES="" skips them.
 # pinned_alloc_interference_probe: whether a pinned allocation holds up another thread's driver calls (it does: a
 # cuMemHostAlloc keeps them all out, session 22); the C ABI's cold copies are run again with the runtime's pinned
-# blocks made by registration (CUASYNC_PINNED_BY_REGISTRATION=1), for the A/B that decides its default.
+# blocks made by cuMemHostAlloc (CUASYNC_PINNED_BY_REGISTRATION=0), beside the default (registered since session 23).
 for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_probe c_abi_copy_probe pinned_alloc_interference_probe}; do
   bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
   [ -n "$bin" ] && [ -x "$bin" ] || continue
@@ -147,8 +147,8 @@ for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_
   note "probe $probe: rc=$? $(( $(date +%s) - start ))s"
   if [ "$probe" = c_abi_copy_probe ]; then
     start=$(date +%s)
-    CUASYNC_PINNED_BY_REGISTRATION=1 timeout 300 "$bin" > "$work/probe-$probe-registered.txt" 2>&1
-    note "probe $probe with registered blocks: rc=$? $(( $(date +%s) - start ))s"
+    CUASYNC_PINNED_BY_REGISTRATION=0 timeout 300 "$bin" > "$work/probe-$probe-host-alloc.txt" 2>&1
+    note "probe $probe with cuMemHostAlloc'd blocks: rc=$? $(( $(date +%s) - start ))s"
   fi
 done
 

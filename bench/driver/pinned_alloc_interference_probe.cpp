@@ -9,7 +9,8 @@
 // with and without pauses); with "vmm", VMM host memory (cuMemCreate at the device's host NUMA node) mapped in pieces
 // into one range. Printed per variant and round: B's time in the driver, A's longest call and call count during it,
 // beside A's longest call with B idle; then a 128 MiB copy each way from that memory (one call where it is one
-// range, however many registrations it spans): the call's own time and GB/s.
+// range): the call's own time and GB/s; a refused copy shows as minus the driver's error code (a range spanning
+// several registrations is refused: CUDA_ERROR_INVALID_VALUE on the H100, session 23).
 // Usage: cuasync_pinned_alloc_interference_probe [rounds, default 3] [vmm]
 #include <cuasync/driver.hpp>
 
@@ -207,8 +208,13 @@ int main(int argc, char** argv) {
         }
       } else {
         void* host_range = v.kind == 0 ? m.blocks[0] : m.base;
-        must(dir == 0 ? d.cuMemcpyHtoDAsync(dev_big.get(), host_range, big, copies.get())
-                      : d.cuMemcpyDtoHAsync(host_range, dev_big.get(), big, copies.get()), "copy 128 MiB");
+        const CUresult r = dir == 0 ? d.cuMemcpyHtoDAsync(dev_big.get(), host_range, big, copies.get())
+                                    : d.cuMemcpyDtoHAsync(host_range, dev_big.get(), big, copies.get());
+        if (r != CUDA_SUCCESS) {  // a range over several registrations: refused (CUDA_ERROR_INVALID_VALUE, H100)
+          out[dir * 2] = -static_cast<double>(r);
+          out[dir * 2 + 1] = 0;
+          continue;
+        }
       }
       const auto t1 = clock_type::now();
       must(d.cuStreamSynchronize(copies.get()), "cuStreamSynchronize");

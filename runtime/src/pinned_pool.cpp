@@ -5,6 +5,7 @@
 
 #include <cuasync/driver/blocking_free.hpp>
 
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -12,17 +13,31 @@
 
 namespace cuasync::runtime {
 
-bool pinned_blocks_registered() noexcept {
-  static const bool by_registration = [] {
+namespace {
+// On unless CUASYNC_PINNED_BY_REGISTRATION=0; off for the rest of the process once the driver refuses a registration
+// as unsupported.
+std::atomic<bool>& registering() noexcept {
+  static std::atomic<bool> on{[] {
     const char* v = std::getenv("CUASYNC_PINNED_BY_REGISTRATION");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return by_registration;
+    return !(v && std::strcmp(v, "0") == 0);
+  }()};
+  return on;
 }
+}  // namespace
+
+bool pinned_blocks_registered() noexcept { return registering().load(std::memory_order_relaxed); }
 
 pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes, std::source_location where) {
-  return pinned_blocks_registered() ? pinned_buffer::allocate_registered(ctx, bytes, where)
-                                    : pinned_buffer::allocate(ctx, bytes, where);
+  if (registering().load(std::memory_order_relaxed)) {
+    try {
+      return pinned_buffer::allocate_registered(ctx, bytes, where);
+    } catch (const cuda_error& e) {
+      // Not every host lets memory be registered (some virtual machines, locked-down kernels): cuMemHostAlloc then.
+      if (e.result() != CUDA_ERROR_NOT_SUPPORTED && e.result() != CUDA_ERROR_NOT_PERMITTED) throw;
+      registering().store(false, std::memory_order_relaxed);
+    }
+  }
+  return pinned_buffer::allocate(ctx, bytes, where);
 }
 
 namespace {

@@ -238,3 +238,28 @@ TEST_CASE("CUASYNC_WHOLE_BLOCK_UP_TO_MIB sets the whole-block bound of runtimes 
   ::unsetenv("CUASYNC_WHOLE_BLOCK_UP_TO_MIB");
   CHECK(device_runtime::create(0)->options().pageable.whole_block_up_to_bytes == default_bound);
 }
+
+// A driver that refuses registration (CUDA_ERROR_NOT_SUPPORTED: some virtual machines) gets cuMemHostAlloc'd blocks
+// instead, from then on. Run by CTest runtime_pinned_registration_refused_simulated, whose simulated driver fails
+// the process's first cuMemHostRegister (FAKE_CUDA_FAIL); skipped elsewhere.
+TEST_CASE("pinned blocks fall back to cuMemHostAlloc where the driver refuses registration",
+          "[runtime][cold][.registration_refused]") {
+  const char* fail = std::getenv("FAKE_CUDA_FAIL");
+  if (!test::simulated_driver_loaded() || !fail || std::string_view(fail).rfind("cuMemHostRegister:", 0) != 0) {
+    WARN("skipped: needs the simulated driver with FAKE_CUDA_FAIL=cuMemHostRegister:1:801 (its CTest entry)");
+    return;
+  }
+  REQUIRE(pinned_blocks_registered());
+  auto set_phase = reinterpret_cast<void (*)(int)>(test::simulated_driver_symbol("fake_cuda_set_phase"));
+  REQUIRE(set_phase);
+  set_phase(1);  // injected failures count from here: the next cuMemHostRegister is refused
+  const long pinned_before = test::simulated_live_objects("pinned_host");
+  pinned_buffer refused = allocate_pinned_block(test::ctx(), 5000);  // the refused registration, then the fallback
+  CHECK_FALSE(refused.registered());
+  CHECK_FALSE(pinned_blocks_registered());
+  CHECK(test::simulated_live_objects("pinned_host") == pinned_before + 1);
+  pinned_buffer next = allocate_pinned_block(test::ctx(), 5000);  // no second try
+  CHECK_FALSE(next.registered());
+  CHECK(is_pinned(next.get()));
+  set_phase(0);
+}

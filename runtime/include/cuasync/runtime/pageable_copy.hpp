@@ -20,13 +20,12 @@ struct pageable_copy_policy {
   std::size_t driver_below_bytes = std::size_t{8} << 20;
   //! Non-blocking copies up to this size take one pinned block of their whole size when one is idle (a warm copy:
   //! one wait, one DMA, one event). Larger ones would hold that much pinned memory per copy in flight.
-  //! The block of a size is allocated in the background when the size is first seen, and a `cuMemHostAlloc` keeps
-  //! every other thread's driver calls out for its whole length (H100: 64-68 ms for 128 MiB; bench/driver's
-  //! pinned_alloc_interference_probe): the C ABI's cold copy calls waited 71.6 ms (H2D) and 43.1 ms (D2H) behind
-  //! those allocations. Without whole blocks (0; `CUASYNC_WHOLE_BLOCK_UP_TO_MIB` sets it) the copies take the chunks
-  //! (a copy's call 0.3-0.4 ms H2D, 1.1-1.8 ms D2H) or, with the chunks in use, the ring, which holds the stream: the
-  //! next call on it answers BUSY (the GPU conformance suite's copy-copy-launch fails so). Kept on until blocks are
-  //! allocated without holding other threads (bench/results/h100-session22/README.md).
+  //! The block of a size is allocated in the background when the size is first seen, by registration
+  //! (`allocate_pinned_block`): a `cuMemHostAlloc` kept every other thread's driver calls out for its whole length
+  //! (H100: 64-68 ms for 128 MiB; bench/driver's pinned_alloc_interference_probe), and the C ABI's cold copy calls
+  //! waited 48-97 ms behind it; registered, 0.6 ms. Without whole blocks (0; `CUASYNC_WHOLE_BLOCK_UP_TO_MIB` sets it)
+  //! the copies take the chunks (a copy's call 0.3-0.4 ms H2D, 1.1-1.8 ms D2H) or, with the chunks in use, the ring,
+  //! which holds the stream: the next call on it answers BUSY.
   std::size_t whole_block_up_to_bytes = std::size_t{256} << 20;
   //! Non-blocking copies up to this size without an idle whole block (the first of a size) go through up to
   //! `cold_chunks` chunks of `cold_chunk_bytes`, reused in turn, every chunk enqueued in the call (so the stream is

@@ -18,14 +18,16 @@
 
 namespace cuasync::runtime {
 
-//! A block of the runtime's pinned memory (the pool's, the staging ring's): `pinned_buffer::allocate`, or with
-//! `CUASYNC_PINNED_BY_REGISTRATION=1` in the environment (read once) `pinned_buffer::allocate_registered`, whose
-//! allocation holds up other threads' driver calls ~10x shorter (a `cuMemHostAlloc` keeps them all out while it
-//! runs; measured in bench/results/h100-session22). Off by default until a GPU run has compared the two (the C ABI's
-//! cold copy calls, the copy benches). @throws cuda_error
+//! A block of the runtime's pinned memory (the pool's, the staging ring's): `pinned_buffer::allocate_registered`
+//! (host memory allocated and touched outside the driver, then registered), whose allocation holds up other threads'
+//! driver calls ~10x shorter than a `cuMemHostAlloc`, which keeps them all out while it runs (H100: 64-68 ms for
+//! 128 MiB, registration 4-10 ms; the C ABI's cold pageable copy calls 0.6 ms instead of 48-97 ms:
+//! bench/results/h100-session23). `CUASYNC_PINNED_BY_REGISTRATION=0` in the environment (read once) makes them by
+//! `pinned_buffer::allocate`, as does a driver that refuses registration (CUDA_ERROR_NOT_SUPPORTED or
+//! CUDA_ERROR_NOT_PERMITTED: from then on, for the process). @throws cuda_error
 pinned_buffer allocate_pinned_block(context_ref ctx, std::size_t bytes,
                                     std::source_location where = std::source_location::current());
-//! Whether `allocate_pinned_block` makes its blocks by registration (the environment's choice, read once).
+//! Whether `allocate_pinned_block` makes its blocks by registration now.
 bool pinned_blocks_registered() noexcept;
 
 class pinned_pool;
