@@ -8,6 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
+#include <cstdlib>
+
 namespace asio = boost::asio;
 
 namespace cuasync::detail {
@@ -69,6 +71,15 @@ asio::any_io_executor untracked(const asio::any_io_executor& ex) {
   return asio::prefer(ex, asio::execution::outstanding_work.untracked);
 }
 }  // namespace
+
+long long completion_fifo::run_budget_ns() noexcept {
+  static const long long budget = [] {
+    const char* v = std::getenv("CUASYNC_DRAIN_BUDGET_US");
+    const long long us = v ? std::atoll(v) : 0;
+    return us >= 10 && us <= 100'000 ? us * 1000 : 1'000'000LL;
+  }();
+  return budget;
+}
 
 bool completion_fifo::idle(const asio::any_io_executor& ex) const {
   const asio::any_io_executor key = untracked(ex);
@@ -172,7 +183,7 @@ void completion_fifo::run(item& it) {
 void completion_fifo::drain(lane* l, std::atomic<long long>* alive) {
   // Two lock acquisitions for a drain of one item (take it; after it ran, see that nothing followed and end), where
   // taking each item and then seeing the queue empty cost three.
-  const long long end = completion_queues::now_ns() + run_budget_ns;
+  const long long end = completion_queues::now_ns() + run_budget_ns();
   item it;
   {
     std::lock_guard lock(mutex_);

@@ -32,8 +32,9 @@ class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
   struct lane;
 
  public:
-  //! How long completions run back to back (inline in a pass, or in one drain handler) before others get a turn.
-  static constexpr long long run_budget_ns = 1'000'000;
+  //! How long completions run back to back (inline in a pass, or in one drain handler) before others get a turn:
+  //! 1 ms, or `CUASYNC_DRAIN_BUDGET_US` microseconds (read once; 10 to 100,000).
+  static long long run_budget_ns() noexcept;
 
   //! True when nothing of `ex` is queued: a completion on it may run now without overtaking one.
   bool idle(const boost::asio::any_io_executor& ex) const;
@@ -56,7 +57,7 @@ class completion_fifo : public std::enable_shared_from_this<completion_fifo> {
   //! then runs its completions at once, still behind any that an earlier pass queued.
   std::size_t push(std::vector<completed_wait>& done, std::size_t first, const boost::asio::any_io_executor* on,
                    claim* claimed) noexcept;
-  //! Runs a claimed lane's drain here (for at most run_budget_ns; the rest in a posted drain), storing the time into
+  //! Runs a claimed lane's drain here (for at most run_budget_ns(); the rest in a posted drain), storing the time into
   //! `alive` after each completion it runs.
   void drain_claimed(claim c, std::atomic<long long>& alive) { drain(c.l_, &alive); }
   //! Queues an admitted operation (its `ticket`, its place) to be enqueued, behind what its executor has. False when
