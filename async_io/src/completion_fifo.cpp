@@ -76,7 +76,7 @@ long long completion_fifo::run_budget_ns() noexcept {
   static const long long budget = [] {
     const char* v = std::getenv("CUASYNC_DRAIN_BUDGET_US");
     const long long us = v ? std::atoll(v) : 0;
-    return us >= 10 && us <= 100'000 ? us * 1000 : 1'000'000LL;
+    return us >= 10 && us <= 100'000 ? us * 1000 : 250'000LL;
   }();
   return budget;
 }
