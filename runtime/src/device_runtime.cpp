@@ -81,6 +81,11 @@ void device_runtime::reserve_pageable_staging() noexcept {
   } catch (...) {
     // No memory for the list: the copies allocate in the background as they go (pinned_pool::warm_async).
   }
+  try {
+    (void)copy_team();
+  } catch (...) {
+    // No thread now: the first copy tries again (and reports it).
+  }
 }
 
 void device_runtime::warm_up_staging(std::vector<std::size_t> pinned_sizes, std::source_location where) {
@@ -137,8 +142,14 @@ std::shared_ptr<device_runtime> device_runtime::for_uuid(std::string_view uuid, 
 }
 
 staged_copier& device_runtime::staging(std::source_location where) {
-  std::call_once(staging_once_, [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging, where); });
+  std::call_once(staging_once_,
+                 [&] { staging_ = std::make_unique<staged_copier>(ctx_, options_.staging, copy_team(), where); });
   return *staging_;
+}
+
+const std::shared_ptr<memcpy_team>& device_runtime::copy_team() {
+  std::call_once(team_once_, [&] { team_ = std::make_shared<memcpy_team>(options_.staging.threads); });
+  return team_;
 }
 
 kernel_cache& device_runtime::kernels(std::source_location where) {

@@ -41,7 +41,12 @@ std::uint64_t stream_key_of(stream_ref s, std::source_location where) {
 }  // namespace
 
 staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::source_location where)
-    : ctx_(ctx), options_(options), team_(options.threads), h2d_stores_(options.h2d_stores),
+    : staged_copier(ctx, options, nullptr, where) {}
+
+staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::shared_ptr<memcpy_team> team,
+                             std::source_location where)
+    : ctx_(ctx), options_(options), team_(team ? std::move(team) : std::make_shared<memcpy_team>(options.threads)),
+      h2d_stores_(options.h2d_stores),
       d2h_stores_(options.d2h_stores) {
   if (options_.chunk_bytes < 4096 || options_.chunks < 2)
     detail::throw_invalid("cuasync::runtime::staged_copier", "needs at least 2 chunks of at least 4 KiB", where);
@@ -50,7 +55,7 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
                           std::to_string(options_.chunks) + " chunks of " + std::to_string(options_.chunk_bytes) +
                               " bytes: a ring past 1 TiB",
                           where);
-  options_.threads = team_.size();
+  options_.threads = team_->size();
   events_ = event_pool::for_context(ctx, where);
   for (std::size_t i = 0; i < options_.chunks; ++i) {
     auto sl = std::make_unique<slot>();

@@ -101,12 +101,12 @@ void staged_copier::host_copy(const job& j, std::byte* dst, const std::byte* src
   // The store kind by measurement (store_choice.hpp): a timed chunk reports its time before going on.
   store_chooser& choice = j.to_device ? h2d_stores_ : d2h_stores_;
   const store_chooser::pick p = choice.next(j.n, len);
-  if (!p.sample) return team_.submit(dst, src, len, p.streaming, std::move(then));
+  if (!p.sample) return team_->submit(dst, src, len, p.streaming, std::move(then));
   auto timed = [&choice, n = j.n, len, streaming = p.streaming, then = std::move(then)](std::chrono::nanoseconds t) {
     choice.report(n, streaming, len, t);
     then();
   };
-  team_.submit_timed(dst, src, len, p.streaming, std::move(timed));
+  team_->submit_timed(dst, src, len, p.streaming, std::move(timed));
 }
 
 void staged_copier::enqueue_dma_locked(job& j, slot& sl, outcalls& out) {

@@ -88,10 +88,14 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   //! sizes take). @throws cuda_error
   void warm_up_staging(std::vector<std::size_t> pinned_sizes = {},
                        std::source_location where = std::source_location::current());
-  //! Once per runtime, returning at once: has the pinned pool allocate on the background thread
-  //! `pageable.cold_chunks` x `pageable.cold_copies_reserved` chunks and a few gate words, what the C ABI's non-blocking pageable copies take when no
-  //! pinned block of their size is idle (the C ABI calls it at its first pageable copy; later calls do nothing).
+  //! Once per runtime: has the pinned pool allocate on the background thread `pageable.cold_chunks` x
+  //! `pageable.cold_copies_reserved` chunks and a few gate words, what the C ABI's non-blocking pageable copies take
+  //! when no pinned block of their size is idle, and starts the copy threads here (~0.03 ms each: a first copy's call
+  //! would start them otherwise). The C ABI calls it at creation and at every pageable copy (later calls do nothing).
   void reserve_pageable_staging() noexcept;
+  //! The host copy threads (`staging.threads` of them) that the staging ring and the C ABI's whole-block and chunk
+  //! copies share: started on first use. @throws std::system_error when no thread can be started
+  const std::shared_ptr<memcpy_team>& copy_team();
   //! JIT kernels for this device: compiled (or found in the caches) and loaded into this runtime's context once.
   //! Created on first use. @throws jit::cache_error when the cache directory is refused
   kernel_cache& kernels(std::source_location where = std::source_location::current());
@@ -121,6 +125,8 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
   std::unique_ptr<stream_pool> streams_;
   std::shared_ptr<pinned_pool> pinned_;
   memory_pool_ref device_pool_;
+  std::once_flag team_once_;
+  std::shared_ptr<memcpy_team> team_;
   std::once_flag staging_once_;
   std::unique_ptr<staged_copier> staging_;
   std::once_flag kernels_once_;

@@ -91,6 +91,10 @@ class staged_copier {
   //! @throws cuda_error (bad options)
   staged_copier(context_ref ctx, staged_copy_options options = {},
                 std::source_location where = std::source_location::current());
+  //! The same with copy threads made before (`options.threads` is then theirs): a runtime's, shared with the C ABI's
+  //! copies through whole blocks and chunks, and started at the runtime's creation so that no first copy starts them.
+  staged_copier(context_ref ctx, staged_copy_options options, std::shared_ptr<memcpy_team> team,
+                std::source_location where = std::source_location::current());
   //! Waits (blocking) for the copies in flight and for the callbacks being made. May run inside one of its own `done`
   //! calls (a copy's keep-alive holding the last reference to the runtime), on the completion poller's thread (host
   //! to device) or on a copy thread (device to host: that thread is let go, not joined).
@@ -121,7 +125,7 @@ class staged_copier {
 
   const staged_copy_options& options() const noexcept { return options_; }
   //! The copy threads (for callers that stage whole copies themselves: the C ABI).
-  memcpy_team& team() noexcept { return team_; }
+  memcpy_team& team() noexcept { return *team_; }
   //! The store kind chosen so far for copies of `bytes` (for callers that stage whole copies themselves).
   bool streaming_stores(bool to_device, std::size_t bytes) const noexcept {
     return (to_device ? h2d_stores_ : d2h_stores_).streaming(bytes);
@@ -158,7 +162,7 @@ class staged_copier {
   std::shared_ptr<event_pool> events_;
   std::vector<pinned_buffer> ring_;  // a block per slot, made in slot order (the slots without one wait for it)
   std::vector<std::unique_ptr<slot>> slots_;
-  memcpy_team team_;
+  std::shared_ptr<memcpy_team> team_;
   store_chooser h2d_stores_, d2h_stores_;
   std::mutex mutex_;
   std::condition_variable idle_cv_;
