@@ -24,7 +24,11 @@ class gap_stacks {
   //! Starts watching `meter`, whose ticks run on the calling thread (the io thread). At most `max_samples` stacks.
   //! With `every`, a stack each 0.5 ms while a gap lasts (a profile of the gaps), not only one per gap.
   gap_stacks(const test::gap_meter& meter, std::chrono::nanoseconds threshold, int max_samples = 12, bool every = false)
-      : meter_(meter), target_(pthread_self()), threshold_(threshold.count()), max_samples_(max_samples), every_(every) {
+      : meter_(meter),
+        target_(pthread_self()),
+        threshold_(threshold.count()),
+        max_samples_(max_samples),
+        every_(every) {
     void* warm[4];
     backtrace(warm, 4);
     struct sigaction sa {};

@@ -62,11 +62,12 @@ struct free_call {
   const char* api;
   const void* handle;
   std::size_t bytes;
-  CUresult (*release)(const detail::driver_entry_points&, const void*);
-  void (*life_ended)(const void*) noexcept;
+  CUresult (*release)(const detail::driver_entry_points&, const void*, std::size_t);
+  void (*life_ended)(const void*, std::size_t) noexcept;
   void make() const noexcept {
     trace::host_call hooked(trace::category::alloc, api, bytes);
-    detail::release_nothrow(ctx, api, handle, [&](const detail::driver_entry_points& d) { return release(d, handle); });
+    detail::release_nothrow(ctx, api, handle,
+                            [&](const detail::driver_entry_points& d) { return release(d, handle, bytes); });
   }
 };
 
@@ -77,7 +78,7 @@ struct free_call {
 void reap(const free_call& f, life_key key, bool dropped = false) noexcept {
   const bool ended = dropped || (key.life != 0 && detail::context_life_ended(key.ctx, key.life));
   if (!ended) f.make();
-  else if (!dropped && f.life_ended) f.life_ended(f.handle);  // the context took a registration, not its memory
+  else if (!dropped && f.life_ended) f.life_ended(f.handle, f.bytes);  // the context took a registration, not memory
   ledger& l = the_ledger();
   std::lock_guard lock(l.m);
   if (ended) ++l.skipped;
@@ -141,8 +142,8 @@ deferred_free_stats deferred_frees() noexcept {
 
 namespace detail {
 void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle, std::size_t bytes,
-                              CUresult (*release)(const driver_entry_points&, const void*),
-                              void (*life_ended)(const void*) noexcept) noexcept {
+                              CUresult (*release)(const driver_entry_points&, const void*, std::size_t),
+                              void (*life_ended)(const void*, std::size_t) noexcept) noexcept {
   const free_call f{ctx, api, handle, bytes, release, life_ended};
   if (!thread_must_not_block()) return f.make();
   // The life is read here, while the owner still holds the context: the reaper compares it before the free.

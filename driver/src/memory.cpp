@@ -36,18 +36,14 @@ T& move_assign(T& self, T&& other) noexcept {
   return self;
 }
 // The blocking frees, as the reaper takes them (blocking_free.hpp).
-CUresult free_device(const detail::driver_entry_points& d, const void* p) {
+CUresult free_device(const detail::driver_entry_points& d, const void* p, std::size_t) {
   return d.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
 }
-CUresult free_host(const detail::driver_entry_points& d, const void* p) { return d.cuMemFreeHost(const_cast<void*>(p)); }
-// A registered pinned buffer's host memory is freed once its registration is gone: after a successful unregister,
-// or (on the reaper) when its context's life ended and took the registration along.
-CUresult unregister_host(const detail::driver_entry_points& d, const void* p) {
-  const CUresult r = d.cuMemHostUnregister(const_cast<void*>(p));
-  if (r == CUDA_SUCCESS) std::free(const_cast<void*>(p));  // (a failed try is retried: freed after the retry only)
-  return r;
+CUresult free_host(const detail::driver_entry_points& d, const void* p, std::size_t) {
+  return d.cuMemFreeHost(const_cast<void*>(p));
 }
-void free_unregistered(const void* p) noexcept { std::free(const_cast<void*>(p)); }
+
+// ---- the host memory of a registered pinned buffer: a mapping of its own
 constexpr std::size_t host_page = 4096, huge_page = std::size_t{2} << 20;
 // Transparent huge pages for registered blocks of 2 MiB and more (the staging copies' host side writes or reads them
 // with fewer TLB misses) unless CUASYNC_PINNED_HUGE_PAGES=0 (read once; for measuring the two side by side).
@@ -58,6 +54,39 @@ bool huge_pages_wanted() noexcept {
   }();
   return wanted;
 }
+std::size_t mapping_page(std::size_t bytes) noexcept {
+  return bytes >= huge_page && huge_pages_wanted() ? huge_page : host_page;
+}
+// The mapping's length for a buffer of `bytes` (the same at the free: the choice above is read once).
+std::size_t mapping_length(std::size_t bytes) noexcept {
+  const std::size_t page = mapping_page(bytes);
+  return (bytes + page - 1) / page * page;
+}
+// Its own anonymous mapping, aligned to its page, never shared with other objects (as memory from the heap could
+// be) and not inherited by a child (MADV_DONTFORK): after a fork, a copy-on-write of a registered page would leave the
+// parent's writes where the device does not look (the DMA's pages stay the child's). Null when out of memory.
+void* map_host(std::size_t bytes) noexcept {
+  const std::size_t page = mapping_page(bytes), length = mapping_length(bytes), extra = page - host_page;
+  void* raw = ::mmap(nullptr, length + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto at = reinterpret_cast<std::uintptr_t>(raw), start = (at + page - 1) / page * page;
+  if (start > at) ::munmap(raw, start - at);  // the ends that alignment left over
+  if (const std::uintptr_t end = at + length + extra; end > start + length)
+    ::munmap(reinterpret_cast<void*>(start + length), end - (start + length));
+  void* p = reinterpret_cast<void*>(start);
+  (void)::madvise(p, length, MADV_DONTFORK);
+  if (page == huge_page) (void)::madvise(p, length, MADV_HUGEPAGE);  // a hint: refused where THP is off
+  return p;
+}
+void unmap_host(const void* p, std::size_t bytes) noexcept { ::munmap(const_cast<void*>(p), mapping_length(bytes)); }
+// A registered pinned buffer's host memory is unmapped once its registration is gone: after a successful unregister,
+// or (on the reaper) when its context's life ended and took the registration along.
+CUresult unregister_host(const detail::driver_entry_points& d, const void* p, std::size_t bytes) {
+  const CUresult r = d.cuMemHostUnregister(const_cast<void*>(p));
+  if (r == CUDA_SUCCESS) unmap_host(p, bytes);  // (a failed try is retried: unmapped after the retry only)
+  return r;
+}
+void free_unregistered(const void* p, std::size_t bytes) noexcept { unmap_host(p, bytes); }
 }  // namespace
 
 // ---- device_buffer
@@ -92,14 +121,15 @@ pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::s
 }
 pinned_buffer pinned_buffer::allocate_registered(context_ref ctx, std::size_t bytes, std::source_location where) {
   require_nonzero(bytes, "cuasync::pinned_buffer::allocate_registered", where);
-  if (bytes > SIZE_MAX - huge_page)
+  if (bytes > SIZE_MAX - 2 * huge_page)
     throw_cu(CUDA_ERROR_OUT_OF_MEMORY, "cuasync::pinned_buffer::allocate_registered", bytes_on(bytes, ctx), where);
-  const bool huge = bytes >= huge_page && huge_pages_wanted();
-  const std::size_t page = huge ? huge_page : host_page;
-  const std::size_t whole_pages = (bytes + page - 1) / page * page;
-  std::unique_ptr<void, void (*)(void*)> host(std::aligned_alloc(page, whole_pages), std::free);
-  if (!host) throw_cu(CUDA_ERROR_OUT_OF_MEMORY, "aligned_alloc (host memory to register)", bytes_on(bytes, ctx), where);
-  if (huge) (void)::madvise(host.get(), whole_pages, MADV_HUGEPAGE);  // a hint: refused where THP is off
+  const std::size_t whole_pages = mapping_length(bytes);
+  struct unmap {
+    std::size_t bytes;
+    void operator()(void* p) const noexcept { unmap_host(p, bytes); }
+  };
+  std::unique_ptr<void, unmap> host(map_host(bytes), unmap{bytes});
+  if (!host) throw_cu(CUDA_ERROR_OUT_OF_MEMORY, "mmap (host memory to register)", bytes_on(bytes, ctx), where);
   // The pages are faulted in here, outside the driver: the registration then only pins them.
   std::memset(host.get(), 0, whole_pages);
   scoped_context guard(ctx, where);

@@ -68,7 +68,7 @@ TEST_CASE("a runtime torn down while a kernel never ends returns within the boun
 namespace {
 std::atomic<bool> blocker_running{false}, blocker_released{false};
 // A "free" that holds the reaper until the test lets it go.
-CUresult hold_the_reaper(const detail::driver_entry_points&, const void*) {
+CUresult hold_the_reaper(const detail::driver_entry_points&, const void*, std::size_t) {
   blocker_running = true;
   while (!blocker_released) std::this_thread::sleep_for(1ms);
   return CUDA_SUCCESS;

@@ -94,8 +94,8 @@ namespace detail {
 //! of the release when the reaper skips it because the context's life ended (a registration goes with its context,
 //! its host memory does not: that is still the process's to free).
 void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle, std::size_t bytes,
-                              CUresult (*release)(const driver_entry_points&, const void* handle),
-                              void (*life_ended)(const void* handle) noexcept = nullptr) noexcept;
+                              CUresult (*release)(const driver_entry_points&, const void* handle, std::size_t bytes),
+                              void (*life_ended)(const void* handle, std::size_t bytes) noexcept = nullptr) noexcept;
 }  // namespace detail
 
 }  // namespace cuasync
