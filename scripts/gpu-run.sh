@@ -143,11 +143,13 @@ for probe in ${CUASYNC_GPU_PROBES-completion_probe queue_depth_probe cold_paths_
   bin=$(find "$build/bench" -name "cuasync_$probe" -type f | head -1)
   [ -n "$bin" ] && [ -x "$bin" ] || continue
   start=$(date +%s)
-  timeout 300 "$bin" > "$work/probe-$probe.txt" 2>&1
+  args=()  # the C ABI probe dlopens this build's library (its built-in path is this machine's build folder)
+  [ "$probe" = c_abi_copy_probe ] && args=("$build/plugins/libcuasync.so")
+  timeout 300 "$bin" "${args[@]}" > "$work/probe-$probe.txt" 2>&1
   note "probe $probe: rc=$? $(( $(date +%s) - start ))s"
   if [ "$probe" = c_abi_copy_probe ]; then
     start=$(date +%s)
-    CUASYNC_PINNED_BY_REGISTRATION=0 timeout 300 "$bin" > "$work/probe-$probe-host-alloc.txt" 2>&1
+    CUASYNC_PINNED_BY_REGISTRATION=0 timeout 300 "$bin" "${args[@]}" > "$work/probe-$probe-host-alloc.txt" 2>&1
     note "probe $probe with cuMemHostAlloc'd blocks: rc=$? $(( $(date +%s) - start ))s"
   fi
 done
