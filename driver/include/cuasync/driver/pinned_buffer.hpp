@@ -23,9 +23,10 @@ class pinned_buffer {
                                 std::source_location where = std::source_location::current());
   //! The same, made another way: host memory mapped for it alone and touched on the calling thread (not inherited
   //! by a forked child, as the driver's pinned memory; from 2 MiB, 2 MiB-aligned and advised as transparent huge
-  //! pages unless `CUASYNC_PINNED_HUGE_PAGES=0`), then registered (portable, device-mapped). A `cuMemHostAlloc` keeps every other thread's driver calls out for its
-  //! whole length (~0.5 ms per MiB on the H100); here only the registration does, ~10x shorter per MiB (128 MiB:
-  //! 6-10 ms against 64-68). Freed by `cuMemHostUnregister`, then its host memory. @throws cuda_error
+  //! pages unless `CUASYNC_PINNED_HUGE_PAGES=0`), then registered (portable, device-mapped). A `cuMemHostAlloc`
+  //! keeps every other thread's driver calls out for its whole length (~0.5 ms per MiB on the H100); here only the
+  //! registration does, ~10x shorter per MiB (128 MiB: 4-10 ms against 43-68). Freed by `cuMemHostUnregister`, then
+  //! its mapping is removed. @throws cuda_error
   static pinned_buffer allocate_registered(context_ref ctx, std::size_t bytes,
                                            std::source_location where = std::source_location::current());
 

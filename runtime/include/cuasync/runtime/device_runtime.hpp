@@ -32,10 +32,10 @@ struct device_runtime_options {
   pageable_copy_policy pageable;
   //! Reserves at creation (`reserve_pageable_staging()`) what a non-blocking pageable copy needs when no pinned block
   //! of its size is idle yet, instead of at the first such copy (so that the first copies do not take the ring, which
-  //! holds the stream), and the first operations' events. The C ABI's runtimes turn it on. Off by default: the ~8 MiB
-  //! of pinned memory is allocated and freed with `cuMemHostAlloc` / `cuMemFreeHost`, and the free waits for the whole
-  //! device, so a runtime that never copies pageable memory should not pay it (nor its teardown wait behind running
-  //! work).
+  //! holds the stream), the copy threads, and the first operations' events. The C ABI's runtimes turn it on. Off by
+  //! default: the ~16 MiB of pinned memory (`allocate_pinned_block`: registered) is freed with `cuMemHostUnregister`,
+  //! which waits for the whole device, so a runtime that never copies pageable memory should not pay it (nor its
+  //! teardown wait behind running work).
   bool reserve_pageable_staging = false;
   //! Admission bounds for the context's awaited operations (engine/admission.hpp); unset: leave them as they are
   //! (the defaults, or what another user of the context set).
