@@ -14,13 +14,16 @@
 #include <cuasync/runtime/device_runtime.hpp>
 
 #include "bench.hpp"
+#include "cpu_sampler.hpp"
 #include "gpu.hpp"
 #include "raw_closed_loop.hpp"
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <sys/resource.h>
@@ -130,6 +133,69 @@ double awaited_ops_per_second(const std::vector<stream>& ss, const poll_policy& 
   std::snprintf(buf, sizeof buf, "%.3f queries/op, %.3f passes/op", double(st.queries) / (coroutines * per),
                 double(st.passes) / (coroutines * per));
   per_op = buf;
+  return rate;
+}
+
+// The strongest awaited loop a user could write by hand on Asio: 64 coroutines on one io_context, each launching and
+// writing its host word (cuStreamWriteValue64, as the raw host-word loop), then awaiting the word through a minimal
+// reactor in the same executor (a handler that reads the armed words with plain loads, resumes the finished
+// coroutines inline and posts itself again while any wait is armed). No admission, no capture check, no fault check,
+// no cancellation: what Asio's coroutines cost over the raw loop, the floor for any awaited engine.
+double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty) {
+  const int nstreams = static_cast<int>(ss.size());
+  constexpr int coroutines = 64;
+  const int per = throughput_ops / coroutines;
+  pinned_buffer words = pinned_buffer::allocate(ss.front().context(), coroutines * sizeof(std::uint64_t));
+  auto* host = words.data<volatile std::uint64_t>();
+  for (int i = 0; i < coroutines; ++i) host[i] = 0;
+  const CUdeviceptr dev = words.device_pointer();
+  struct reactor {
+    asio::io_context io;
+    volatile std::uint64_t* host = nullptr;
+    std::uint64_t want[coroutines] = {};
+    asio::any_completion_handler<void()> waiting[coroutines];
+    int armed = 0;
+    bool scanning = false;
+    void scan() {
+      for (int i = 0; i < coroutines; ++i)
+        if (waiting[i] && host[i] >= want[i]) {
+          auto h = std::move(waiting[i]);
+          --armed;
+          std::move(h)();  // the coroutine runs on to its next wait, inline
+        }
+      if (armed > 0)
+        asio::post(io, [this] { scan(); });
+      else
+        scanning = false;
+    }
+  } r;
+  r.host = host;
+  std::uint64_t seq = 0;
+  for (int c = 0; c < coroutines; ++c)
+    asio::co_spawn(
+        r.io,
+        [&, c]() -> asio::awaitable<void> {
+          stream_ref s = ss[c % nstreams];
+          for (int i = 0; i < per; ++i) {
+            launch(s, empty, one);
+            r.want[c] = ++seq;
+            if (CUresult e = detail::driver().cuStreamWriteValue64(s.get(), dev + 8 * c, r.want[c], 0);
+                e != CUDA_SUCCESS)
+              detail::throw_cu(e, "cuStreamWriteValue64", s.describe(), std::source_location::current());
+            co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+                [&r, c](auto handler) {
+                  r.waiting[c] = std::move(handler);
+                  ++r.armed;
+                  if (!std::exchange(r.scanning, true)) asio::post(r.io, [&r] { r.scan(); });
+                },
+                asio::use_awaitable);
+          }
+        },
+        rethrow);
+  const auto t0 = bench_clock::now();
+  r.io.run();
+  const double rate = coroutines * per / (us_since(t0) * 1e-6);
+  for (auto& s : ss) s.synchronize();
   return rate;
 }
 
@@ -365,21 +431,30 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) ss.push_back(stream::create(test::ctx()));
     (void)raw_launch_record_per_second(ss, empty_k);  // warm-up
     // awaited[0]: latency, [1]: balanced, [2]: balanced with host completion words off (events only).
-    std::vector<double> raw, by_query, by_word, awaited[3], balanced_over_raw;
+    std::vector<double> raw, by_query, by_word, by_asio_word, awaited[3], balanced_over_raw;
     std::string service_per_op[3];
     for (int r = 0; r < throughput_reps; ++r) {
       raw.push_back(raw_launch_record_per_second(ss, empty_k));
       by_query.push_back(loop.by_event_query(ss));
-      by_word.push_back(loop.by_host_word(ss));
+      {
+        bench::cpu_sampler::scope sampled("hostword-" + std::to_string(n));
+        by_word.push_back(loop.by_host_word(ss));
+      }
+      {
+        bench::cpu_sampler::scope sampled("asio-hostword-" + std::to_string(n));
+        by_asio_word.push_back(asio_host_word_per_second(ss, empty_k));
+      }
       for (int i : {0, 1, 2}) {
         cuda_completion_source::instance().use_host_words(i != 2);
+        bench::cpu_sampler::scope sampled(i == 1 ? "awaited-" + std::to_string(n) : std::string());
         awaited[i].push_back(awaited_ops_per_second(ss, policies[i == 2 ? 1 : i].policy, empty_k));
         service_per_op[i] = per_op;
       }
       cuda_completion_source::instance().use_host_words(true);
       balanced_over_raw.push_back(awaited[1].back() / raw.back());
     }
-    const stats raw_s = summarize(raw), closed_query = summarize(by_query), closed_word = summarize(by_word);
+    const stats raw_s = summarize(raw), closed_query = summarize(by_query), closed_word = summarize(by_word),
+                asio_word = summarize(by_asio_word);
     const std::string streams = std::to_string(n) + " streams";
     const char* names[3] = {"latency", "balanced", "balanced, events only (host words off)"};
     for (int i : {1, 0, 2}) {
@@ -390,6 +465,8 @@ int main(int argc, char** argv) {
                closed_query, "raw closed loop, cuEventQuery", false, i == 1 ? ">= 0.9" : ""});
       rep.add({"awaited launches per second, one io thread, " + streams + ", " + names[i], "ops/s", a,
                closed_word, "raw closed loop, host word", false, i == 1 ? ">= 1.0 (issue 26)" : ""});
+      rep.add({"awaited launches per second, one io thread, " + streams + ", " + names[i], "ops/s", a, asio_word,
+               "hand-written Asio coroutines on host words", false, ""});
       rep.note(std::string("service per op, ") + streams + ", " + names[i], service_per_op[i]);
     }
     const stats per_rep = summarize(balanced_over_raw);
@@ -401,6 +478,8 @@ int main(int argc, char** argv) {
              "raw launch + record", false, "(ceiling with events)"});
     rep.add({"raw closed loop (64 in flight), host word, " + streams, "ops/s", closed_word, raw_s,
              "raw launch + record", false, "(ceiling with stream memory ops)"});
+    rep.add({"hand-written Asio coroutines on host words (64 in flight), " + streams, "ops/s", asio_word, closed_word,
+             "raw closed loop, host word", false, "(what Asio's coroutines cost)"});
   }
 
   if (!throughput_only) {

@@ -14,6 +14,7 @@
 #include <cuasync/trace/recorder.hpp>
 
 #include "bench.hpp"
+#include "cpu_sampler.hpp"
 #include "gpu.hpp"
 
 #include <cstring>
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
       fo.to_stderr = false;
       trace::flight::enable(fo);
       std::vector<double> with, without, added;
+      b::cpu_sampler::scope sampled("flight");  // where the added time goes (CUASYNC_BENCH_SAMPLES)
       for (int i = 0; i < 400; ++i) {
         double t[2];
         for (int v = 0; v < 2; ++v) {

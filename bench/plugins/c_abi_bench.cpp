@@ -3,7 +3,8 @@
 //   1. a launch and its completion, closed loop (the next launch once the completion is seen): through the C ABI
 //      (completion records drained by a polling consumer, from a queue whose fd it never asked for, and from one whose
 //      fd was handed out, which costs an eventfd write and read a completion) against the C++ API (cuasync::launch and
-//      the engine's callbacks, a polled flag), alternating;
+//      the engine's callbacks, a polled flag), alternating; and both spinning on a look for completions made on the
+//      spinning thread (queue_poll, completion_callbacks::try_poll_once);
 //   2. the round trip of a 20 µs kernel seen through the fd (poll() sleeping on it, then a drain) against the raw
 //      busy query (launch, record, spin on cuEventQuery);
 //   3. the launch alone of a C++ kernel with its arguments' types (ABI 1.4) against its extern "C" twin by size only:
@@ -14,6 +15,7 @@
 #include <cuasync/engine/cuda_completion_source.hpp>
 
 #include "bench.hpp"
+#include "cpu_sampler.hpp"
 #include "c_abi_loader.hpp"
 #include "gpu.hpp"
 #include "placed_launch.hpp"
@@ -100,7 +102,7 @@ c_side setup_c(CUstream native) {
 
 // One launch through the C ABI with its completion on the fd-queue; returns once the record is drained.
 void c_launch_and_wait(const c_side& c, cuasync_queue q, cuasync_kernel k, const cuasync_kernel_arg* args,
-                       std::size_t n, bool sleep) {
+                       std::size_t n, bool sleep, bool poll_here = false) {
   cuasync_launch_args la{};
   la.struct_size = CUASYNC_LAUNCH_ARGS_SIZE;
   la.stream = c.stream;
@@ -118,7 +120,10 @@ void c_launch_and_wait(const c_side& c, cuasync_queue q, cuasync_kernel k, const
       ::poll(&p, 1, -1);
     }
     cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, q, &r, 1, 0};
-    must(api->queue_drain(&d), "queue_drain");
+    if (poll_here)
+      must(api->queue_poll(&d), "queue_poll");  // the look for finished work made on this thread (ABI 1.7)
+    else
+      must(api->queue_drain(&d), "queue_drain");
     if (d.count == 1) return;
   }
 }
@@ -150,20 +155,43 @@ int main(int argc, char** argv) {
   bench::report rep("c_abi");
   rep.note("device", test::ctx().device().name());
   constexpr int reps = 7, per = 4000;
-  std::vector<double> c_rates, fd_rates, cpp_rates, admitted_rates;
+  std::vector<double> c_rates, fd_rates, cpp_rates, admitted_rates, c_poll_rates, cpp_poll_rates;
   for (int r = 0; r < reps + 1; ++r) {
     auto t0 = bench_clock::now();
-    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.polled, c.empty, nullptr, 0, false);
+    {
+      bench::cpu_sampler::scope sampled(r ? "c-abi-drain" : "");
+      for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.polled, c.empty, nullptr, 0, false);
+    }
     const double c_us = us_since(t0) / per;
+    // A consumer that spins on its queue with queue_poll (ABI 1.7), against the C++ API spinning on the engine's
+    // look made on its own thread (completion_callbacks::try_poll_once): both see completion without the poller
+    // thread's hand-over.
     t0 = bench_clock::now();
-    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.queue, c.empty, nullptr, 0, false);
-    const double fd_us = us_since(t0) / per;
+    {
+      bench::cpu_sampler::scope sampled(r ? "c-abi-poll" : "");
+      for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.polled, c.empty, nullptr, 0, false, true);
+    }
+    const double c_poll_us = us_since(t0) / per;
     t0 = bench_clock::now();
     for (int i = 0; i < per; ++i) {
       launch(s, empty, one);
       flag_callback cb;
       completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
-      while (!cb.done.load(std::memory_order_acquire)) {
+      while (!cb.done.load(std::memory_order_acquire)) completion_callbacks::instance().try_poll_once();
+    }
+    const double cpp_poll_us = us_since(t0) / per;
+    t0 = bench_clock::now();
+    for (int i = 0; i < per; ++i) c_launch_and_wait(c, c.queue, c.empty, nullptr, 0, false);
+    const double fd_us = us_since(t0) / per;
+    t0 = bench_clock::now();
+    {
+      bench::cpu_sampler::scope sampled(r ? "cpp-callback" : "");
+      for (int i = 0; i < per; ++i) {
+        launch(s, empty, one);
+        flag_callback cb;
+        completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+        while (!cb.done.load(std::memory_order_acquire)) {
+        }
       }
     }
     const double cpp_us = us_since(t0) / per;
@@ -183,6 +211,8 @@ int main(int argc, char** argv) {
     const double admitted_us = us_since(t0) / per;
     if (r == 0) continue;  // warm-up
     c_rates.push_back(c_us);
+    c_poll_rates.push_back(c_poll_us);
+    cpp_poll_rates.push_back(cpp_poll_us);
     fd_rates.push_back(fd_us);
     cpp_rates.push_back(cpp_us);
     admitted_rates.push_back(admitted_us);
@@ -193,6 +223,10 @@ int main(int argc, char** argv) {
            summarize(cpp_rates), "C++ API (launch + engine callback)", true, ""});
   rep.add({"launch + completion, closed loop, C ABI (queue drained by polling)", "us", summarize(c_rates),
            summarize(admitted_rates), "C++ API with admission (try_admit + launch + engine callback)", true, ""});
+  rep.add({"launch + completion, closed loop, C ABI (spun on queue_poll)", "us", summarize(c_poll_rates),
+           summarize(cpp_poll_rates), "C++ API (launch + engine callback, spun on try_poll_once)", true, "<= 1.05"});
+  rep.add({"launch + completion, closed loop, C ABI (spun on queue_poll)", "us", summarize(c_poll_rates),
+           summarize(cpp_rates), "C++ API (launch + engine callback)", true, ""});
 
   // Where the difference lies: the launch alone (32 at a time, then the stream drains) and the completion alone (a
   // wait on an idle stream, seen through the fd queue or the engine's callback), alternating.
