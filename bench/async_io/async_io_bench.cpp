@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -153,13 +154,14 @@ double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty
     asio::io_context io;
     volatile std::uint64_t* host = nullptr;
     std::uint64_t want[coroutines] = {};
-    asio::any_completion_handler<void()> waiting[coroutines];
+    std::optional<asio::any_completion_handler<void()>> waiting[coroutines];  // emplaced: Boost 1.81's assignment recursed
     int armed = 0;
     bool scanning = false;
     void scan() {
       for (int i = 0; i < coroutines; ++i)
         if (waiting[i] && host[i] >= want[i]) {
-          auto h = std::move(waiting[i]);
+          asio::any_completion_handler<void()> h(std::move(*waiting[i]));
+          waiting[i].reset();
           --armed;
           std::move(h)();  // the coroutine runs on to its next wait, inline
         }
@@ -184,7 +186,7 @@ double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty
               detail::throw_cu(e, "cuStreamWriteValue64", s.describe(), std::source_location::current());
             co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
                 [&r, c](auto handler) {
-                  r.waiting[c] = std::move(handler);
+                  r.waiting[c].emplace(std::move(handler));
                   ++r.armed;
                   if (!std::exchange(r.scanning, true)) asio::post(r.io, [&r] { r.scan(); });
                 },
