@@ -18,6 +18,7 @@
 #include "gpu.hpp"
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 using namespace cuasync;
@@ -142,8 +143,10 @@ int main(int argc, char** argv) {
       }
     };
     set_recording(true);
+    std::optional<b::cpu_sampler::scope> sampled(std::in_place, "tracing");  // where its time goes
     auto [on, off2] = alternate(100, 500, [&] { launch(s, k, cfg); }, [&] { launch(s, k, cfg); },
                                 [&] { flip(set_recording); });
+    sampled.reset();
     set_recording(false);
     rep.add({.name = "launch, empty kernel, tracing on (recorder): launch() on / off", .unit = "us", .ours = on,
              .baseline = off2, .baseline_name = "launch() with tracing off", .target = "<= 1.3"});
