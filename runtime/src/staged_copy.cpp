@@ -90,21 +90,18 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
       ec = std::make_error_code(std::errc::not_enough_memory);
     }
     const bool got = static_cast<bool>(block);
-    {
-      std::lock_guard lock(mutex_);
-      if (got) {
-        slots_[i]->mem = block.data<std::byte>();
-        ring_.push_back(std::move(block));
-        ring_state_ = ring_state::ready;
-      } else if (ring_.empty()) {
-        ring_state_ = ring_state::failed;
-        ring_error_ = ec;
-        ring_error_detail_ = failure;
-      }  // else: the ring stays as large as it got (the copies share fewer slots)
-      pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
-      reap_locked(out);
-    }
-    start_host_copies(out);  // their host sides now, not once the ring is whole
+    std::lock_guard lock(mutex_);
+    if (got) {
+      slots_[i]->mem = block.data<std::byte>();
+      ring_.push_back(std::move(block));
+      ring_state_ = ring_state::ready;
+    } else if (ring_.empty()) {
+      ring_state_ = ring_state::failed;
+      ring_error_ = ec;
+      ring_error_detail_ = failure;
+    }  // else: the ring stays as large as it got (the copies share fewer slots)
+    pump_locked(out);  // the copies that waited for the ring start now (or fail with its error)
+    reap_locked(out);
     if (!got) break;
   }
   run(out);  // gives back the running_ count taken by start_growing_locked
@@ -196,7 +193,6 @@ void staged_copier::run(outcalls& out) noexcept {
     callback_frame& f;
     ~pop() { innermost_frame = f.outer; }
   } popped{frame};
-  start_host_copies(out);  // first: the copy threads start while the callbacks below are made
   if (!out.enqueued.empty()) {
     for (job* j : out.enqueued) j->cb->enqueued();
     if (frame.destroyed) {  // then nothing was left in flight: the destructor waited for that

@@ -80,18 +80,8 @@ struct staged_copier::slot final : completion_callback {
   void complete(std::error_code ec) noexcept override { owner->on_dma_done(*this, ec); }
 };
 
-// Callbacks decided under the lock, made after it; and the chunks' host copies, handed to the copy threads after it
-// too (a hand-over wakes threads: four of them under the lock kept the first chunk's DMA waiting ~50 us, H100).
+// Callbacks decided under the lock, made after it.
 struct staged_copier::outcalls {
-  struct host_side {
-    job* j;
-    slot* sl;
-    std::byte* dst;
-    const std::byte* src;
-    std::size_t len;
-    bool fill;  // H2D: into the ring, then its DMA (on_filled); D2H: out of it, then the slot is free (on_drained)
-  };
-  std::vector<host_side> host_copies;
   std::vector<job*> enqueued;  // jobs stay (not reaped) until their `enqueued` call has returned
   struct done_call {
     staged_copy_callback* cb;

@@ -90,29 +90,10 @@ void staged_copier::start_chunk_locked(job& j, slot& sl, outcalls& out) {
   ++j.in_flight;
   if (!j.to_device) return enqueue_dma_locked(j, sl, out);
   try {
-    out.host_copies.push_back({&j, &sl, sl.mem, j.host + j.layout.offset(sl.chunk), sl.len, true});
+    host_copy(j, sl.mem, j.host + j.layout.offset(sl.chunk), sl.len, [this, &sl] { on_filled(sl); });
   } catch (...) {
     chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
   }
-}
-
-void staged_copier::start_host_copies(outcalls& out) noexcept {
-  // By index: a failed hand-over finishes its chunk, whose slot may start another chunk (appended here).
-  for (std::size_t i = 0; i < out.host_copies.size(); ++i) {
-    const outcalls::host_side h = out.host_copies[i];
-    slot* sl = h.sl;
-    try {
-      if (h.fill)
-        host_copy(*h.j, h.dst, h.src, h.len, [this, sl] { on_filled(*sl); });
-      else
-        host_copy(*h.j, h.dst, h.src, h.len, [this, sl] { on_drained(*sl); });
-    } catch (...) {
-      std::lock_guard lock(mutex_);
-      chunk_finished_locked(*h.j, *sl, std::make_error_code(std::errc::not_enough_memory), out);
-      reap_locked(out);
-    }
-  }
-  out.host_copies.clear();
 }
 
 void staged_copier::host_copy(const job& j, std::byte* dst, const std::byte* src, std::size_t len,
@@ -180,7 +161,7 @@ void staged_copier::on_dma_done(slot& sl, std::error_code ec) {
       chunk_finished_locked(j, sl, ec, out);
     } else {
       try {
-        out.host_copies.push_back({&j, &sl, j.host + j.layout.offset(sl.chunk), sl.mem, sl.len, false});
+        host_copy(j, j.host + j.layout.offset(sl.chunk), sl.mem, sl.len, [this, &sl] { on_drained(sl); });
       } catch (...) {
         chunk_finished_locked(j, sl, std::make_error_code(std::errc::not_enough_memory), out);
       }

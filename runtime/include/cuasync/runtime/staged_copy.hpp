@@ -145,7 +145,6 @@ class staged_copier {
   void enqueue_dma_locked(job& j, slot& sl, outcalls& out);  // a filled (H2D) or free (D2H) slot's DMA
   // A chunk's host side on the copy threads, its stores chosen (and, while choosing, timed) by size class.
   void host_copy(const job& j, std::byte* dst, const std::byte* src, std::size_t len, std::function<void()> then);
-  void start_host_copies(outcalls& out) noexcept;  // after the lock: the host copies decided under it
   void on_filled(slot& sl);                                  // team thread: H2D chunk in the ring
   void on_dma_done(slot& sl, std::error_code ec);            // poller thread: the slot's DMA completed
   void on_drained(slot& sl);                                 // team thread: D2H chunk out of the ring
