@@ -17,9 +17,11 @@
 #include "cpu_sampler.hpp"
 #include "gpu.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 using namespace cuasync;
 namespace b = cuasync::bench;
@@ -168,6 +170,69 @@ int main(int argc, char** argv) {
           raw_launch, sync);
       rep.add({.name = "floor of tracing: cuLaunchKernel + cuEventRecord of a timing event / cuLaunchKernel",
                .unit = "us", .ours = timed, .baseline = bare2, .baseline_name = "cuLaunchKernel", .target = ""});
+      // The same floor with the timing read as a tracer must read it: another thread takes each event's elapsed time
+      // after a reference as it completes (cuEventElapsedTime answers NOT_READY until then), as the span collector
+      // does, against the launches with their events alone (that thread idle). The two differ only by the reads'
+      // driver calls, made beside the launches.
+      {
+        constexpr int per_sample = 500;
+        std::vector<CUevent> ring(per_sample);
+        for (CUevent& e : ring) must(raw().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+        CUevent reference = nullptr;
+        must(raw().cuEventCreate(&reference, CU_EVENT_DEFAULT), "cuEventCreate");
+        must(raw().cuEventRecord(reference, s.get()), "cuEventRecord");
+        sync();
+        std::atomic<long long> issued{0}, read{0};
+        std::atomic<bool> reading{false}, stop{false};
+        std::atomic<double> sink{0};  // the elapsed times are used: summed
+        std::thread reader([&] {
+          scoped_context current(ctx);
+          long long next = 0;
+          double sum = 0;
+          while (!stop.load(std::memory_order_relaxed)) {
+            if (!reading.load(std::memory_order_acquire) || next >= issued.load(std::memory_order_acquire)) {
+              next = read.load(std::memory_order_acquire);
+              continue;
+            }
+            float ms = 0;
+            const CUresult r = raw().cuEventElapsedTime(&ms, reference, ring[next % per_sample]);
+            if (r == CUDA_ERROR_NOT_READY) continue;
+            must(r, "cuEventElapsedTime");
+            sum += ms;
+            read.store(++next, std::memory_order_release);
+          }
+          sink.store(sum);
+        });
+        bool with_reads = true;
+        auto timed_launch = [&] {
+          const long long k = issued.load(std::memory_order_relaxed);
+          raw_launch();
+          must(raw().cuEventRecord(ring[k % per_sample], s.get()), "cuEventRecord");
+          issued.store(k + 1, std::memory_order_release);
+        };
+        auto settle = [&] {  // the events of a sample are read (or skipped) before the next records them again
+          sync();
+          if (with_reads)
+            while (read.load(std::memory_order_acquire) < issued.load(std::memory_order_acquire)) {
+            }
+          read.store(issued.load());
+          with_reads = !with_reads;
+          reading.store(with_reads, std::memory_order_release);
+        };
+        reading.store(true, std::memory_order_release);
+        auto [read_on, read_off] = alternate(200, per_sample, timed_launch, timed_launch, settle);
+        stop = true;
+        reader.join();
+        rep.add({.name = "floor of tracing with its reads: launch + timing event, another thread reading each one's "
+                         "elapsed time / the same without the reads",
+                 .unit = "us", .ours = read_on, .baseline = read_off,
+                 .baseline_name = "cuLaunchKernel + cuEventRecord", .target = ""});
+        rep.add({.name = "floor of tracing with its reads / cuLaunchKernel", .unit = "us", .ours = read_on,
+                 .baseline = bare2, .baseline_name = "cuLaunchKernel (earlier samples)", .target = ""});
+        rep.note("elapsed times read (their sum, so that the reads are used)", std::to_string(sink.load()));
+        for (CUevent e : ring) raw().cuEventDestroy(e);
+        raw().cuEventDestroy(reference);
+      }
       auto [queried, bare3] = alternate(
           200, 500,
           [&] {
