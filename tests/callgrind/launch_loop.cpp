@@ -12,13 +12,19 @@
 //           (its name as long as the C++ twin's mangled one, which the simulated driver copies on each launch);
 //   c_abi_typed  the same of its C++ twin scale<float> with the three arguments' types (ABI 1.4): types compared too,
 //           so that the two read together say what a typed launch costs.
+//   cpp_completion  a launch with its completion through the C++ API as the C ABI's launch with a completion does it:
+//           a place (try_admit), cuasync::launch, the record that takes the place over and the engine's callback
+//           wait (completion_callbacks::wait); the calling thread's part only (the poller thread delivers);
+//   c_abi_completion  the C ABI's launch with a completion into a queue: the calling thread's part (the records are
+//           drained between batches, uncounted), read against cpp_completion (issue 26: launch + completion <= 1.05x).
 // Launches go in batches of 32 with the stream drained between batches (outside what is counted), so that admission
 // never refuses one (its bound is 64 per stream) and the count does not depend on how fast the simulated device runs.
 // Only the batches are counted (CALLGRIND_TOGGLE_COLLECT); instrumentation starts after the setup (the C ABI's kernel
 // is compiled by NVRTC, slow under callgrind). The count of thread 1 (the main thread, --separate-threads=yes) in the
 // dump named "launches" is the figure.
 //
-// Usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced|flight [launches] [libcuasync.so]
+// Usage: launch_loop cpp|cpp_placed|cpp_completion|c_abi|c_abi_args|c_abi_typed|c_abi_completion|traced|flight
+//        [launches] [libcuasync.so]
 //        (CUASYNC_LIBCUDA names the simulated driver)
 #include <cuasync/cuasync.h>
 #include <cuasync/driver/context.hpp>
@@ -33,6 +39,7 @@
 #include "c_abi_loader.hpp"
 #include "placed_launch.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -94,6 +101,23 @@ void run_cpp(int launches, const std::string& mode) {
   std::vector<admission_ticket> batch;
   batch.reserve(16);
   auto placed = [&] { bench::placed_launch(s, k, site, batch, {.grid = 1, .block = 1}); };
+  // With a completion: the callbacks counted, so that the drain can wait for every one of a batch.
+  struct counted final : completion_callback {
+    std::atomic<int> done{0};
+    void complete(std::error_code) noexcept override { done.fetch_add(1, std::memory_order_release); }
+  } completions;
+  int launched = 0;
+  auto completed = [&] {
+    admission_ticket ticket = source.try_admit(site);
+    if (!ticket) throw std::runtime_error("launch_loop: no place (a batch is within the stream's bound)");
+    launch(s, k, {.grid = 1, .block = 1});
+    completion_callbacks::instance().wait(source.record(s, std::move(ticket)).into_target(), &completions);
+    ++launched;
+  };
+  auto drain_completed = [&] {
+    s.synchronize();
+    while (completions.done.load(std::memory_order_acquire) < launched) completion_callbacks::instance().poll_once();
+  };
   // Placed: the stream drained and the batches' places seen back (a pass on this thread) before the next batch.
   auto drain = [&] {
     s.synchronize();
@@ -102,6 +126,8 @@ void run_cpp(int launches, const std::string& mode) {
   CALLGRIND_START_INSTRUMENTATION;
   if (mode == "cpp_placed")
     measure(launches, placed, drain);
+  else if (mode == "cpp_completion")
+    measure(launches, completed, drain_completed);
   else
     measure(
         launches, [&] { launch(s, k, {.grid = 1, .block = 1}); }, [&] { s.synchronize(); });
@@ -135,7 +161,7 @@ void run_c_abi(int launches, const char* library, const std::string& mode) {
   cc.name_expressions = expressions;
   cc.num_name_expressions = 1;
   must(api->compile(&cc), "compile");
-  const char* name = mode == "c_abi"        ? "empty_kernel"
+  const char* name = mode == "c_abi" || mode == "c_abi_completion" ? "empty_kernel"
                      : mode == "c_abi_args" ? "scale_f32_as_extern"
                                             : "scale<float>";
   cuasync_kernel_get_args kg{};
@@ -156,7 +182,7 @@ void run_c_abi(int launches, const char* library, const std::string& mode) {
   const std::int32_t n = 0;
   const cuasync_kernel_arg args[3] = {{&x, sizeof x}, {&a, sizeof a}, {&n, sizeof n}};
   const std::uint32_t types[3] = {CUASYNC_ARG_POINTER_TO(CUASYNC_ARG_F32), CUASYNC_ARG_F32, CUASYNC_ARG_I32};
-  if (mode != "c_abi") {
+  if (mode != "c_abi" && mode != "c_abi_completion") {
     la.args = args;
     la.num_args = 3;
   }
@@ -173,9 +199,30 @@ void run_c_abi(int launches, const char* library, const std::string& mode) {
       if (d.count == 1) break;
     }
   };
+  // With a completion into a second queue: its records drained after each batch (the stream's work seen done).
+  must(api->queue_create(&qc), "queue_create");
+  const cuasync_queue records = qc.queue;
+  std::uint64_t awaited = 0, seen = 0;
+  auto launch_completed = [&] {
+    la.completion = {records, ++awaited, nullptr, nullptr};
+    must(api->launch(&la), "launch");
+  };
+  auto drain_completed = [&] {
+    cuasync_completion_record r[batch];
+    while (seen < awaited) {
+      cuasync_queue_drain_args d{CUASYNC_QUEUE_DRAIN_ARGS_SIZE, records, r, batch, 0};
+      must(api->queue_drain(&d), "queue_drain");
+      for (std::size_t i = 0; i < d.count; ++i)
+        if (r[i].code != CUASYNC_OK) throw std::runtime_error("launch_loop: a launch's completion failed");
+      seen += d.count;
+    }
+  };
   CALLGRIND_START_INSTRUMENTATION;
-  measure(
-      launches, [&] { must(api->launch(&la), "launch"); }, drain);
+  if (mode == "c_abi_completion")
+    measure(launches, launch_completed, drain_completed);
+  else
+    measure(
+        launches, [&] { must(api->launch(&la), "launch"); }, drain);
 }
 
 }  // namespace
@@ -183,11 +230,12 @@ void run_c_abi(int launches, const char* library, const std::string& mode) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int launches = argc > 2 ? std::atoi(argv[2]) : 3000;
-  const bool c_abi = mode == "c_abi" || mode == "c_abi_args" || mode == "c_abi_typed";
-  if ((mode != "cpp" && mode != "cpp_placed" && mode != "traced" && mode != "flight" && !c_abi) || launches <= 0 ||
-      (c_abi && argc < 4)) {
-    std::fprintf(stderr, "usage: launch_loop cpp|cpp_placed|c_abi|c_abi_args|c_abi_typed|traced|flight [launches > 0] "
-                         "[libcuasync.so, for c_abi*]\n");
+  const bool c_abi = mode == "c_abi" || mode == "c_abi_args" || mode == "c_abi_typed" || mode == "c_abi_completion";
+  if ((mode != "cpp" && mode != "cpp_placed" && mode != "cpp_completion" && mode != "traced" && mode != "flight" &&
+       !c_abi) ||
+      launches <= 0 || (c_abi && argc < 4)) {
+    std::fprintf(stderr, "usage: launch_loop cpp|cpp_placed|cpp_completion|c_abi|c_abi_args|c_abi_typed|"
+                         "c_abi_completion|traced|flight [launches > 0] [libcuasync.so, for c_abi*]\n");
     return 2;
   }
   try {
