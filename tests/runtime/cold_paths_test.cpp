@@ -214,14 +214,11 @@ TEST_CASE("a pinned buffer made by registration copies both ways and is freed by
     pinned_buffer gone = std::move(r);
   }).wait();
   drain_deferred_frees();
-  if (before >= 0) {
-    CHECK(deferred_frees().handed_over == frees.handed_over + 1);
-    CHECK(deferred_frees().done == frees.done + 1);
-    CHECK(test::simulated_live_objects("registered_host") == before);
-  } else {
-    CHECK(deferred_frees().handed_over >= frees.handed_over + 1);
-    CHECK(deferred_frees().done >= frees.done + 1);
-  }
+  // At least this one: a background thread may hand over frees of earlier cases' objects meanwhile (an ASan run of
+  // CI's saw 23 where 22 were counted). The registered objects' count says exactly that this one is gone.
+  CHECK(deferred_frees().handed_over >= frees.handed_over + 1);
+  CHECK(deferred_frees().done >= frees.done + 1);
+  if (before >= 0) CHECK(test::simulated_live_objects("registered_host") == before);
   CHECK_THROWS_WITH(pinned_buffer::allocate_registered(c, 0), Catch::Contains("zero-byte allocation"));
 }
 
