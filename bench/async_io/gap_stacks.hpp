@@ -7,6 +7,8 @@
 // called once beforehand, so that its library is loaded and nothing allocates in the handler).
 #include "../../tests/async_io/gap_meter.hpp"
 
+#include "../common/stack_signal.hpp"
+
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -29,13 +31,7 @@ class gap_stacks {
         threshold_(threshold.count()),
         max_samples_(max_samples),
         every_(every) {
-    void* warm[4];
-    backtrace(warm, 4);
-    struct sigaction sa {};
-    sa.sa_handler = &on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR2, &sa, nullptr);
+    install_stack_signal(SIGUSR2, &on_signal);
     watcher_ = std::thread([this] { watch(); });
   }
   ~gap_stacks() {

@@ -7,6 +7,8 @@
 // same build. Off (no thread, no signal) without the variable. For benchmarks only: backtrace() in a signal handler
 // is not async-signal-safe in general (called once first, so that its library is loaded and nothing allocates).
 #include <dirent.h>
+#include "stack_signal.hpp"
+
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
@@ -62,13 +64,7 @@ class cpu_sampler {
 
  private:
   cpu_sampler() : samples_(max_samples) {
-    void* warm[4];
-    backtrace(warm, 4);
-    struct sigaction sa {};
-    sa.sa_handler = &on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGPROF, &sa, nullptr);
+    install_stack_signal(SIGPROF, &on_signal);
   }
   static cpu_sampler& instance() {
     static cpu_sampler* s = new cpu_sampler;  // never destroyed: a late signal finds it

@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 using namespace cuasync;
 namespace b = cuasync::bench;
@@ -189,11 +190,14 @@ int main(int argc, char** argv) {
           scoped_context current(ctx);
           long long next = 0;
           double sum = 0;
+          bool idle = false;
           while (!stop.load(std::memory_order_relaxed)) {
-            if (!reading.load(std::memory_order_acquire) || next >= issued.load(std::memory_order_acquire)) {
-              next = read.load(std::memory_order_acquire);
+            if (!reading.load(std::memory_order_acquire)) {
+              idle = true;
               continue;
             }
+            if (std::exchange(idle, false)) next = read.load(std::memory_order_acquire);  // stored before `reading`
+            if (next >= issued.load(std::memory_order_acquire)) continue;
             float ms = 0;
             const CUresult r = raw().cuEventElapsedTime(&ms, reference, ring[next % per_sample]);
             if (r == CUDA_ERROR_NOT_READY) continue;

@@ -221,34 +221,29 @@ class collector {
         std::size_t done = 0;  // the spans recorded from the front
         for (; !dead && done < queue.size(); ++done) {
           pending& p = queue[done];
-          // One driver call per span: the elapsed time answers NOT_READY until the end event completes (the
-          // reference completed long ago), so no query comes first (a query of finished work costs ~1.3 us on the
-          // H200, on this thread but under the driver's locks that the issuing threads take too).
+          // One driver call per span: the elapsed time answers NOT_READY until the end completes (the reference did
+          // long ago); a query first cost a second call under the driver's locks the issuing threads take too.
           float end_ms = 0;
           const CUresult r = d.cuEventElapsedTime(&end_ms, p.ref->event, p.events.end);
           if (r == CUDA_ERROR_NOT_READY) break;
-          const std::int64_t seen = trace::now_ns();
-          if (r == CUDA_SUCCESS) {
-            p.ref->map.add_sample(seen, trace::elapsed_ms_to_ns(end_ms));
-            if (p.marker) {
-              work[i].last_end_ns = std::max(work[i].last_end_ns, p.ref->map.to_host_ns_from_ms(end_ms));
-              freed.push_back({c, p.events.end});
-              continue;
-            }
-            // The start: the stream's previous span's end (work on a stream runs in order), or the call's start
-            // when that came later (the stream was idle; the GPU started a little after it). Never after the end.
-            p.s.end_ns = p.ref->map.to_host_ns_from_ms(end_ms);
-            p.s.begin_ns = std::min(std::max(p.s.begin_ns, work[i].last_end_ns), p.s.end_ns);
-            work[i].last_end_ns = p.s.end_ns;
-            trace::record(std::move(p.s));
-            freed.push_back({c, p.events.end});
-          } else if (is_sticky(r) || r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ||
-                     r == CUDA_ERROR_DEINITIALIZED) {
+          if (r != CUDA_SUCCESS && (is_sticky(r) || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+                                    r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_DEINITIALIZED)) {
             dead = true;  // the context is gone (or the operation faulted it): nothing more can be read from it
             break;
-          } else {
-            freed.push_back({c, p.events.end});  // no time for this one (never seen so far): its span is dropped
           }
+          freed.push_back({c, p.events.end});
+          if (r != CUDA_SUCCESS) continue;  // no time for this one (never seen so far): its span is dropped
+          p.ref->map.add_sample(trace::now_ns(), trace::elapsed_ms_to_ns(end_ms));
+          if (p.marker) {
+            work[i].last_end_ns = std::max(work[i].last_end_ns, p.ref->map.to_host_ns_from_ms(end_ms));
+            continue;
+          }
+          // The start: the stream's previous span's end (work on a stream runs in order), or the call's start
+          // when that came later (the stream was idle; the GPU started a little after it). Never after the end.
+          p.s.end_ns = p.ref->map.to_host_ns_from_ms(end_ms);
+          p.s.begin_ns = std::min(std::max(p.s.begin_ns, work[i].last_end_ns), p.s.end_ns);
+          work[i].last_end_ns = p.s.end_ns;
+          trace::record(std::move(p.s));
         }
         queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(done));
       }
