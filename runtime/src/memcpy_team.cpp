@@ -75,7 +75,7 @@ memcpy_team::memcpy_team(unsigned threads) {
 memcpy_team::~memcpy_team() {
   {
     std::lock_guard lock(crew_->mutex);
-    crew_->stopping = true;
+    crew_->stopping.store(true, std::memory_order_relaxed);
   }
   crew_->wake.notify_all();
   // Inside a done() on one of the team's threads (its owner released there), that thread cannot be joined: it is let
@@ -136,13 +136,37 @@ std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* sr
   // Notified under the lock: once it is released a thread may copy the whole job and its `done` may destroy the
   // team (an ordered copy's last chunk reports, and its owner lets the team go), so nothing of the team is touched
   // after it (ThreadSanitizer saw the condition variable destroyed under a notify made after the unlock).
+  stay_awake(*crew_);
   std::lock_guard lock(crew_->mutex);
   crew_->jobs.push_back(j);
+  crew_->posted.fetch_add(1, std::memory_order_release);  // the spinning threads see it without the lock
+  if (crew_->sleeping == 0) return j;
   if (j->parts > 1)
     crew_->wake.notify_all();
   else
     crew_->wake.notify_one();
   return j;
+}
+
+namespace {
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void memcpy_team::stay_awake(crew& c) noexcept {
+  const std::int64_t until = steady_ns() + std::chrono::nanoseconds(spin_window).count();
+  std::int64_t old = c.spin_until.load(std::memory_order_relaxed);
+  while (old < until && !c.spin_until.compare_exchange_weak(old, until, std::memory_order_relaxed)) {
+  }
+}
+
+void memcpy_team::wake_ahead() noexcept {
+  if (workers_.empty()) return;
+  stay_awake(*crew_);
+  std::lock_guard lock(crew_->mutex);  // notified under the lock, as enqueue does
+  if (crew_->sleeping > 0) crew_->wake.notify_all();
 }
 
 bool memcpy_team::claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& part) {
@@ -181,10 +205,27 @@ void memcpy_team::work(const std::shared_ptr<crew>& c) {
     std::size_t part = 0;
     {
       std::unique_lock lock(c->mutex);
-      c->wake.wait(lock, [&] { return c->stopping || !c->jobs.empty(); });
-      if (!claim_locked(*c, j, part)) {
-        if (c->stopping) return;
-        continue;
+      while (!claim_locked(*c, j, part)) {
+        if (c->stopping.load(std::memory_order_relaxed)) return;
+        if (steady_ns() < c->spin_until.load(std::memory_order_relaxed)) {
+          // A copy is coming or under way: watch for its next job without the lock rather than sleep (a thread
+          // woken from sleep comes tens of microseconds late).
+          const std::uint64_t seen = c->posted.load(std::memory_order_acquire);
+          lock.unlock();
+          for (unsigned spins = 1;; ++spins) {
+            if (c->posted.load(std::memory_order_acquire) != seen || c->stopping.load(std::memory_order_relaxed))
+              break;
+            if (spins % 64 == 0 && steady_ns() >= c->spin_until.load(std::memory_order_relaxed)) break;
+#if CUASYNC_HAVE_SSE2
+            _mm_pause();
+#endif
+          }
+          lock.lock();
+          continue;
+        }
+        ++c->sleeping;
+        c->wake.wait(lock);
+        --c->sleeping;
       }
     }
     copy_part(*j, part);

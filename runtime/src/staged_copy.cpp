@@ -138,6 +138,7 @@ staged_copier::~staged_copier() {
 
 void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
                                     staged_copy_callback* cb, std::source_location where) {
+  team_->wake_ahead();  // the copy threads' wake-up overlaps the checks, the stream's id and the first DMA
   check_sizes(to_device_api, src.size(), dst.size, s, where);
   const chunk_layout layout{src.size(), options_.chunk_bytes, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = true, .s = s, .stream_key = stream_key_of(s, where),
@@ -148,6 +149,7 @@ void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<con
 
 void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
                                   std::source_location where) {
+  team_->wake_ahead();
   check_sizes(to_host_api, src.size, dst.size(), s, where);
   const chunk_layout layout{src.size, options_.chunk_bytes, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = false, .s = s, .stream_key = stream_key_of(s, where),
