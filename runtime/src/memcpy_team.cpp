@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__SSE2__)
@@ -155,8 +156,18 @@ std::int64_t steady_ns() noexcept {
 }
 }  // namespace
 
+std::chrono::microseconds memcpy_team::spin_window() noexcept {
+  static const std::chrono::microseconds window = [] {
+    const char* v = std::getenv("CUASYNC_COPY_SPIN_US");
+    return std::chrono::microseconds(v && *v ? std::strtoll(v, nullptr, 10) : 300);
+  }();
+  return window;
+}
+
 void memcpy_team::stay_awake(crew& c) noexcept {
-  const std::int64_t until = steady_ns() + std::chrono::nanoseconds(spin_window).count();
+  const std::chrono::microseconds window = spin_window();
+  if (window.count() <= 0) return;
+  const std::int64_t until = steady_ns() + std::chrono::nanoseconds(window).count();
   std::int64_t old = c.spin_until.load(std::memory_order_relaxed);
   while (old < until && !c.spin_until.compare_exchange_weak(old, until, std::memory_order_relaxed)) {
   }

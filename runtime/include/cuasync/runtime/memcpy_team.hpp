@@ -48,7 +48,8 @@ class memcpy_team {
   unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
   //! How long idle threads spin after the last job or `wake_ahead` before they sleep: longer than a chunk's DMA (the
   //! gap a device-to-host copy leaves between its host copies), short enough that an idle team costs nothing.
-  static constexpr std::chrono::microseconds spin_window{300};
+  //! `CUASYNC_COPY_SPIN_US` sets it for the process (0: threads sleep at once, as they did before).
+  static std::chrono::microseconds spin_window() noexcept;
 
  private:
   struct job;
