@@ -14,6 +14,8 @@
 #include <string>
 #include <unordered_set>
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -168,6 +170,8 @@ void ring::reuse(void* s, const stream_identity& id) noexcept {
   identity = id;
   for (std::uint32_t i = 0; i <= mask; ++i) slots[i].version.store(0, std::memory_order_relaxed);
   next.store(0, std::memory_order_relaxed);
+  sole_writer.store(0, std::memory_order_relaxed);
+  sole_writing.store(0, std::memory_order_relaxed);
   done_up_to.store(0, std::memory_order_relaxed);
   retired.store(false, std::memory_order_relaxed);
   fault_seq.store(0, std::memory_order_relaxed);
@@ -254,11 +258,67 @@ void retire_ring(void* stream) noexcept {
   }
 }
 
+namespace {
+constexpr std::uint64_t shared_writers = ~std::uint64_t{0};
+std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept;
+
+// Whether this process can make every one of its running threads pass a full memory barrier (Linux membarrier,
+// private expedited; registered once): what lets a ring's one writer take sequence numbers without a locked add.
+bool asymmetric_fences() noexcept {
+#if defined(__linux__) && defined(SYS_membarrier)
+  static const bool registered = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return registered;
+#else
+  return false;
+#endif
+}
+
+// The slow side of next_seq: the ring's first writer becomes its sole writer; a second one makes the ring shared
+// (once: then every writer takes a locked add) after the sole writer's plain update in progress, if any, is done.
+std::uint64_t next_seq_shared(ring& r, std::uint64_t me) noexcept {
+  std::uint64_t w = r.sole_writer.load(std::memory_order_acquire);
+  if (w == 0 && asymmetric_fences() && r.sole_writer.compare_exchange_strong(w, me, std::memory_order_acq_rel))
+    return next_seq(r, me);  // as the sole writer now (a thread may already be taking that away: it waits for us)
+  if (w != shared_writers) {
+    w = r.sole_writer.exchange(shared_writers, std::memory_order_acq_rel);
+#if defined(__linux__) && defined(SYS_membarrier)
+    if (w != 0 && w != shared_writers) {
+      // Dekker's handshake with the sole writer's compiler-only fence (next_seq): after this barrier on every
+      // thread, either it saw `shared` or its `sole_writing` is visible here; its update ends in a few instructions.
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+      while (r.sole_writing.load(std::memory_order_acquire) != 0) {
+#if defined(__x86_64__)
+        _mm_pause();
+#endif
+      }
+    }
+#endif
+  }
+  return r.next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+// The next sequence number of `r` for the thread numbered `me`.
+std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept {
+  if (r.sole_writer.load(std::memory_order_relaxed) == me) [[likely]] {
+    r.sole_writing.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the other side's membarrier is this store's fence
+    if (r.sole_writer.load(std::memory_order_relaxed) == me) [[likely]] {
+      const std::uint64_t seq = r.next.load(std::memory_order_relaxed) + 1;
+      r.next.store(seq, std::memory_order_relaxed);
+      r.sole_writing.store(0, std::memory_order_release);  // the thread making the ring shared reads `next` after
+      return seq;
+    }
+    r.sole_writing.store(0, std::memory_order_release);
+  }
+  return next_seq_shared(r, me);
+}
+}  // namespace
+
 mark note(ring* r, const op& o) noexcept {
   thread_state& me = this_thread;
   if (me.ordinal == 0) me.ordinal = this_thread_ordinal();
   const char* name = o.stable_name ? o.stable_name : intern_name(o.name);
-  const std::uint64_t seq = r->next.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::uint64_t seq = next_seq(*r, me.ordinal);
   slot& s = r->slots[seq & r->mask];
   s.version.store(2 * seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);

@@ -44,8 +44,13 @@ class ring {
   stream_identity identity;
   std::uint32_t mask = 0;
   std::unique_ptr<slot[]> slots;
-  std::atomic<std::uint64_t> next{0};        // the last seq handed out
-  std::atomic<std::uint64_t> done_up_to{0};  // every operation up to it was seen done
+  // The issuing side, on a line of its own (done_up_to is the completing thread's). While one thread alone issues
+  // on the stream, it takes sequence numbers with plain stores: a locked add waits for every earlier store to drain,
+  // the driver's writes to the GPU's command buffer included. A second thread takes that away first (next_seq).
+  alignas(64) std::atomic<std::uint64_t> next{0};  // the last seq handed out
+  std::atomic<std::uint64_t> sole_writer{0};        // 0: none yet; the one issuing thread's ordinal; or shared
+  std::atomic<std::uint32_t> sole_writing{0};       // the sole writer is taking a seq with plain stores
+  alignas(64) std::atomic<std::uint64_t> done_up_to{0};  // every operation up to it was seen done
   std::atomic<bool> retired{false};
   std::atomic<std::uint64_t> fault_seq{0};   // the wait that failed (0: none)
   std::atomic<std::int64_t> fault_result{0};
