@@ -57,22 +57,24 @@ trace::flight::ring* flight_ring(stream_ref s) noexcept {
 
 trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const launch_config& c,
                                        std::source_location where) noexcept {
-  trace::flight::op o;
-  o.call = "cuLaunchKernelEx";
-  // The name interned at the kernel's first noted launch (a racing first launch interns the same pointer).
-  const char* name = k.flight_name.load(std::memory_order_acquire);
-  if (!name) [[unlikely]] {
-    name = trace::flight::intern_name(k.name);
-    k.flight_name.store(name, std::memory_order_release);
+  trace::flight::ring* r = trace::flight::find_ring(s.get());
+  if (!r) [[unlikely]] {
+    r = flight_ring(s);
+    if (!r) return {};
   }
-  o.stable_name = name;
-  o.grid[0] = c.grid.x, o.grid[1] = c.grid.y, o.grid[2] = c.grid.z;
-  o.block[0] = c.block.x, o.block[1] = c.block.y, o.block[2] = c.block.z;
-  o.shared_bytes = c.shared_memory_bytes;
-  o.params = static_cast<std::uint32_t>(k.params.size());
-  o.param_sizes = k.flight_param_sizes;  // packed when the kernel was described
-  o.where = where;
-  return flight_note(s, o);
+  trace::flight::launch_record l;
+  l.call = "cuLaunchKernelEx";
+  // The name interned at the kernel's first noted launch (a racing first launch interns the same pointer).
+  l.stable_name = k.flight_name.load(std::memory_order_acquire);
+  if (!l.stable_name) [[unlikely]] {
+    l.stable_name = trace::flight::intern_name(k.name);
+    k.flight_name.store(l.stable_name, std::memory_order_release);
+  }
+  const std::uint32_t grid[3] = {c.grid.x, c.grid.y, c.grid.z}, block[3] = {c.block.x, c.block.y, c.block.z};
+  trace::flight::launch_shape(grid, block, c.shared_memory_bytes, static_cast<std::uint32_t>(k.params.size()),
+                              k.flight_param_sizes, l.shape);  // the sizes packed when the kernel was described
+  l.where = where;
+  return trace::flight::note_launch(r, l);
 }
 
 void launch_flown(stream_ref s, const kernel_info& k, const launch_config& c, void** params,

@@ -53,7 +53,7 @@ int blocks_per_sm(context_ref ctx, CUfunction f, int block_threads, std::size_t 
 void launch_instrumented(std::uint32_t hooks, stream_ref s, const kernel_info& k, const launch_config& c,
                          void** params, std::source_location where) {
   if (hooks & trace::hook::flight) {  // the flight recorder's own path (flight_hooks.cpp), alone or with the rest
-    if (hooks == trace::hook::flight) return launch_flown(s, k, c, params, where);
+    if (hooks == trace::hook::flight) return launch_flown(s, k, c, params, where);  // the C ABI's JIT launch comes here
     const trace::flight::mark m = flight_note_launch(s, k, c, where);
     try {
       launch_instrumented(hooks & ~trace::hook::flight, s, k, c, params, where);

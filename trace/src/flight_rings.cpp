@@ -103,11 +103,12 @@ struct thread_state {
 };
 thread_local thread_state this_thread;
 
-std::uint64_t pack(std::uint32_t lo, std::uint32_t hi) noexcept { return lo | std::uint64_t{hi} << 32; }
 
 }  // namespace
 
-std::uint64_t ticks() noexcept {
+namespace {
+// ticks(), inlined where a slot is written.
+[[gnu::always_inline]] inline std::uint64_t read_ticks() noexcept {
   switch (the_clock_kind) {
 #if defined(__x86_64__)
     case clock_kind::tsc:
@@ -119,6 +120,9 @@ std::uint64_t ticks() noexcept {
       return static_cast<std::uint64_t>(now_ns());
   }
 }
+}  // namespace
+
+std::uint64_t ticks() noexcept { return read_ticks(); }
 
 const char* clock_name() noexcept {
   switch (the_clock_kind) {
@@ -260,7 +264,7 @@ void retire_ring(void* stream) noexcept {
 
 namespace {
 constexpr std::uint64_t shared_writers = ~std::uint64_t{0};
-std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept;
+std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept;  // below; the slow side calls back into it
 
 // Whether this process can make every one of its running threads pass a full memory barrier (Linux membarrier,
 // private expedited; registered once): what lets a ring's one writer take sequence numbers without a locked add.
@@ -297,8 +301,8 @@ std::uint64_t next_seq_shared(ring& r, std::uint64_t me) noexcept {
   return r.next.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-// The next sequence number of `r` for the thread numbered `me`.
-std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept {
+// The next sequence number of `r` for the thread numbered `me` (inlined where a slot is written).
+[[gnu::always_inline]] inline std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept {
   if (r.sole_writer.load(std::memory_order_relaxed) == me) [[likely]] {
     r.sole_writing.store(1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the other side's membarrier is this store's fence
@@ -314,29 +318,25 @@ std::uint64_t next_seq(ring& r, std::uint64_t me) noexcept {
 }
 }  // namespace
 
-mark note(ring* r, const op& o) noexcept {
-  thread_state& me = this_thread;
-  if (me.ordinal == 0) me.ordinal = this_thread_ordinal();
-  const char* name = o.stable_name ? o.stable_name : intern_name(o.name);
+namespace {
+// Writes an operation into the next slot of `r`: the version made odd, the fields, then the version even (a reader
+// keeps a slot only when it read the same even version before and after the fields). A launch has five shape words,
+// any other operation three.
+template <std::size_t N>
+mark write_slot(ring* r, const char* call, const char* name, std::source_location where,
+                const std::uint64_t (&shape)[N]) noexcept {
+  constexpr bool launch = N == 5;
+  thread_state& mine = this_thread;  // read once: in the shared library each read of a thread-local is a call
+  if (mine.ordinal == 0) [[unlikely]] mine.ordinal = this_thread_ordinal();
+  const thread_state me = mine;
   const std::uint64_t seq = next_seq(*r, me.ordinal);
   slot& s = r->slots[seq & r->mask];
   s.version.store(2 * seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  s.ticks.store(ticks(), std::memory_order_relaxed);
-  s.call.store(reinterpret_cast<std::uintptr_t>(o.call), std::memory_order_relaxed);
-  s.where.store(std::bit_cast<std::uint64_t>(o.where), std::memory_order_relaxed);
-  const bool launch = o.grid[0] != 0;
-  if (launch) {
-    s.shape[0].store(pack(o.grid[0], o.grid[1]), std::memory_order_relaxed);
-    s.shape[1].store(pack(o.grid[2], o.block[0]), std::memory_order_relaxed);
-    s.shape[2].store(pack(o.block[1], o.block[2]), std::memory_order_relaxed);
-    s.shape[3].store(pack(o.shared_bytes, o.params), std::memory_order_relaxed);
-    s.shape[4].store(o.param_sizes, std::memory_order_relaxed);
-  } else {
-    s.shape[0].store(o.bytes, std::memory_order_relaxed);
-    s.shape[1].store(o.src, std::memory_order_relaxed);
-    s.shape[2].store(o.dst, std::memory_order_relaxed);
-  }
+  s.ticks.store(read_ticks(), std::memory_order_relaxed);
+  s.call.store(reinterpret_cast<std::uintptr_t>(call), std::memory_order_relaxed);
+  s.where.store(std::bit_cast<std::uint64_t>(where), std::memory_order_relaxed);
+  for (std::size_t i = 0; i < N; ++i) s.shape[i].store(shape[i], std::memory_order_relaxed);
   s.awaiter_queue.store(me.queue, std::memory_order_relaxed);
   s.awaiter_token.store(me.token, std::memory_order_relaxed);
   s.thread.store(me.ordinal | (launch ? slot::launch_bit : 0), std::memory_order_relaxed);
@@ -345,6 +345,22 @@ mark note(ring* r, const op& o) noexcept {
   s.name.store(reinterpret_cast<std::uintptr_t>(name), std::memory_order_relaxed);
   s.version.store(2 * seq, std::memory_order_release);
   return {r, seq};
+}
+}  // namespace
+
+mark note(ring* r, const op& o) noexcept {
+  const char* name = o.stable_name ? o.stable_name : intern_name(o.name);
+  if (o.grid[0] != 0) {
+    std::uint64_t shape[5];
+    launch_shape(o.grid, o.block, o.shared_bytes, o.params, o.param_sizes, shape);
+    return write_slot(r, o.call, name, o.where, shape);
+  }
+  const std::uint64_t shape[3] = {o.bytes, o.src, o.dst};
+  return write_slot(r, o.call, name, o.where, shape);
+}
+
+mark note_launch(ring* r, const launch_record& l) noexcept {
+  return write_slot(r, l.call, l.stable_name, l.where, l.shape);
 }
 
 const char* intern_name(std::string_view name) noexcept {

@@ -111,14 +111,21 @@ inline void launch_unhooked(stream_ref s, const kernel_info& k, const launch_con
 //! The launch between the instrumentation's hooks (trace, NVTX, watchdog): out of line, reached only when one is on.
 void launch_instrumented(std::uint32_t hooks, stream_ref s, const kernel_info& k, const launch_config& c,
                          void** params, std::source_location where);
+//! The launch with only the flight recorder on (driver/src/flight_hooks.cpp): recorded, enqueued, its outcome marked.
+void launch_flown(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
+                  std::source_location where);
 
 inline void launch_prepared(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
                             std::source_location where) {
   if (!config_fits(k, c) || !(k.ctx == s.context()) || !s) [[unlikely]] check_config_slow(k, c, s, where);
-  if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]]
-    launch_instrumented(hooks, s, k, c, params, where);
-  else
+  if (const std::uint32_t hooks = trace::active_hooks()) [[unlikely]] {
+    if (hooks == trace::hook::flight)  // the flight recorder alone, on in production: straight to its own path
+      launch_flown(s, k, c, params, where);
+    else
+      launch_instrumented(hooks, s, k, c, params, where);
+  } else {
     launch_unhooked(s, k, c, params, where);
+  }
 }
 }  // namespace detail
 

@@ -126,6 +126,26 @@ struct mark {
 
 //! Records `o` on ring `r` as issuing now, with the awaiter the calling thread set (awaiter_scope). Never throws.
 mark note(ring* r, const op& o) noexcept;
+
+//! A launch as its slot keeps it: the shape packed two 32-bit values a word (launch_shape), the name stable.
+struct launch_record {
+  const char* call = "";
+  const char* stable_name = "";  //!< in storage that lives for the process (intern_name)
+  std::uint64_t shape[5] = {};
+  std::source_location where{};
+};
+//! Packs a launch's grid, block, dynamic shared bytes, parameter count and sizes (op's fields) as a slot keeps them.
+inline void launch_shape(const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t shared_bytes,
+                         std::uint32_t params, std::uint64_t param_sizes, std::uint64_t (&shape)[5]) noexcept {
+  auto pack = [](std::uint32_t lo, std::uint32_t hi) { return lo | std::uint64_t{hi} << 32; };
+  shape[0] = pack(grid[0], grid[1]);
+  shape[1] = pack(grid[2], block[0]);
+  shape[2] = pack(block[1], block[2]);
+  shape[3] = pack(shared_bytes, params);
+  shape[4] = param_sizes;
+}
+//! `note` for a launch, its record made by the caller (the launch path's own: no `op` to fill and read back).
+mark note_launch(ring* r, const launch_record& l) noexcept;
 //! How the operation's call ended (`result`: the driver's status when failed).
 void set_status(mark m, status s, int result = 0) noexcept;
 //! The engine saw a wait after `m` complete: every operation on its stream up to `m` is done.

@@ -25,8 +25,6 @@ inline trace::flight::mark flight_note(stream_ref s, const trace::flight::op& o)
 trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const launch_config& c,
                                        std::source_location where) noexcept;
 
-//! The launch with only the flight recorder on: recorded, enqueued, its outcome marked. @throws cuda_error
-void launch_flown(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
-                  std::source_location where);
+// launch_flown, the launch with only the flight recorder on, is declared in launch.hpp (launch_prepared calls it).
 
 }  // namespace cuasync::detail
