@@ -137,7 +137,7 @@ std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* sr
   // Notified under the lock: once it is released a thread may copy the whole job and its `done` may destroy the
   // team (an ordered copy's last chunk reports, and its owner lets the team go), so nothing of the team is touched
   // after it (ThreadSanitizer saw the condition variable destroyed under a notify made after the unlock).
-  stay_awake(*crew_);
+  stay_awake(*crew_, spin_window() / 6);  // back-to-back jobs find the threads awake
   std::lock_guard lock(crew_->mutex);
   crew_->jobs.push_back(j);
   crew_->posted.fetch_add(1, std::memory_order_release);  // the spinning threads see it without the lock
@@ -164,8 +164,7 @@ std::chrono::microseconds memcpy_team::spin_window() noexcept {
   return window;
 }
 
-void memcpy_team::stay_awake(crew& c) noexcept {
-  const std::chrono::microseconds window = spin_window();
+void memcpy_team::stay_awake(crew& c, std::chrono::microseconds window) noexcept {
   if (window.count() <= 0) return;
   const std::int64_t until = steady_ns() + std::chrono::nanoseconds(window).count();
   std::int64_t old = c.spin_until.load(std::memory_order_relaxed);
@@ -173,12 +172,21 @@ void memcpy_team::stay_awake(crew& c) noexcept {
   }
 }
 
+bool memcpy_team::spinning(const crew& c) noexcept {
+  if (spin_window().count() <= 0) return false;
+  return c.holds.load(std::memory_order_relaxed) > 0 || steady_ns() < c.spin_until.load(std::memory_order_relaxed);
+}
+
 void memcpy_team::wake_ahead() noexcept {
-  if (workers_.empty()) return;
-  stay_awake(*crew_);
+  if (workers_.empty() || spin_window().count() <= 0) return;
+  stay_awake(*crew_, spin_window());
   std::lock_guard lock(crew_->mutex);  // notified under the lock, as enqueue does
   if (crew_->sleeping > 0) crew_->wake.notify_all();
 }
+
+void memcpy_team::hold_awake() noexcept { crew_->holds.fetch_add(1, std::memory_order_relaxed); }
+
+void memcpy_team::release_awake() noexcept { crew_->holds.fetch_sub(1, std::memory_order_relaxed); }
 
 bool memcpy_team::claim_locked(crew& c, std::shared_ptr<job>& j, std::size_t& part) {
   while (!c.jobs.empty()) {
@@ -218,7 +226,7 @@ void memcpy_team::work(const std::shared_ptr<crew>& c) {
       std::unique_lock lock(c->mutex);
       while (!claim_locked(*c, j, part)) {
         if (c->stopping.load(std::memory_order_relaxed)) return;
-        if (steady_ns() < c->spin_until.load(std::memory_order_relaxed)) {
+        if (spinning(*c)) {
           // A copy is coming or under way: watch for its next job without the lock rather than sleep (a thread
           // woken from sleep comes tens of microseconds late).
           const std::uint64_t seen = c->posted.load(std::memory_order_acquire);
@@ -226,7 +234,7 @@ void memcpy_team::work(const std::shared_ptr<crew>& c) {
           for (unsigned spins = 1;; ++spins) {
             if (c->posted.load(std::memory_order_acquire) != seen || c->stopping.load(std::memory_order_relaxed))
               break;
-            if (spins % 64 == 0 && steady_ns() >= c->spin_until.load(std::memory_order_relaxed)) break;
+            if (spins % 64 == 0 && !spinning(*c)) break;
 #if CUASYNC_HAVE_SSE2
             _mm_pause();
 #endif

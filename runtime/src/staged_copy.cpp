@@ -163,6 +163,7 @@ void staged_copier::start(std::unique_ptr<job> j) {
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(j));
+    team_->hold_awake();  // until the copy is reported done (report_done_locked)
     if (ring_state_ == ring_state::failed) {  // try again for this copy
       ring_state_ = ring_state::growing;
       ++running_;  // as in the constructor

@@ -199,6 +199,7 @@ void staged_copier::report_done_locked(job& j, outcalls& out) {
   if (j.reported_enqueued && !j.enqueued_called) return;
   if (j.in_flight == 0 && (j.error || j.finished == j.total) && !j.reported_done) {
     j.reported_done = true;
+    team_->release_awake();  // held since start()
     out.done.push_back({j.cb, j.error, j.error_detail});
   }
 }

@@ -69,3 +69,26 @@ TEST_CASE("a timed submission copies every byte and reports how long its parts t
   CHECK(t < std::chrono::seconds(10));
   CHECK(std::memcmp(dst.data(), src.data(), src.size()) == 0);
 }
+
+TEST_CASE("a team held awake copies every job submitted one by one and stops when destroyed still held",
+          "[runtime][staged]") {
+  // What a staged copy does: wake the team ahead, hold it while chunks are submitted one after another, each after
+  // the last is done; the team may be destroyed with a hold left (its threads spin: they must still leave).
+  const auto src = cuasync::test::random_bytes(8 << 20, 7);
+  std::vector<std::byte> dst(src.size());
+  auto team = std::make_unique<cuasync::runtime::memcpy_team>(3);
+  team->wake_ahead();
+  team->hold_awake();
+  constexpr std::size_t chunk = 1 << 20;
+  for (std::size_t off = 0; off < src.size(); off += chunk) {
+    std::promise<void> done;
+    team->submit(dst.data() + off, src.data() + off, chunk, false, [&] { done.set_value(); });
+    REQUIRE(done.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  }
+  CHECK(std::memcmp(dst.data(), src.data(), src.size()) == 0);
+  team->release_awake();
+  team->hold_awake();  // held again, then destroyed: the destructor does not wait for a release
+  const auto t0 = std::chrono::steady_clock::now();
+  team.reset();
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}

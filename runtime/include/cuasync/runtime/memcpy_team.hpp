@@ -40,15 +40,19 @@ class memcpy_team {
   //! choosing a store kind by measurement compares). @throws std::bad_alloc
   void submit_timed(void* dst, const void* src, std::size_t n, bool streaming,
                     std::function<void(std::chrono::nanoseconds)> done);
-  //! A copy is about to come: the sleeping threads are woken now, and every idle thread spins (rather than sleeps)
-  //! for a while after this and after each job, so the copy's parts are claimed at once. A thread woken from sleep
-  //! starts 30-130 us late on the GPU machines, longer than a 4 MiB chunk's host copy; call this before a copy's
-  //! set-up (stream queries, the ring) so that the wake-up overlaps it.
+  //! A copy is about to come: the sleeping threads are woken now and idle ones spin (rather than sleep) for
+  //! `spin_window()`, so the copy's first parts are claimed at once. A thread woken from sleep starts 30-130 us late
+  //! on the GPU machines, longer than a 4 MiB chunk's host copy; call this before a copy's set-up (stream queries,
+  //! the ring) so that the wake-up overlaps it.
   void wake_ahead() noexcept;
+  //! While held (a count), idle threads spin instead of sleeping: a copy in flight submits its chunks' jobs one by
+  //! one (a device-to-host chunk only once its DMA is done). Each hold is released once, when the copy is done.
+  void hold_awake() noexcept;
+  void release_awake() noexcept;
   unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
-  //! How long idle threads spin after the last job or `wake_ahead` before they sleep: longer than a chunk's DMA (the
-  //! gap a device-to-host copy leaves between its host copies), short enough that an idle team costs nothing.
-  //! `CUASYNC_COPY_SPIN_US` sets it for the process (0: threads sleep at once, as they did before).
+  //! How long idle threads spin after `wake_ahead`: longer than a copy's set-up and first DMA. After a job, with no
+  //! hold, they spin a sixth of it (back-to-back copies), then sleep: an idle team costs nothing.
+  //! `CUASYNC_COPY_SPIN_US` sets it for the process (0: threads never spin, as they did before).
   static std::chrono::microseconds spin_window() noexcept;
 
  private:
@@ -62,9 +66,11 @@ class memcpy_team {
     std::atomic<bool> stopping{false};
     std::atomic<std::uint64_t> posted{0};    // jobs queued ever: what a spinning thread watches
     std::atomic<std::int64_t> spin_until{0};  // steady-clock ns until which idle threads spin
+    std::atomic<int> holds{0};                // copies in flight that keep idle threads spinning
   };
-  // Keeps idle threads spinning for spin_window from now.
-  static void stay_awake(crew& c) noexcept;
+  // Keeps idle threads spinning for `window` from now.
+  static void stay_awake(crew& c, std::chrono::microseconds window) noexcept;
+  static bool spinning(const crew& c) noexcept;
   static void work(const std::shared_ptr<crew>& c);
   static void copy_part(const job& j, std::size_t part) noexcept;
   // `caller_copies`: the thread that queues it copies parts too (copy(), not submit()).
