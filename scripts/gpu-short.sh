@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+# One short GPU call for when device time is scarce (failed starts cost 90-180 s of a session's 1,800): what the
+# last changes need seen, most telling first, each step cut to the time left of BUDGET_S so the call always ends and
+# returns what it measured. 1. the driver bench twice (tracing and its floors, the flight recorder and its floors);
+# 2. staged copies with the copy team's spin window on and off (CUASYNC_COPY_SPIN_US=300 / 0), the 64 MiB trace and
+# the runtime bench's pageable rows, alternated; 3. every [gpu] suite but jit and collectives, and the C conformance
+# suite; 4. the C ABI bench; 5. the async_io bench (closed loops). Writes OUT_DIR/progress.txt (the summary, printed
+# last) and OUT_DIR/results.tgz (every log and table).
+# Usage (GPU machine): scripts/gpu-short.sh OUT_DIR PACK_DIR [BUDGET_S=400]. Pack first (here):
+#   CUASYNC_PACK_TGZ=build-carry scripts/gpu-pack.sh build build-gpu
+# carry ["build-carry"] and run: tar -xzf build-carry/gpu.tgz && scripts/gpu-short.sh $OUT build-gpu 400
+set -u
+out=${1:?usage: gpu-short.sh OUT_DIR PACK_DIR [BUDGET_S]}
+B=${2:?usage: gpu-short.sh OUT_DIR PACK_DIR [BUDGET_S]}
+start=$(date +%s)
+deadline=$((start + ${3:-400}))
+W=$out/w
+P=$out/progress.txt
+mkdir -p "$W"
+: >"$P"
+export CUASYNC_COMMIT=$(cat "$B/commit.txt" 2>/dev/null || echo unknown)
+export CUASYNC_TEARDOWN_ROUNDS=100
+say() { echo "$*" >>"$P"; }
+# step NAME LIMIT_S COMMAND...: runs it with the smaller of LIMIT_S and the time left; one summary line.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((deadline - $(date +%s) - 5))
+  if [ "$left" -lt 15 ]; then
+    say "SKIP $name (no time left)"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$W/$name.log" 2>&1
+  local rc=$?
+  say "$name rc=$rc $(($(date +%s) - t0))s | $(grep -E '^(All tests passed|test cases:|conformance:)' "$W/$name.log" | tail -1)"
+}
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $CUASYNC_COMMIT"
+for i in 1 2; do
+  mkdir -p "$W/d$i"
+  CUASYNC_BENCH_SAMPLES=$W/samples-d$i.txt step bench-driver-$i 75 "$B/bench/driver/cuasync_driver_bench" "$W/d$i"
+  grep -iE "flight|trac" "$W/d$i/driver.md" 2>/dev/null | cut -c1-230 >>"$P"
+done
+for sp in 300 0; do
+  CUASYNC_COPY_SPIN_US=$sp step staged-trace-$sp 40 "$B/bench/runtime/cuasync_staged_sweep_probe" trace 64
+  grep -m3 -E "^(pinned|staged) |H2D staged chunk" "$W/staged-trace-$sp.log" | sed "s/^/spin $sp: /" | cut -c1-130 >>"$P"
+done
+for i in 1 2; do
+  for sp in 300 0; do
+    mkdir -p "$W/rt-$sp-$i"
+    CUASYNC_COPY_SPIN_US=$sp step bench-pageable-$sp-$i 60 "$B/bench/runtime/cuasync_runtime_bench" "$W/rt-$sp-$i" pageable
+    grep -E "(64 MiB|1024 MiB).*staged vs the pinned" "$W/rt-$sp-$i/runtime.md" 2>/dev/null | sed "s/^/spin $sp: /" |
+      cut -c1-180 >>"$P"
+  done
+done
+for t in engine driver runtime async_io fault_injection trace; do
+  step tests-$t 120 "$B/tests/$t/cuasync_${t}_tests"
+done
+step conformance 60 "$B/tests/plugins/cuasync_conformance" "$B/plugins/libcuasync.so" --gpu
+mkdir -p "$W/c1"
+step bench-cabi 40 "$B/bench/plugins/cuasync_c_abi_bench" "$W/c1"
+grep -h "^| launch" "$W/c1/c_abi.md" 2>/dev/null | cut -c1-200 >>"$P"
+mkdir -p "$W/a1"
+step bench-async_io 110 "$B/bench/async_io/cuasync_async_io_bench" "$W/a1"
+grep -E "balanced \|.*(host word|Asio)|Asio coroutines on host words \(64" "$W/a1/async_io.md" 2>/dev/null |
+  cut -c1-200 >>"$P"
+tar -C "$W" -czf "$out/results.tgz" . && rm -rf "$W"
+say "done in $(($(date +%s) - start))s"
+cat "$P"
