@@ -57,11 +57,8 @@ trace::flight::ring* flight_ring(stream_ref s) noexcept {
 
 trace::flight::mark flight_note_launch(stream_ref s, const kernel_info& k, const launch_config& c,
                                        std::source_location where) noexcept {
-  trace::flight::ring* r = trace::flight::find_ring(s.get());
-  if (!r) [[unlikely]] {
-    r = flight_ring(s);
-    if (!r) return {};
-  }
+  trace::flight::ring* r = flight_ring_of(s);
+  if (!r) [[unlikely]] return {};
   trace::flight::launch_record l;
   l.call = "cuLaunchKernelEx";
   // The name interned at the kernel's first noted launch (a racing first launch interns the same pointer).

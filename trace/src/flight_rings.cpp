@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The flight recorder's rings: the lock-free table from stream handle to ring, the hot path that records an
-// operation (note) and the marks the engine makes (done, faulted). Reading them back: flight_read.cpp.
+// operation (note) and the marks the engine makes (done, faulted). Reading them back: flight_read.cpp; the clock of
+// the hot path: flight_clock.cpp.
 #include "flight_state.hpp"
 
 #include <cuasync/trace/blocking_calls.hpp>
-#include <cuasync/trace/clock.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <ctime>
-#include <fstream>
 #include <string>
 #include <unordered_set>
 
@@ -25,63 +23,6 @@ namespace cuasync::trace::flight {
 namespace {
 
 static_assert(sizeof(std::source_location) == sizeof(std::uint64_t), "a call site is stored as one word");
-
-// ---- the clock ----
-// The cheapest of three, chosen once by timing each: the TSC (only where the kernel says it is constant and does not
-// stop: then it counts at one rate on every core, and two readings against steady_clock map it), steady_clock, and
-// CLOCK_MONOTONIC_COARSE (the same clock at the kernel tick's resolution, a few ms), taken only when both fine clocks
-// cost more than 30 ns a read (a virtual machine that traps the TSC: 70 ns for rdtsc and 134 ns for steady_clock
-// measured on one).
-bool invariant_tsc() noexcept {
-#if defined(__x86_64__)
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0)
-      return line.find(" constant_tsc") != std::string::npos && line.find(" nonstop_tsc") != std::string::npos;
-#endif
-  return false;
-}
-
-enum class clock_kind { tsc, steady, coarse };
-
-std::int64_t coarse_ns() noexcept {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-  return std::int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
-template <class Read>
-double cost_ns(Read read) {
-  constexpr int n = 2000;
-  std::uint64_t sink = 0;
-  const std::int64_t t0 = now_ns();
-  for (int i = 0; i < n; ++i) sink += static_cast<std::uint64_t>(read());
-  const std::int64_t t1 = now_ns();
-  return double(t1 - t0 + static_cast<std::int64_t>(sink & 0)) / n;
-}
-
-clock_kind choose_clock() {
-  double tsc = 1e9;
-#if defined(__x86_64__)
-  if (invariant_tsc()) tsc = cost_ns([] { return __rdtsc(); });
-#endif
-  const double steady = cost_ns([] { return now_ns(); });
-  const double fine = std::min(tsc, steady);
-  if (fine > 30 && cost_ns(coarse_ns) < fine) return clock_kind::coarse;
-  return tsc <= steady ? clock_kind::tsc : clock_kind::steady;
-}
-const clock_kind the_clock_kind = choose_clock();
-
-struct clock_map {
-  std::atomic<std::uint64_t> tick0{0};
-  std::atomic<std::int64_t> ns0{0};
-  std::atomic<double> ns_per_tick{1.0};
-};
-clock_map& the_clock() {
-  static clock_map m;
-  return m;
-}
 
 // ---- the table: open addressing by handle, keys published with release, a tombstone for retired streams ----
 constexpr std::size_t table_size = 8192;  // twice the most rings there can be
@@ -103,61 +44,7 @@ struct thread_state {
 };
 thread_local thread_state this_thread;
 
-
 }  // namespace
-
-namespace {
-// ticks(), inlined where a slot is written.
-[[gnu::always_inline]] inline std::uint64_t read_ticks() noexcept {
-  switch (the_clock_kind) {
-#if defined(__x86_64__)
-    case clock_kind::tsc:
-      return __rdtsc();
-#endif
-    case clock_kind::coarse:
-      return static_cast<std::uint64_t>(coarse_ns());
-    default:
-      return static_cast<std::uint64_t>(now_ns());
-  }
-}
-}  // namespace
-
-std::uint64_t ticks() noexcept { return read_ticks(); }
-
-const char* clock_name() noexcept {
-  switch (the_clock_kind) {
-    case clock_kind::tsc:
-      return "the TSC";
-    case clock_kind::coarse:
-      return "CLOCK_MONOTONIC_COARSE (times to the kernel's tick, a few ms: the finer clocks are slow here)";
-    default:
-      return "steady_clock";
-  }
-}
-
-void calibrate_clock() noexcept {
-  clock_map& m = the_clock();
-  const std::uint64_t t = ticks();
-  const std::int64_t ns = now_ns();
-  if (the_clock_kind != clock_kind::tsc) return;
-  const std::uint64_t t0 = m.tick0.load(std::memory_order_relaxed);
-  if (t0 == 0) {
-    m.ns0.store(ns, std::memory_order_relaxed);
-    m.tick0.store(t, std::memory_order_release);
-    return;
-  }
-  const std::int64_t dns = ns - m.ns0.load(std::memory_order_relaxed);
-  if (t > t0 && dns > 1'000'000) m.ns_per_tick.store(double(dns) / double(t - t0), std::memory_order_relaxed);
-}
-
-std::int64_t ticks_to_ns(std::uint64_t t) noexcept {
-  if (the_clock_kind != clock_kind::tsc) return static_cast<std::int64_t>(t);
-  const clock_map& m = the_clock();
-  const std::uint64_t t0 = m.tick0.load(std::memory_order_acquire);
-  const double d = t >= t0 ? double(t - t0) : -double(t0 - t);
-  return m.ns0.load(std::memory_order_relaxed) +
-         static_cast<std::int64_t>(d * m.ns_per_tick.load(std::memory_order_relaxed));
-}
 
 registry& the_registry() {
   static registry* r = new registry;  // never destroyed: hooks may record during static destruction
@@ -316,9 +203,7 @@ std::uint64_t next_seq_shared(ring& r, std::uint64_t me) noexcept {
   }
   return next_seq_shared(r, me);
 }
-}  // namespace
 
-namespace {
 // Writes an operation into the next slot of `r`: the version made odd, the fields, then the version even (a reader
 // keeps a slot only when it read the same even version before and after the fields). A launch has five shape words,
 // any other operation three.

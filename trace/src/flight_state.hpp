@@ -2,6 +2,7 @@
 #pragma once
 // Internal: the flight recorder's rings and registry (flight_rings.cpp), shared with its watch thread and dumps
 // (flight_watch.cpp) and its formats (flight_format.cpp).
+#include <cuasync/trace/clock.hpp>
 #include <cuasync/trace/flight_recorder.hpp>
 
 #include <atomic>
@@ -10,6 +11,10 @@
 #include <mutex>
 #include <string_view>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace cuasync::trace::flight {
 
@@ -59,8 +64,24 @@ class ring {
   std::uint64_t fault_dumped_seq = 0;         // and the fault
 };
 
-// The clock of the hot path: the TSC where it is invariant (a few ns to read), else steady_clock; ticks_to_ns maps
-// either onto trace::now_ns().
+// The clock of the hot path (flight_clock.cpp): the TSC where it is invariant (a few ns to read), else steady_clock,
+// else the coarse monotonic clock where both fine ones are slow; ticks_to_ns maps it onto trace::now_ns().
+enum class clock_kind { tsc, steady, coarse };
+extern const clock_kind the_clock_kind;  // chosen once, by timing each
+std::int64_t coarse_ns() noexcept;
+// ticks(), inlined where a slot is written.
+[[gnu::always_inline]] inline std::uint64_t read_ticks() noexcept {
+  switch (the_clock_kind) {
+#if defined(__x86_64__)
+    case clock_kind::tsc:
+      return __rdtsc();
+#endif
+    case clock_kind::coarse:
+      return static_cast<std::uint64_t>(coarse_ns());
+    default:
+      return static_cast<std::uint64_t>(now_ns());
+  }
+}
 std::uint64_t ticks() noexcept;
 std::int64_t ticks_to_ns(std::uint64_t t) noexcept;
 void calibrate_clock() noexcept;

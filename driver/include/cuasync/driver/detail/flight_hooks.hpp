@@ -15,10 +15,14 @@ namespace cuasync::detail {
 
 //! The ring of `s`, opened at its first operation (null when no ring can be made). Never throws.
 trace::flight::ring* flight_ring(stream_ref s) noexcept;
+//! The ring of `s`: found (lock-free), or opened at its first operation; null when none can be made.
+inline trace::flight::ring* flight_ring_of(stream_ref s) noexcept {
+  trace::flight::ring* r = trace::flight::find_ring(s.get());
+  return r ? r : flight_ring(s);
+}
 //! Records `o` on `s` as issuing now. Never throws.
 inline trace::flight::mark flight_note(stream_ref s, const trace::flight::op& o) noexcept {
-  trace::flight::ring* r = trace::flight::find_ring(s.get());
-  if (!r) [[unlikely]] r = flight_ring(s);
+  trace::flight::ring* r = flight_ring_of(s);
   return r ? trace::flight::note(r, o) : trace::flight::mark{};
 }
 //! Records a launch of `k` with `c` from `where`. Never throws.
