@@ -12,8 +12,12 @@
 //      with one operation per stream does) against busy ones (work queued behind a gate);
 //   6. where an awaited operation's time goes: closed loops (64 in flight) over the raw driver, over the CUDA
 //      completion source alone, over the service with callbacks, and with coroutines (as bench/async_io);
-//   7. events by their flags: record, finished and pending queries (also without a current context), closed loops.
-// Usage: cuasync_completion_probe [parts, e.g. 56]
+//   7. events by their flags: record, finished and pending queries (also without a current context), closed loops;
+//   8. (only when named, and last: it faults the context) what the driver answers after a kernel faults, for calls
+//      that a completion source could use as its fault check instead of an event recorded after each operation:
+//      a query of an event recorded after the fault, of one finished before it, of one never recorded, an idle
+//      stream's query, id and capture status.
+// Usage: cuasync_completion_probe [parts, e.g. 56]   (all but 8 by default)
 #include <cuasync/async_io.hpp>
 
 #include "bench.hpp"
@@ -26,6 +30,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -72,7 +77,9 @@ double rate(int ops, F&& body) {
 int main(int argc, char** argv) {
   // argv[1]: the parts to run, e.g. "56" (default: all).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out at once, even into a pipe cut short by a timeout
-  const auto want = [&](int part) { return argc < 2 || std::strchr(argv[1], '0' + part) != nullptr; };
+  const auto want = [&](int part) {
+    return argc < 2 ? part != 8 : std::strchr(argv[1], '0' + part) != nullptr;
+  };
   std::string reason;
   if (!test::gpu_available(&reason)) {
     std::fprintf(stderr, "cuasync_completion_probe needs a GPU: %s\n", reason.c_str());
@@ -444,6 +451,39 @@ int main(int argc, char** argv) {
     for (const variant& var : variants) measure(var);
     std::printf("== events by flags, in reverse order ==\n");
     for (int i = static_cast<int>(std::size(variants)) - 1; i >= 0; --i) measure(variants[i]);
+  }
+  if (want(8)) {
+    // A trapped kernel makes the context's error sticky. Whether every later query in the context reports it (and
+    // not only one recorded after the faulting work) decides whether one probe per context can replace an event
+    // recorded beside each host word.
+    std::printf("== after a fault (CUresult) ==\n");
+    stream s = stream::create(ctx), idle = stream::create(ctx);
+    event done = event::create(ctx), never = event::create(ctx), after = event::create(ctx);
+    done.record(s);
+    s.synchronize();
+    launch(s, test::kernels().kernel("trap_kernel"), one);
+    const CUresult recorded = d().cuEventRecord(after.get(), s.get());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto name = [](CUresult r) {
+      const char* n = nullptr;
+      return d().cuGetErrorName(r, &n) == CUDA_SUCCESS && n ? n : "?";
+    };
+    std::printf("cuEventRecord after the trapping launch: %s\n", name(recorded));
+    std::printf("cuEventQuery, recorded after the fault: %s\n", name(d().cuEventQuery(after.get())));
+    std::printf("cuEventQuery, finished before the fault: %s\n", name(d().cuEventQuery(done.get())));
+    std::printf("cuEventQuery, never recorded: %s\n", name(d().cuEventQuery(never.get())));
+    CUresult other = CUDA_SUCCESS;
+    std::thread([&] { other = d().cuEventQuery(done.get()); }).join();
+    std::printf("cuEventQuery, finished before the fault, thread without a current context: %s\n", name(other));
+    std::printf("cuStreamQuery, idle stream: %s\n", name(d().cuStreamQuery(idle.get())));
+    unsigned long long id = 0;
+    std::printf("cuStreamGetId, idle stream: %s\n", name(d().cuStreamGetId(idle.get(), &id)));
+    CUstreamCaptureStatus cs{};
+    std::printf("cuStreamIsCapturing, idle stream: %s\n", name(d().cuStreamIsCapturing(idle.get(), &cs)));
+    std::printf("cuStreamWriteValue64, idle stream: %s\n", name(d().cuStreamWriteValue64(idle.get(), dev, 1, 0)));
+    std::printf("host word after that write: %llu\n", static_cast<unsigned long long>(host[0]));
+    std::fflush(stdout);
+    std::_Exit(0);  // the context is gone: nothing to tear down
   }
   return 0;
 }
