@@ -3,7 +3,7 @@
 # One short GPU call for when device time is scarce (failed starts cost 90-180 s of a session's 1,800): what the
 # last changes need seen, most telling first, each step cut to the time left of BUDGET_S so the call always ends and
 # returns what it measured. 1. the driver bench twice (tracing and its floors, the flight recorder and its floors);
-# 2. what the driver answers after a fault (the completion probe's part 8); 3. staged copies with the copy team's
+# 2. what the driver answers after a fault (the completion probe's part 8), and `cuasync demo`'s verdict; 3. staged copies with the copy team's
 # spin window on and off (CUASYNC_COPY_SPIN_US=300 / 0), the 64 MiB trace and the runtime bench's pageable rows,
 # alternated; 4. every [gpu] suite but jit and collectives, and the C conformance suite; 5. the C ABI bench; 6. the
 # async_io bench (closed loops). Writes OUT_DIR/progress.txt (the summary, printed
@@ -47,6 +47,9 @@ done
 # What the driver answers after a fault (the probe's part 8, ~1 s): can one query per context be the fault check?
 step fault-probe 20 "$B/bench/async_io/cuasync_completion_probe" 8
 grep -E "^(cu|host word)" "$W/fault-probe.log" | sed "s/^/fault: /" >>"$P"
+# The README's first command: its one-line verdict (time per request against the bound under its load).
+step demo 45 "$B/tools/cuasync" demo --out "$W/demo"
+grep -m1 '^what this run shows' "$W/demo.log" | cut -c1-250 >>"$P"
 for sp in 300 0; do
   CUASYNC_COPY_SPIN_US=$sp step staged-trace-$sp 40 "$B/bench/runtime/cuasync_staged_sweep_probe" trace 64
   grep -m3 -E "^(pinned|staged) |H2D staged chunk" "$W/staged-trace-$sp.log" | sed "s/^/spin $sp: /" | cut -c1-130 >>"$P"
