@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # One short GPU call for when device time is scarce (failed starts cost 90-180 s of a session's 1,800): what the
 # last changes need seen, most telling first, each step cut to the time left of BUDGET_S so the call always ends and
-# returns what it measured. 1. the driver bench twice (tracing and its floors, the flight recorder and its floors);
-# 2. what the driver answers after a fault (the completion probe's part 8), and `cuasync demo`'s verdict; 3. staged copies with the copy team's
-# spin window on and off (CUASYNC_COPY_SPIN_US=300 / 0), the 64 MiB trace and the runtime bench's pageable rows,
-# alternated; 4. every [gpu] suite but jit and collectives, and the C conformance suite; 5. the C ABI bench; 6. the
-# async_io bench (closed loops). Writes OUT_DIR/progress.txt (the summary, printed
+# returns what it measured. 1. the driver bench (tracing and its floors, the flight recorder and its floors); 2.
+# what the driver answers after a fault (the completion probe's part 8) and the fault suite (its "host word stands
+# alone" case, alone); 3. staged copies with the copy team's spin window on and off (CUASYNC_COPY_SPIN_US=300 / 0), the
+# 64 MiB trace and the runtime bench's pageable rows, alternated, with the async_io bench's closed loops (balanced
+# against words alone) between; 4. `cuasync demo`'s verdict; 5. the other [gpu] suites but jit and collectives, and
+# the C conformance suite; 6. the C ABI bench; 7. the driver bench again. Writes OUT_DIR/progress.txt (the summary, printed
 # last) and OUT_DIR/results.tgz (every log and table).
 # Usage (GPU machine): scripts/gpu-short.sh OUT_DIR PACK_DIR [BUDGET_S=400]. Pack first (here):
 #   CUASYNC_PACK_TGZ=build-carry scripts/gpu-pack.sh build build-gpu
@@ -39,17 +40,18 @@ step() {
   say "$name rc=$rc $(($(date +%s) - t0))s | $(grep -E '^(All tests passed|test cases:|conformance:)' "$W/$name.log" | tail -1)"
 }
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $CUASYNC_COMMIT"
-for i in 1 2; do
-  mkdir -p "$W/d$i"
-  CUASYNC_BENCH_SAMPLES=$W/samples-d$i.txt step bench-driver-$i 75 "$B/bench/driver/cuasync_driver_bench" "$W/d$i"
-  grep -iE "flight|trac" "$W/d$i/driver.md" 2>/dev/null | cut -c1-230 >>"$P"
-done
+driver_bench() {
+  mkdir -p "$W/d$1"
+  CUASYNC_BENCH_SAMPLES=$W/samples-d$1.txt step bench-driver-$1 75 "$B/bench/driver/cuasync_driver_bench" "$W/d$1"
+  grep -iE "flight|trac" "$W/d$1/driver.md" 2>/dev/null | cut -c1-230 >>"$P"
+}
+driver_bench 1
 # What the driver answers after a fault (the probe's part 8, ~1 s): can one query per context be the fault check?
+# The fault suite's "host word stands alone" case says the same through the engine.
 step fault-probe 20 "$B/bench/async_io/cuasync_completion_probe" 8
 grep -E "^(cu|host word)" "$W/fault-probe.log" | sed "s/^/fault: /" >>"$P"
-# The README's first command: its one-line verdict (time per request against the bound under its load).
-step demo 45 "$B/tools/cuasync" demo --out "$W/demo"
-grep -m1 '^what this run shows' "$W/demo.log" | cut -c1-250 >>"$P"
+step tests-word-alone-fault 60 "$B/tests/fault_injection/cuasync_fault_injection_tests" \
+  "a fault reaches a wait whose host word stands alone, with no event recorded beside it"
 for sp in 300 0; do
   CUASYNC_COPY_SPIN_US=$sp step staged-trace-$sp 40 "$B/bench/runtime/cuasync_staged_sweep_probe" trace 64
   grep -m3 -E "^(pinned|staged) |H2D staged chunk" "$W/staged-trace-$sp.log" | sed "s/^/spin $sp: /" | cut -c1-130 >>"$P"
@@ -61,7 +63,16 @@ for i in 1 2; do
     grep -E "(64 MiB|1024 MiB).*staged vs the pinned" "$W/rt-$sp-$i/runtime.md" 2>/dev/null | sed "s/^/spin $sp: /" |
       cut -c1-180 >>"$P"
   done
+  # The closed loops (throughput part only): balanced against words alone, the raw host-word loop and Asio's.
+  [ "$i" = 1 ] || continue
+  mkdir -p "$W/a1"
+  CUASYNC_BENCH_ONLY=throughput step bench-async_io 110 "$B/bench/async_io/cuasync_async_io_bench" "$W/a1"
+  grep -E "(balanced|words alone \(no event beside a word\)) \|.*(host word|Asio)|Asio coroutines on host words \(64" \
+    "$W/a1/async_io.md" 2>/dev/null | cut -c1-200 >>"$P"
 done
+# The README's first command: its one-line verdict (time per request against the bound under its load).
+step demo 45 "$B/tools/cuasync" demo --out "$W/demo"
+grep -m1 '^what this run shows' "$W/demo.log" | cut -c1-250 >>"$P"
 for t in engine driver runtime async_io fault_injection trace; do
   step tests-$t 120 "$B/tests/$t/cuasync_${t}_tests"
 done
@@ -69,10 +80,7 @@ step conformance 60 "$B/tests/plugins/cuasync_conformance" "$B/plugins/libcuasyn
 mkdir -p "$W/c1"
 step bench-cabi 40 "$B/bench/plugins/cuasync_c_abi_bench" "$W/c1"
 grep -h "^| launch" "$W/c1/c_abi.md" 2>/dev/null | cut -c1-200 >>"$P"
-mkdir -p "$W/a1"
-step bench-async_io 110 "$B/bench/async_io/cuasync_async_io_bench" "$W/a1"
-grep -E "balanced \|.*(host word|Asio)|Asio coroutines on host words \(64" "$W/a1/async_io.md" 2>/dev/null |
-  cut -c1-200 >>"$P"
+driver_bench 2
 tar -C "$W" -czf "$out/results.tgz" . && rm -rf "$W"
 say "done in $(($(date +%s) - start))s"
 cat "$P"

@@ -212,8 +212,8 @@ void service_queues::run_admitted(wait_op* op, bool stored, const enqueue_ref* r
       op->enqueue(op->stream);
     else
       ref->call(ref->work, op->stream);
-    t = cuda_completion_source::instance().record(op->stream, std::move(ticket), op->where)
-            .into_target(std::move(op->keep_alive));
+    t = cuda_completion_source::instance().record_wait(op->stream, std::move(ticket), std::move(op->keep_alive),
+                                                       op->where);
     t.work_key = op->work_key;
     t.issue_ns = issued;
   } catch (const std::system_error& e) {

@@ -432,9 +432,10 @@ int main(int argc, char** argv) {
     std::vector<stream> ss;
     for (int i = 0; i < n; ++i) ss.push_back(stream::create(test::ctx()));
     (void)raw_launch_record_per_second(ss, empty_k);  // warm-up
-    // awaited[0]: latency, [1]: balanced, [2]: balanced with host completion words off (events only).
-    std::vector<double> raw, by_query, by_word, by_asio_word, awaited[3], balanced_over_raw;
-    std::string service_per_op[3];
+    // awaited[0]: latency, [1]: balanced, [2]: balanced with host completion words off (events only), [3]: balanced
+    // with words alone (no event recorded beside a word: use_words_alone).
+    std::vector<double> raw, by_query, by_word, by_asio_word, awaited[4], balanced_over_raw;
+    std::string service_per_op[4];
     for (int r = 0; r < throughput_reps; ++r) {
       raw.push_back(raw_launch_record_per_second(ss, empty_k));
       by_query.push_back(loop.by_event_query(ss));
@@ -446,20 +447,23 @@ int main(int argc, char** argv) {
         bench::cpu_sampler::scope sampled("asio-hostword-" + std::to_string(n));
         by_asio_word.push_back(asio_host_word_per_second(ss, empty_k));
       }
-      for (int i : {0, 1, 2}) {
+      for (int i : {0, 1, 2, 3}) {
         cuda_completion_source::instance().use_host_words(i != 2);
+        cuda_completion_source::instance().use_words_alone(i == 3);
         bench::cpu_sampler::scope sampled(i == 1 ? "awaited-" + std::to_string(n) : std::string());
-        awaited[i].push_back(awaited_ops_per_second(ss, policies[i == 2 ? 1 : i].policy, empty_k));
+        awaited[i].push_back(awaited_ops_per_second(ss, policies[i >= 2 ? 1 : i].policy, empty_k));
         service_per_op[i] = per_op;
       }
       cuda_completion_source::instance().use_host_words(true);
+      cuda_completion_source::instance().use_words_alone(false);
       balanced_over_raw.push_back(awaited[1].back() / raw.back());
     }
     const stats raw_s = summarize(raw), closed_query = summarize(by_query), closed_word = summarize(by_word),
                 asio_word = summarize(by_asio_word);
     const std::string streams = std::to_string(n) + " streams";
-    const char* names[3] = {"latency", "balanced", "balanced, events only (host words off)"};
-    for (int i : {1, 0, 2}) {
+    const char* names[4] = {"latency", "balanced", "balanced, events only (host words off)",
+                            "balanced, words alone (no event beside a word)"};
+    for (int i : {1, 3, 0, 2}) {
       const stats a = summarize(awaited[i]);
       rep.add({"awaited launches per second, one io thread, " + streams + ", " + names[i], "ops/s", a, raw_s,
                "raw launch + record", false, ""});

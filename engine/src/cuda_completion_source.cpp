@@ -32,6 +32,16 @@ pooled_event cuda_completion_source::record(stream_ref s, std::source_location w
 }
 
 pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticket, std::source_location where) {
+  return record_on(s, std::move(ticket), false, where);
+}
+
+wait_target cuda_completion_source::record_wait(stream_ref s, admission_ticket ticket,
+                                                std::shared_ptr<void> keep_alive, std::source_location where) {
+  return record_on(s, std::move(ticket), true, where).into_target(std::move(keep_alive), where);
+}
+
+pooled_event cuda_completion_source::record_on(stream_ref s, admission_ticket ticket, bool event_hidden,
+                                               std::source_location where) {
   if (!s) detail::throw_invalid("cuasync::cuda_completion_source::record", "empty stream", where);
   // The key comes from the ticket: one of another stream would join that stream's FIFO and complete with its work.
   // The handle tells (a compare; the id would cost a driver call per record). A misuse, refused like an empty stream:
@@ -80,6 +90,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
       // that others join before they complete need none (one query of the newest completes them all), so the word
       // is given only while the stream's last lone wait stayed alone (one stream, many in flight: no words).
       const bool first = stream.outstanding == 0;
+      bool alone = false;
       if (first && stream.words && slot->word && st.host_words.load(std::memory_order_relaxed)) {
         const std::uint64_t value = slot->written + 1;
         if (CUresult r = detail::driver().cuStreamWriteValue64(s.get(), slot->word_device, value, 0);
@@ -88,8 +99,12 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
         slot->written = slot->expected = value;
         slot->fault_checked_ns.store(0, std::memory_order_relaxed);
         st.word_waits.fetch_add(1, std::memory_order_relaxed);
+        // The word alone tells done; a fault reaches the wait through a query of the slot's event, which a faulted
+        // context answers with its error (the event recorded or not).
+        alone = event_hidden && st.words_alone.load(std::memory_order_relaxed);
+        slot->word_alone.store(alone, std::memory_order_relaxed);
       }
-      ev.record(s, where);
+      if (!alone) ev.record(s, where);
       ++stream.outstanding;
       ++stream.recorded;
       slot->stream_key = id;
@@ -99,6 +114,7 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
   } catch (...) {
     trace::flight::set_status(flown, trace::flight::status::failed);
     slot->expected = 0;
+    slot->word_alone.store(false, std::memory_order_relaxed);
     pool->give_back(slot);
     detail::settle_stream(s);
     throw;  // the ticket's place is given back by its destructor
@@ -118,6 +134,10 @@ pooled_event cuda_completion_source::record(stream_ref s, admission_ticket ticke
 }
 
 void cuda_completion_source::use_host_words(bool on) noexcept { st().host_words.store(on, std::memory_order_relaxed); }
+
+void cuda_completion_source::use_words_alone(bool on) noexcept {
+  st().words_alone.store(on, std::memory_order_relaxed);
+}
 
 std::uint64_t cuda_completion_source::host_word_waits() const noexcept {
   return st().word_waits.load(std::memory_order_relaxed);
@@ -170,6 +190,9 @@ poll_result cuda_completion_source::query(std::uintptr_t token) noexcept {
   // writes the word). cuEventQuery needs no current context (measured on the H200).
   const CUresult r = detail::driver().cuEventQuery(ev);
   if (r == CUDA_ERROR_NOT_READY) return {poll_status::pending, {}, {}};
+  if (r == CUDA_SUCCESS && !(token & user_event_bit) &&
+      reinterpret_cast<const detail::event_slot*>(token)->word_alone.load(std::memory_order_relaxed))
+    return {poll_status::pending, {}, {}};  // not recorded for this wait: only its error would tell
   if (r == CUDA_SUCCESS) {
     if (!(token & user_event_bit))
       if (const trace::flight::mark m = reinterpret_cast<const detail::event_slot*>(token)->flight) [[unlikely]]
@@ -203,6 +226,7 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
     slot->stream_key = slot->first_seq = 0;
   }
   slot->expected = 0;
+  slot->word_alone.store(false, std::memory_order_relaxed);
   if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) give_place(*slot->pool, key, false, false);
   slot->pool->give_back(slot);
 }

@@ -196,9 +196,11 @@ bool event_pool::quiet_in(CUcontext ctx) noexcept {
   if (!d) return true;
   std::lock_guard pool_lock(pool.mutex_);
   for (const auto& slot : pool.slots_)
-    if (std::find(pool.idle_.begin(), pool.idle_.end(), slot.get()) == pool.idle_.end() &&
-        d->cuEventQuery(slot->event) == CUDA_ERROR_NOT_READY)
-      return false;
+    if (std::find(pool.idle_.begin(), pool.idle_.end(), slot.get()) == pool.idle_.end()) {
+      // A word alone (its event not recorded for this loan) counts as busy until its wait is released.
+      if (slot->word_alone.load(std::memory_order_relaxed) || d->cuEventQuery(slot->event) == CUDA_ERROR_NOT_READY)
+        return false;
+    }
   return true;
 }
 
@@ -320,6 +322,7 @@ detail::event_slot* event_pool::acquire(std::source_location where) {
   }
   slot->lent = shared_from_this();
   slot->expected = 0;
+  slot->word_alone.store(false, std::memory_order_relaxed);
   slot->stream_key = slot->first_seq = 0;
   slot->admit_key = 0;
   return slot;

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Lone waits get host words (cuda_completion_source.hpp): a pass sees them done with a memory read. While a word is
 // still to come, a pass asks the wait's event only every fault-check period (a faulted context never writes the
-// word; the event brings the error), so passes over many streams make no driver call in between. Counted with the
-// simulated driver's per-thread call counts.
+// word; the event brings the error), so passes over many streams make no driver call in between. With words alone
+// (use_words_alone), such a wait records no event at all: the fault check asks its slot's event anyway, which a
+// faulted context answers with its error. Counted with the simulated driver's per-thread call counts.
+#include <cuasync/driver/detail/driver_api.hpp>
+#include <cuasync/driver/launch.hpp>
+#include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
 #include <cuasync/engine/completion_queues.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
@@ -15,17 +19,36 @@
 
 #include <chrono>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 using namespace cuasync;
 
 namespace {
-long event_queries_here() {
+long calls_here(const char* entry) {
   auto* calls =
       reinterpret_cast<long (*)(const char*)>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
   REQUIRE(calls);
-  return calls("cuEventQuery");
+  return calls(entry);
+}
+long event_queries_here() { return calls_here("cuEventQuery"); }
+
+constexpr char sim_ptx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry sim_trap() { ret; }
+.visible .entry sim_sleep_ms(.param .u32 ms) { ret; }
+)";
+
+// Passes until `done` holds `n` completions or `limit` passed.
+void pass_until(completion_queues& queues, std::vector<completed_wait>& done, std::size_t n,
+                std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (done.size() < n && std::chrono::steady_clock::now() < until) {
+    queues.pass(false, done);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 }  // namespace
 
@@ -109,4 +132,69 @@ TEST_CASE("passes over lone waits whose host words are still to come ask their e
     checked = true;
   }
   REQUIRE(checked);
+}
+
+TEST_CASE("a wait whose host word stands alone records no event; its word completes it and a fault still reaches it",
+          "[.simulated][engine]") {
+  CUASYNC_SIMULATED_ONLY();
+  // A context of its own: the fault makes it unusable, and no other case shares it.
+  const auto& d = detail::driver();
+  CUdevice dev = 0;
+  REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CUcontext raw = nullptr;
+  REQUIRE(d.cuCtxCreate(&raw, 0, dev) == CUDA_SUCCESS);
+  CUcontext popped = nullptr;
+  d.cuCtxPopCurrent(&popped);
+  auto& source = cuda_completion_source::instance();
+  source.use_host_words(true);
+  source.use_words_alone(true);
+  struct words_alone_off {
+    ~words_alone_off() { cuda_completion_source::instance().use_words_alone(false); }
+  } restore;
+  {
+    const context_ref ctx = context_ref::adopt(raw);
+    module m = module::load(ctx, std::string_view(sim_ptx), "word_alone_sim.ptx");
+    stream s = stream::create(ctx);
+    event_pool::for_context(ctx)->prepare(4);  // words ready (a pool grows them in the background)
+    poll_policy p = poll_policy::balanced();
+    p.watchdog = std::chrono::hours(1);
+    completion_queues queues(p);
+    std::vector<completed_wait> done;
+    queued_wait first, trapped;
+
+    // Alone on its stream: a word, no event. The word's write completes it.
+    const std::uint64_t words = source.host_word_waits();
+    const long records = calls_here("cuEventRecord");
+    launch(s, m.kernel("sim_sleep_ms"), {.grid = 1, .block = 1}, std::uint32_t{200});
+    REQUIRE(queues.add(source.record_wait(s, admission_ticket()), &first));
+    CHECK(source.host_word_waits() - words == 1);
+    CHECK(calls_here("cuEventRecord") - records == 0);
+    // Still running past the fault-check period: the check asks the slot's event, which (not recorded for this
+    // wait) says nothing but an error: the wait stays pending.
+    const long queries = event_queries_here();
+    queues.pass(false, done);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    queues.pass(false, done);
+    CHECK(event_queries_here() - queries == 1);
+    CHECK(done.empty());
+    pass_until(queues, done, 1, std::chrono::seconds(10));
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].wait == &first);
+    CHECK_FALSE(done[0].error);
+
+    // A trap: the word is never written; the fault check's query of the slot's event (never recorded for this wait)
+    // brings the context's error.
+    launch(s, m.kernel("sim_sleep_ms"), {.grid = 1, .block = 1}, std::uint32_t{100});  // the trap after the record
+    launch(s, m.kernel("sim_trap"), {.grid = 1, .block = 1});
+    REQUIRE(queues.add(source.record_wait(s, admission_ticket()), &trapped));
+    CHECK(calls_here("cuEventRecord") - records == 0);
+    pass_until(queues, done, 2, std::chrono::seconds(10));
+    REQUIRE(done.size() == 2);
+    CHECK(done[1].wait == &trapped);
+    CHECK(done[1].error == make_error_code(CUDA_ERROR_LAUNCH_FAILED));
+
+    // The pooled event's users (record, not record_wait) still get an event beside the word.
+    source.use_words_alone(false);
+  }
+  d.cuCtxDestroy(raw);
 }

@@ -145,6 +145,32 @@ void sticky_fault(const std::string& kind) {
   std::fflush(stdout);
 }
 
+// A trapping launch awaited alone on its stream with host words standing alone (use_words_alone): its wait records
+// no event, so only a query of its slot's event (recorded for some earlier wait, or never) can bring the fault. The
+// one waiter must get the trap's error within the run, not hang.
+void word_alone_fault() {
+  device_setup d;
+  auto& source = cuda_completion_source::instance();
+  source.use_host_words(true);
+  source.use_words_alone(true);
+  event_pool::for_context(d.rt->context())->prepare(4);  // words ready (a pool grows them in the background)
+  asio::io_context io;
+  stream_ref s = d.s;
+  const std::uint64_t words = source.host_word_waits();
+  spawn_waiter(io, "coroutine empty-first", [&]() -> asio::awaitable<void> {
+    co_await async_launch(s, d.kernels.kernel("empty_kernel"), one);  // a word alone completes it
+  });
+  io.run_for(30s);
+  io.restart();
+  spawn_waiter(io, "coroutine trap-alone", [&]() -> asio::awaitable<void> {
+    co_await async_launch(s, d.kernels.kernel("trap_kernel"), one);
+  });
+  io.run_for(30s);
+  std::printf("WORDS %llu\n", static_cast<unsigned long long>(source.host_word_waits() - words));
+  std::printf("TEARDOWN ok\n");
+  std::fflush(stdout);
+}
+
 // The faults the context survives: an allocation larger than the device, launches asking for more than the kernel
 // or the device has. Each is an error naming the call; then both libraries work on the same runtime and stream.
 void surviving_fault(const std::string& kind) {
@@ -277,6 +303,7 @@ TEST_CASE("gpu fault child", "[.gpu_fault_child]") {
   REQUIRE(kind);
   const std::string k = kind;
   if (k == "oob" || k == "trap" || k == "assert") sticky_fault(k);
+  else if (k == "word-alone") word_alone_fault();
   else if (k == "oom" || k == "resources") surviving_fault(k);
   else abandoned_kernel();
   std::printf("CHILD END\n");
@@ -330,6 +357,15 @@ TEST_CASE("a faulting kernel reaches every coroutine, C ABI callback and fd cons
       CHECK(c.output.find("CHILD END") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a fault reaches a wait whose host word stands alone, with no event recorded beside it",
+          "[fault_injection][fault][gpu]") {
+  const auto c = run_fault("word-alone");
+  CHECK(c.output.find("WAITER coroutine empty-first: ok") != std::string::npos);
+  CHECK(c.output.find("WAITER coroutine trap-alone: CUDA_ERROR_LAUNCH_FAILED |") != std::string::npos);
+  CHECK(c.output.find("WORDS 2") != std::string::npos);  // both waits had a word (alone: no event beside it)
+  CHECK(c.output.find("CHILD END") != std::string::npos);
 }
 
 TEST_CASE("an allocation larger than the device and launches asking too much fail by name; the runtime stays usable",

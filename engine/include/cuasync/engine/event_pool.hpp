@@ -54,6 +54,9 @@ struct event_slot {
   CUdeviceptr word_device = 0;
   std::uint64_t written = 0;     // the last value enqueued to the word (they only grow)
   std::uint64_t expected = 0;    // the value this loan's word write stores; 0: only the event tells
+  // This loan recorded no event: the word tells done, the event only a fault (atomic: event_pool::quiet_in reads it
+  // from a teardown's thread).
+  std::atomic<bool> word_alone{false};
   std::uint64_t stream_key = 0;  // the stream whose wait count this loan holds (0: none)
   std::uint64_t first_seq = 0;   // the stream's record count when this wait was its only one (0: it was not)
   std::uint64_t admit_key = 0;   // the stream whose admission place this loan holds (admission.hpp); 0: none
