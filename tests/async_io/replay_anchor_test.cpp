@@ -16,6 +16,7 @@
 
 #include "child_process.hpp"
 #include "gpu.hpp"
+#include "own_context.hpp"
 #include "sim_capture.hpp"
 #include "sim_gate.hpp"
 #include "simulated_driver.hpp"
@@ -348,15 +349,9 @@ TEST_CASE("after prepare, a mark inside a capture loads no module there (simulat
   const auto calls = reinterpret_cast<calls_fn>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
   REQUIRE(calls);
   // A context of its own: the bump's module is loaded once per context, so no earlier case has loaded it here.
-  const auto& d = detail::driver();
-  CUdevice dev = 0;
-  REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CUcontext raw = nullptr;
-  REQUIRE(d.cuCtxCreate(&raw, 0, dev) == CUDA_SUCCESS);
-  CUcontext popped = nullptr;
-  d.cuCtxPopCurrent(&popped);
+  test::own_context own;
   {
-    const context_ref ctx = context_ref::adopt(raw);
+    const context_ref ctx = own.ref();
     replay_anchor::prepare(ctx);
     stream s = stream::create(ctx);
     long loads = -1;
@@ -368,5 +363,4 @@ TEST_CASE("after prepare, a mark inside a capture loads no module there (simulat
     });
     CHECK(loads == 0);
   }
-  d.cuCtxDestroy(raw);
 }

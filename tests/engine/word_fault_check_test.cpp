@@ -4,7 +4,6 @@
 // word; the event brings the error), so passes over many streams make no driver call in between. With words alone
 // (use_words_alone), such a wait records no event at all: the fault check asks its slot's event anyway, which a
 // faulted context answers with its error. Counted with the simulated driver's per-thread call counts.
-#include <cuasync/driver/detail/driver_api.hpp>
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/stream.hpp>
@@ -14,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "own_context.hpp"
 #include "sim_gate.hpp"
 #include "simulated_driver.hpp"
 
@@ -137,14 +137,7 @@ TEST_CASE("passes over lone waits whose host words are still to come ask their e
 TEST_CASE("a wait whose host word stands alone records no event; its word completes it and a fault still reaches it",
           "[.simulated][engine]") {
   CUASYNC_SIMULATED_ONLY();
-  // A context of its own: the fault makes it unusable, and no other case shares it.
-  const auto& d = detail::driver();
-  CUdevice dev = 0;
-  REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CUcontext raw = nullptr;
-  REQUIRE(d.cuCtxCreate(&raw, 0, dev) == CUDA_SUCCESS);
-  CUcontext popped = nullptr;
-  d.cuCtxPopCurrent(&popped);
+  test::own_context own;  // the fault makes it unusable: no other case shares it
   auto& source = cuda_completion_source::instance();
   source.use_host_words(true);
   source.use_words_alone(true);
@@ -152,7 +145,7 @@ TEST_CASE("a wait whose host word stands alone records no event; its word comple
     ~words_alone_off() { cuda_completion_source::instance().use_words_alone(false); }
   } restore;
   {
-    const context_ref ctx = context_ref::adopt(raw);
+    const context_ref ctx = own.ref();
     module m = module::load(ctx, std::string_view(sim_ptx), "word_alone_sim.ptx");
     stream s = stream::create(ctx);
     event_pool::for_context(ctx)->prepare(4);  // words ready (a pool grows them in the background)
@@ -196,5 +189,4 @@ TEST_CASE("a wait whose host word stands alone records no event; its word comple
     // The pooled event's users (record, not record_wait) still get an event beside the word.
     source.use_words_alone(false);
   }
-  d.cuCtxDestroy(raw);
 }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu.hpp"
+#include "own_context.hpp"
 #include "sim_gate.hpp"
 #include "simulated_driver.hpp"
 #include "trace_recording.hpp"
@@ -78,14 +79,8 @@ CUresult hold_the_reaper(const detail::driver_entry_points&, const void*, std::s
 TEST_CASE("the reaper skips a free whose context's life ended before its turn",
           "[runtime][cold][teardown][.simulated]") {
   CUASYNC_SIMULATED_ONLY();
-  const auto& d = detail::driver();
-  CUdevice dev = 0;
-  REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CUcontext raw = nullptr;
-  REQUIRE(d.cuCtxCreate(&raw, 0, dev) == CUDA_SUCCESS);
-  CUcontext popped = nullptr;
-  d.cuCtxPopCurrent(&popped);  // created current: leave this thread as it was
-  pinned_buffer p = pinned_buffer::allocate(context_ref::adopt(raw), 4096);
+  test::own_context own;
+  pinned_buffer p = pinned_buffer::allocate(own.ref(), 4096);
   const deferred_free_stats before = deferred_frees();
   blocker_running = blocker_released = false;
   {
@@ -95,7 +90,7 @@ TEST_CASE("the reaper skips a free whose context's life ended before its turn",
   }
   for (int i = 0; i < 5000 && !blocker_running; ++i) std::this_thread::sleep_for(1ms);
   REQUIRE(blocker_running);
-  CHECK(d.cuCtxDestroy(raw) == CUDA_SUCCESS);  // its memory goes with it, before the reaper's turn
+  CHECK(own.destroy() == CUDA_SUCCESS);  // its memory goes with it, before the reaper's turn
   blocker_released = true;
   drain_deferred_frees();
   const deferred_free_stats after = deferred_frees();
