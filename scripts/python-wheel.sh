@@ -31,7 +31,7 @@ build_wheel() {
   build=$(realpath "$1")
   out=$(realpath -m "$2")
   if ! "$python" -c "import build, setuptools, wheel" 2>/dev/null; then
-    echo "python-wheel: $python lacks build, setuptools or wheel (scripts/setup.sh installs python3-build," \
+    echo "python-wheel: $python lacks build, setuptools or wheel (scripts/test.sh installs python3-build," \
          "python3-setuptools, python3-wheel)" >&2
     exit 1
   fi
