@@ -244,6 +244,10 @@ void cuda_completion_source::give_place(event_pool& pool, std::uint64_t key, boo
     if (granted) --stream.granted;
     shard.maybe_sweep();
   }
+  places_given(pool, count);
+}
+
+void cuda_completion_source::places_given(event_pool& pool, std::uint32_t count) noexcept {
   pool.in_flight_.fetch_sub(count, std::memory_order_acq_rel);
   if (pool.waiting_.load(std::memory_order_acquire) == 0) return;
   if (auto* deferred = deferred_admissions) {

@@ -214,6 +214,7 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
   auto* slot = reinterpret_cast<detail::event_slot*>(token);
   slot->flight = {};  // released unfinished too (a pooled_event dropped): only a query that saw it done marks it
   state& st = this->st();
+  bool place_given = false;
   if (slot->stream_key != 0) {
     record_shard& shard = st.shard(slot->stream_key);
     std::lock_guard lock(shard.mutex);
@@ -221,13 +222,23 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
     if (it != shard.streams.end()) {
       stream_state& stream = it->second;
       if (slot->first_seq != 0) stream.words = stream.recorded == slot->first_seq;  // nobody joined it
+      // An admitted operation's place is on the same stream (the usual case): given back under this lock too.
+      if (slot->admit_key == slot->stream_key) {
+        --stream.admitted;
+        place_given = true;
+      }
       if (--stream.outstanding == 0) shard.maybe_sweep();
     }
     slot->stream_key = slot->first_seq = 0;
   }
   slot->expected = 0;
   slot->word_alone.store(false, std::memory_order_relaxed);
-  if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) give_place(*slot->pool, key, false, false);
+  if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) {
+    if (place_given)
+      places_given(*slot->pool, 1);
+    else
+      give_place(*slot->pool, key, false, false);
+  }
   slot->pool->give_back(slot);
 }
 

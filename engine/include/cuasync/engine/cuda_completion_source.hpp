@@ -113,6 +113,9 @@ class cuda_completion_source final : public completion_source {
   pooled_event record_on(stream_ref s, admission_ticket ticket, bool event_hidden, std::source_location where);
   void give_place(event_pool& pool, std::uint64_t stream_key, bool hold, bool granted,
                   std::uint32_t count = 1) noexcept;
+  //! give_place's part after the stream's count went down (under its shard's lock): the context's count, and the
+  //! operations waiting for room.
+  void places_given(event_pool& pool, std::uint32_t count) noexcept;
   void settle_grant(std::uint64_t stream_key) noexcept;
   void end_hold(event_pool& pool, std::uint64_t stream_key) noexcept;
   void admit_waiters(const std::shared_ptr<event_pool>& pool) noexcept;
