@@ -132,9 +132,10 @@ class completion_queues {
 
   void set_policy(const poll_policy& p);
   poll_policy policy() const;
-  //! Activity (a new wait, a completion) restarts the spin window.
-  void note_activity() noexcept {
-    last_activity_ns_.store(now_ns(), std::memory_order_relaxed);
+  //! Activity (a new wait, a completion) restarts the spin window; `at`: when, if the caller read the clock already
+  //! (0: now).
+  void note_activity(long long at = 0) noexcept {
+    last_activity_ns_.store(at ? at : now_ns(), std::memory_order_relaxed);
   }
   std::chrono::nanoseconds since_activity() const noexcept {
     return std::chrono::nanoseconds(now_ns() - last_activity_ns_.load(std::memory_order_relaxed));
