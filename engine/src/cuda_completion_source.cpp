@@ -114,7 +114,6 @@ pooled_event cuda_completion_source::record_on(stream_ref s, admission_ticket ti
   } catch (...) {
     trace::flight::set_status(flown, trace::flight::status::failed);
     slot->expected = 0;
-    slot->word_alone.store(false, std::memory_order_relaxed);
     pool->give_back(slot);
     detail::settle_stream(s);
     throw;  // the ticket's place is given back by its destructor
@@ -232,7 +231,6 @@ void cuda_completion_source::release(std::uintptr_t token) noexcept {
     slot->stream_key = slot->first_seq = 0;
   }
   slot->expected = 0;
-  slot->word_alone.store(false, std::memory_order_relaxed);
   if (const std::uint64_t key = std::exchange(slot->admit_key, 0)) {
     if (place_given)
       places_given(*slot->pool, 1);

@@ -174,19 +174,19 @@ TEST_CASE("a wait whose host word stands alone records no event; its word comple
     REQUIRE(done.size() == 1);
     CHECK(done[0].wait == &first);
     CHECK_FALSE(done[0].error);
+    // The pooled event that `record` hands out (a stream may wait on it) is recorded beside its word all the same.
+    source.record(s).event().synchronize();
+    CHECK(calls_here("cuEventRecord") - records == 1);
 
     // A trap: the word is never written; the fault check's query of the slot's event (never recorded for this wait)
     // brings the context's error.
     launch(s, m.kernel("sim_sleep_ms"), {.grid = 1, .block = 1}, std::uint32_t{100});  // the trap after the record
     launch(s, m.kernel("sim_trap"), {.grid = 1, .block = 1});
     REQUIRE(queues.add(source.record_wait(s, admission_ticket()), &trapped));
-    CHECK(calls_here("cuEventRecord") - records == 0);
+    CHECK(calls_here("cuEventRecord") - records == 1);
     pass_until(queues, done, 2, std::chrono::seconds(10));
     REQUIRE(done.size() == 2);
     CHECK(done[1].wait == &trapped);
     CHECK(done[1].error == make_error_code(CUDA_ERROR_LAUNCH_FAILED));
-
-    // The pooled event's users (record, not record_wait) still get an event beside the word.
-    source.use_words_alone(false);
   }
 }
