@@ -6,7 +6,7 @@
 # what the driver answers after a fault (the completion probe's part 8) and the fault suite (its "host word stands
 # alone" case, alone); 3. staged copies with the copy team's spin window on and off (CUASYNC_COPY_SPIN_US=300 / 0), the
 # 64 MiB trace and the runtime bench's pageable rows, alternated, with the async_io bench's closed loops (balanced
-# against words alone) between; 4. `cuasync demo`'s verdict; 5. the other [gpu] suites but jit and collectives, and
+# against an event beside each word) between; 4. `cuasync demo`'s verdict; 5. the other [gpu] suites but jit and collectives, and
 # the C conformance suite; 6. the C ABI bench; 7. the driver bench again. Writes OUT_DIR/progress.txt (the summary, printed
 # last) and OUT_DIR/results.tgz (every log and table).
 # Usage (GPU machine): scripts/gpu-short.sh OUT_DIR PACK_DIR [BUDGET_S=400]. Pack first (here):
@@ -63,11 +63,11 @@ for i in 1 2; do
     grep -E "(64 MiB|1024 MiB).*staged vs the pinned" "$W/rt-$sp-$i/runtime.md" 2>/dev/null | sed "s/^/spin $sp: /" |
       cut -c1-180 >>"$P"
   done
-  # The closed loops (throughput part only): balanced against words alone, the raw host-word loop and Asio's.
+  # The closed loops (throughput part only): balanced (words alone) against an event beside each word, the raw host-word loop and Asio's.
   [ "$i" = 1 ] || continue
   mkdir -p "$W/a1"
   CUASYNC_BENCH_ONLY=throughput step bench-async_io 110 "$B/bench/async_io/cuasync_async_io_bench" "$W/a1"
-  grep -E "(balanced|words alone \(no event beside a word\)) \|.*(host word|Asio)|Asio coroutines on host words \(64" \
+  grep -E "(balanced|words alone off\)) \|.*(host word|Asio)|Asio coroutines on host words \(64" \
     "$W/a1/async_io.md" 2>/dev/null | cut -c1-200 >>"$P"
 done
 # The README's first command: its one-line verdict (time per request against the bound under its load).

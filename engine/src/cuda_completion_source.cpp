@@ -68,15 +68,18 @@ pooled_event cuda_completion_source::record_on(stream_ref s, admission_ticket ti
     throw;
   }
   event_ref ev(slot->event, s.context());
-  // Noted before the record: an operation another thread enqueues meanwhile gets a later number, so that this wait's
-  // completion never marks it done.
+  // Noted before the record or the word's write: an operation another thread enqueues meanwhile gets a later number,
+  // so that this wait's completion never marks it done. Named for what is enqueued.
   trace::flight::mark flown;
-  if (trace::flight::enabled()) [[unlikely]]
-    flown = detail::flight_note(s, {.call = "cuEventRecord", .name = {}, .stable_name = "completion event", .where = where});
+  auto note = [&](const char* call) {
+    if (trace::flight::enabled()) [[unlikely]]
+      flown = detail::flight_note(s, {.call = call, .name = {}, .stable_name = "completion event", .where = where});
+  };
   std::uint64_t order = 0;
   std::uintptr_t queue_key = reinterpret_cast<std::uintptr_t>(s.get());
   try {
     if (is_special_stream(s.get())) {
+      note("cuEventRecord");
       ev.record(s, where);
     } else {
       const std::uint64_t id = ticket ? ticket.stream_key_ : s.id(where);
@@ -90,8 +93,13 @@ pooled_event cuda_completion_source::record_on(stream_ref s, admission_ticket ti
       // that others join before they complete need none (one query of the newest completes them all), so the word
       // is given only while the stream's last lone wait stayed alone (one stream, many in flight: no words).
       const bool first = stream.outstanding == 0;
-      bool alone = false;
-      if (first && stream.words && slot->word && st.host_words.load(std::memory_order_relaxed)) {
+      const bool word = first && stream.words && slot->word && st.host_words.load(std::memory_order_relaxed);
+      // Words alone: the word tells done; a fault reaches the wait through a query of the slot's event, which a
+      // faulted context answers with its error whether that event was recorded or not (the completion probe's
+      // part 8 on an H100: every query in a faulted context answers CUDA_ERROR_LAUNCH_FAILED).
+      const bool alone = word && event_hidden && st.words_alone.load(std::memory_order_relaxed);
+      note(alone ? "cuStreamWriteValue64" : "cuEventRecord");
+      if (word) {
         const std::uint64_t value = slot->written + 1;
         if (CUresult r = detail::driver().cuStreamWriteValue64(s.get(), slot->word_device, value, 0);
             r != CUDA_SUCCESS)
@@ -99,9 +107,6 @@ pooled_event cuda_completion_source::record_on(stream_ref s, admission_ticket ti
         slot->written = slot->expected = value;
         slot->fault_checked_ns.store(0, std::memory_order_relaxed);
         st.word_waits.fetch_add(1, std::memory_order_relaxed);
-        // The word alone tells done; a fault reaches the wait through a query of the slot's event, which a faulted
-        // context answers with its error (the event recorded or not).
-        alone = event_hidden && st.words_alone.load(std::memory_order_relaxed);
         slot->word_alone.store(alone, std::memory_order_relaxed);
       }
       if (!alone) ev.record(s, where);

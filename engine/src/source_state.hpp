@@ -70,7 +70,7 @@ struct cuda_completion_source::state {
   std::array<record_shard, 16> shards;
   std::atomic<std::uint64_t> next_order{1};
   std::atomic<bool> host_words{true};
-  std::atomic<bool> words_alone{false};  // record_wait's waits with a word record no event (use_words_alone)
+  std::atomic<bool> words_alone{true};  // record_wait's waits with a word record no event (use_words_alone)
   std::atomic<std::uint64_t> word_waits{0};
   record_shard& shard(std::uint64_t key) noexcept { return shards[std::hash<std::uint64_t>()(key) % shards.size()]; }
 };

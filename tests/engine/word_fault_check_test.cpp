@@ -141,8 +141,8 @@ TEST_CASE("a wait whose host word stands alone records no event; its word comple
   auto& source = cuda_completion_source::instance();
   source.use_host_words(true);
   source.use_words_alone(true);
-  struct words_alone_off {
-    ~words_alone_off() { cuda_completion_source::instance().use_words_alone(false); }
+  struct words_alone_default {
+    ~words_alone_default() { cuda_completion_source::instance().use_words_alone(true); }
   } restore;
   {
     const context_ref ctx = own.ref();

@@ -12,11 +12,11 @@
 //! (`cuStreamWriteValue64`, with a fence) after the work before it, so seeing it done is a memory read, for ~0.7 µs
 //! more at record. Only while it pays: when later waits joined the stream's last lone wait before it completed (one
 //! query of their newest answers for all), the next lone wait gets none, until one stays alone again. A pending word
-//! falls back to the event, which reports device errors (a faulted context never writes the word). With
-//! `use_words_alone(true)`, a wait that only completes (`record_wait`: its event is never handed out) and gets a word
-//! records no event beside it (~0.2-0.3 µs less per operation at 64 streams): its fault check asks the slot's
-//! event all the same, which a faulted context answers with its error whatever the event recorded last (the
-//! completion probe's part 8 shows what the driver does).
+//! falls back to the event, which reports device errors (a faulted context never writes the word). With words
+//! alone (`use_words_alone`, on by default), a wait that only completes (`record_wait`: its event is never handed
+//! out) and gets a word records no event beside it: its fault check asks the slot's event all the same, which a
+//! faulted context answers with its error whatever that event recorded last (an H100 answered
+//! CUDA_ERROR_LAUNCH_FAILED for events recorded after a trap, finished before it and never recorded).
 //!
 //! Admission (admission.hpp) is kept here too, beside the per-stream counts it needs.
 
@@ -80,8 +80,8 @@ class cuda_completion_source final : public completion_source {
 
   //! Host completion words on (the default) or off, for waits recorded from now on.
   void use_host_words(bool on) noexcept;
-  //! Waits of `record_wait` given a host word record no event beside it (off by default until the driver's answers
-  //! after a fault are measured on every supported driver). For waits recorded from now on.
+  //! Waits of `record_wait` given a host word record no event beside it (on by default; off: an event is recorded
+  //! beside every word, as before words alone). For waits recorded from now on.
   void use_words_alone(bool on) noexcept;
   //! How many waits so far were given a host word.
   std::uint64_t host_word_waits() const noexcept;
