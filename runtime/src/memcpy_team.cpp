@@ -125,11 +125,11 @@ std::shared_ptr<memcpy_team::job> memcpy_team::enqueue(void* dst, const void* sr
   j->src = static_cast<const std::byte*>(src);
   j->n = n;
   j->streaming = streaming;
-  // One part per thread that copies (the caller of copy() too; not the one that submits), of at least 256 KiB: a
-  // hand-off costs more than it saves. One part more than threads would make one of them copy two while the others
-  // wait: the job would take twice as long.
+  // One part per thread that copies (the caller of copy() too; not the one that submits), of at least
+  // min_part_bytes(): a hand-off costs more than it saves. One part more than threads would make one of them copy two
+  // while the others wait: the job would take twice as long.
   const std::size_t threads = std::max<std::size_t>(workers_.size() + (caller_copies ? 1 : 0), 1);
-  j->parts = std::clamp<std::size_t>(n / (std::size_t{256} << 10), 1, threads);
+  j->parts = std::clamp<std::size_t>(n / min_part_bytes(), 1, threads);
   j->per = ((n / j->parts) + 4095) & ~std::size_t{4095};
   j->remaining.store(j->parts, std::memory_order_relaxed);
   j->done = std::move(done);
@@ -162,6 +162,15 @@ std::chrono::microseconds memcpy_team::spin_window() noexcept {
     return std::chrono::microseconds(v && *v ? std::strtoll(v, nullptr, 10) : 300);
   }();
   return window;
+}
+
+std::size_t memcpy_team::min_part_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    const char* v = std::getenv("CUASYNC_COPY_MIN_PART_KIB");
+    const long long kib = v && *v ? std::strtoll(v, nullptr, 10) : 256;
+    return static_cast<std::size_t>(std::clamp<long long>(kib, 4, 1 << 20)) << 10;
+  }();
+  return bytes;
 }
 
 void memcpy_team::stay_awake(crew& c, std::chrono::microseconds window) noexcept {

@@ -54,6 +54,11 @@ class memcpy_team {
   //! hold, they spin a sixth of it (back-to-back copies), then sleep: an idle team costs nothing.
   //! `CUASYNC_COPY_SPIN_US` sets it for the process (0: threads never spin, as they did before).
   static std::chrono::microseconds spin_window() noexcept;
+  //! The smallest part a job is cut into (256 KiB; `CUASYNC_COPY_MIN_PART_KIB` sets it for the process, 4 KiB to
+  //! 1 GiB): a job smaller than threads x this one has fewer parts than threads, and the idle threads take the next
+  //! job's parts. Smaller parts put the whole team on a staged copy's first, small chunk (its DMA starts sooner) at
+  //! the price of a claim per part.
+  static std::size_t min_part_bytes() noexcept;
 
  private:
   struct job;
