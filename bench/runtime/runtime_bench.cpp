@@ -211,6 +211,7 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
       alternative("streaming stores", [](staged_copy_options& o) {
         o.h2d_stores = o.d2h_stores = store_kind::streaming;
       });
+      alternative("the caller waiting without copying", [](staged_copy_options& o) { o.caller_copies = false; });
       if (size >= 4 * rt.staging().options().chunk_bytes)
         alternative("without ramped ends", [](staged_copy_options& o) { o.ramp = false; });
       const auto kind = [](bool streaming) { return streaming ? "streaming" : "regular"; };

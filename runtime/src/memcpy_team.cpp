@@ -283,6 +283,19 @@ void memcpy_team::copy(void* dst, const void* src, std::size_t n, bool streaming
   j->finished_cv.wait(lock, [&] { return j->finished; });
 }
 
+bool memcpy_team::help_one() noexcept {
+  const std::shared_ptr<crew> c = crew_;  // done() may destroy the team: what is used after it is held here
+  std::shared_ptr<job> j;
+  std::size_t part = 0;
+  {
+    std::lock_guard lock(c->mutex);
+    if (!claim_locked(*c, j, part)) return false;
+  }
+  copy_part(*j, part);
+  finish_part(j);
+  return true;
+}
+
 void memcpy_team::submit(void* dst, const void* src, std::size_t n, bool streaming, std::function<void()> done) {
   enqueue(dst, src, n, streaming, std::move(done), nullptr, false);
 }

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// The staged copier's synchronous forms: they start the asynchronous copy with a callback of their own and wait,
-// sleeping, for its `enqueued` (host to device) or `done` (device to host).
+// The staged copier's synchronous forms: they start the asynchronous copy with a callback of their own and wait for
+// its `enqueued` (host to device) or `done` (device to host), copying the team's parts meanwhile (caller_copies).
 #include <cuasync/runtime/staged_copy.hpp>
+
+#include <cuasync/runtime/memcpy_team.hpp>
 
 #include <cuasync/trace/hooks.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -42,10 +45,23 @@ struct sync_wait final : staged_copy_callback {
   }
 };
 
+// Waits; with `helper`, the waiting thread copies the team's parts while there are any (its own copy's first: they
+// are the oldest, unless other copies' came first), and looks for more every 100 us (a D2H copy's host side comes
+// one chunk at a time, after each DMA).
 void wait_for(const std::shared_ptr<sync_wait::state>& st, bool until_done, const char* api, stream_ref s,
-              std::source_location where) {
+              const std::shared_ptr<memcpy_team>& helper, std::source_location where) {
+  const auto ready = [&] { return st->done || (!until_done && st->enqueued); };
   std::unique_lock lock(st->mutex);
-  st->cv.wait(lock, [&] { return st->done || (!until_done && st->enqueued); });
+  while (!ready()) {
+    if (!helper) {
+      st->cv.wait(lock, ready);
+      break;
+    }
+    lock.unlock();
+    const bool helped = helper->help_one();
+    lock.lock();
+    if (!helped) st->cv.wait_for(lock, std::chrono::microseconds(100), ready);
+  }
   if (st->done && st->error) {
     if (st->detail) std::rethrow_exception(st->detail);  // names the call that failed
     throw cuda_error(st->error, api, "staged copy on " + s.describe(), where);
@@ -65,7 +81,7 @@ void staged_copier::copy_to_device(stream_ref s, device_span dst, std::span<cons
     delete w;
     throw;
   }
-  wait_for(st, false, to_device_api, s, where);
+  wait_for(st, false, to_device_api, s, options_.caller_copies ? team_ : nullptr, where);
 }
 
 void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_span src,
@@ -80,7 +96,7 @@ void staged_copier::copy_to_host(stream_ref s, std::span<std::byte> dst, device_
     delete w;
     throw;
   }
-  wait_for(st, true, to_host_api, s, where);
+  wait_for(st, true, to_host_api, s, options_.caller_copies ? team_ : nullptr, where);
 }
 
 }  // namespace cuasync::runtime

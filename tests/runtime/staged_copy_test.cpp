@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -389,4 +390,59 @@ TEST_CASE("a staged copy behind a finished copy on its stream asks the stream, a
   CUASYNC_SIMULATED_ONLY();
   sim_gate gate(test::ctx());
   copy_behind_a_finished_one_asks_its_stream(test::ctx(), gate);
+}
+
+namespace {
+// A synchronous staged copy copies the team's parts on its own thread while it waits (staged_copy_options::
+// caller_copies): with the team's one thread held inside another job's done call, copies both ways still complete,
+// byte-exact, before that thread is let go. Without the caller's help they would wait for it (a watchdog lets it go
+// after 30 s, and the check fails).
+void sync_copies_copy_on_their_caller(context_ref ctx) {
+  auto team = std::make_shared<memcpy_team>(1);
+  auto entered = std::make_shared<std::promise<void>>();
+  auto go = std::make_shared<std::promise<void>>();
+  std::shared_future<void> go_seen = go->get_future().share();
+  std::vector<std::byte> tiny_src(64, std::byte{1}), tiny_dst(64);
+  team->submit(tiny_dst.data(), tiny_src.data(), tiny_src.size(), false, [entered, go_seen] {
+    entered->set_value();
+    go_seen.wait();
+  });
+  REQUIRE(entered->get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  std::atomic<bool> let_go_by_watchdog{false};
+  std::promise<void> copies_done;
+  std::thread watchdog([&, finished = copies_done.get_future()]() mutable {
+    if (finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready) return;
+    let_go_by_watchdog = true;
+    go->set_value();
+  });
+  bool exact = false;
+  {
+    staged_copy_options o;
+    o.chunk_bytes = std::size_t{1} << 20;
+    o.chunks = 2;
+    staged_copier c(ctx, o, team);
+    stream s = stream::create(ctx);
+    const auto src = test::random_bytes((5 << 20) + 3, 11);
+    device_buffer d = device_buffer::allocate(ctx, src.size());
+    std::vector<std::byte> back(src.size());
+    c.copy_to_device(s, d.span(), std::span<const std::byte>(src));
+    c.copy_to_host(s, std::span<std::byte>(back), d.span());
+    exact = std::memcmp(back.data(), src.data(), src.size()) == 0;
+    copies_done.set_value();
+    watchdog.join();
+    if (!let_go_by_watchdog) go->set_value();
+  }
+  CHECK_FALSE(let_go_by_watchdog);
+  CHECK(exact);
+}
+}  // namespace
+
+TEST_CASE("a synchronous staged copy copies on its caller's thread while the team is busy", "[runtime][staged][gpu]") {
+  sync_copies_copy_on_their_caller(test::ctx());
+}
+
+TEST_CASE("a synchronous staged copy copies on its caller's thread while the team is busy (simulated)",
+          "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  sync_copies_copy_on_their_caller(test::ctx());
 }

@@ -40,6 +40,10 @@ class memcpy_team {
   //! choosing a store kind by measurement compares). @throws std::bad_alloc
   void submit_timed(void* dst, const void* src, std::size_t n, bool streaming,
                     std::function<void(std::chrono::nanoseconds)> done);
+  //! Copies one part of the oldest job with parts left, on the calling thread (a thread that waits for the team's
+  //! work lends a hand); false when there was none. The part's job may finish here: its `done` then runs on this
+  //! thread, and may destroy the team (this call touches nothing of it afterwards).
+  bool help_one() noexcept;
   //! A copy is about to come: the sleeping threads are woken now and idle ones spin (rather than sleep) for
   //! `spin_window()`, so the copy's first parts are claimed at once. A thread woken from sleep starts 30-130 us late
   //! on the GPU machines, longer than a 4 MiB chunk's host copy; call this before a copy's set-up (stream queries,

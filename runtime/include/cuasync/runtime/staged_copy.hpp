@@ -45,6 +45,10 @@ struct staged_copy_options {
   //! Copies of at least 4 chunks start and end with smaller chunks (c/8, c/4, c/2), so that the pipeline fills and
   //! drains in an eighth of a chunk's time rather than a whole one's.
   bool ramp = true;
+  //! The synchronous forms (`copy_to_device`, `copy_to_host`) copy parts on the calling thread while they wait, as
+  //! `memcpy_team::copy` does: that thread is awake at once where a sleeping team thread comes tens of microseconds
+  //! late, and it is blocked in the call anyway. The asynchronous forms never copy on the caller's thread.
+  bool caller_copies = true;
 };
 
 //! What an asynchronous staged copy reports. Both are called on a cuasync thread (the poller or a copy thread),
