@@ -229,6 +229,12 @@ mark write_slot(ring* r, const char* call, const char* name, std::source_locatio
   s.done_ticks.store(0, std::memory_order_relaxed);
   s.name.store(reinterpret_cast<std::uintptr_t>(name), std::memory_order_relaxed);
   s.version.store(2 * seq, std::memory_order_release);
+  // The next slot's two lines, fetched for writing now (the next launch is microseconds away): the stores of its
+  // note then hit the cache instead of waiting on a read-for-ownership, which the driver's next locked instruction
+  // (its own lock, beside the launch) would wait for.
+  const slot* next = &r->slots[(seq + 1) & r->mask];
+  __builtin_prefetch(next, 1, 3);
+  __builtin_prefetch(reinterpret_cast<const char*>(next) + 64, 1, 3);
   return {r, seq};
 }
 }  // namespace
