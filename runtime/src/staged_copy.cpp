@@ -8,6 +8,7 @@
 
 #include <cuasync/driver/detail/grower.hpp>
 #include <cuasync/runtime/pinned_pool.hpp>
+#include <cuasync/trace/scope.hpp>
 #include "staged_copy_parts.hpp"
 
 #include <algorithm>
@@ -138,7 +139,13 @@ staged_copier::~staged_copier() {
 
 void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,
                                     staged_copy_callback* cb, std::source_location where) {
-  team_->wake_ahead();  // the copy threads' wake-up overlaps the checks, the stream's id and the first DMA
+  {
+    // Traced apart from the set-up: waking sleeping threads is syscalls on this thread (where a copy's first
+    // microseconds go, in the staged sweep probe's trace).
+    trace::scope woken(trace::category::staged_copy_chunk, "wake the copy team", 0);
+    team_->wake_ahead();  // the copy threads' wake-up overlaps the checks, the stream's id and the first DMA
+  }
+  trace::scope set_up(trace::category::staged_copy_chunk, "staged copy set-up", src.size());
   check_sizes(to_device_api, src.size(), dst.size, s, where);
   const chunk_layout layout{src.size(), options_.chunk_bytes, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = true, .s = s, .stream_key = stream_key_of(s, where),
@@ -149,7 +156,11 @@ void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<con
 
 void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
                                   std::source_location where) {
-  team_->wake_ahead();
+  {
+    trace::scope woken(trace::category::staged_copy_chunk, "wake the copy team", 0);
+    team_->wake_ahead();
+  }
+  trace::scope set_up(trace::category::staged_copy_chunk, "staged copy set-up", src.size);
   check_sizes(to_host_api, src.size, dst.size(), s, where);
   const chunk_layout layout{src.size, options_.chunk_bytes, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = false, .s = s, .stream_key = stream_key_of(s, where),
