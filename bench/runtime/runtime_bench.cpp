@@ -205,8 +205,8 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
                  .ours = bw([&] { other.copy_to_host(s, std::span<std::byte>(host), d.span()); }), .baseline = sd,
                  .baseline_name = "staged default", .lower_is_better = false});
       };
-      alternative("regular stores", [](staged_copy_options& o) {
-        o.h2d_stores = o.d2h_stores = store_kind::regular;
+      alternative("stores chosen by timing the host copy", [](staged_copy_options& o) {
+        o.h2d_stores = o.d2h_stores = store_kind::automatic;
       });
       alternative("streaming stores", [](staged_copy_options& o) {
         o.h2d_stores = o.d2h_stores = store_kind::streaming;

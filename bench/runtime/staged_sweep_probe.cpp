@@ -82,7 +82,31 @@ int main(int argc, char** argv) {
                     (sp.end_ns - t0) / 1e3, sp.duration_ns() / 1e3, std::string(trace::to_string(sp.category)).c_str(),
                     t.lane_name(sp.lane).c_str(), sp.name.c_str(), sp.bytes / 1048576.0);
     };
+    // The staged copy's DMAs alone: the same ramped chunks (c/8, c/4, c/2, c, ..., c, c/2, c/4, c/8) copied back to
+    // back from the pinned buffer, no host copies: what chunking itself costs the DMA, against one whole copy.
+    const std::size_t cb = staged_copy_options{}.chunk_bytes;
+    std::vector<std::size_t> chunks;
+    if (size >= 4 * cb) {
+      const std::size_t head = cb / 8 + cb / 4 + cb / 2, middle = size - 2 * head;
+      for (std::size_t k = cb / 8; k < cb; k *= 2) chunks.push_back(k);
+      for (std::size_t off = 0; off < middle; off += cb) chunks.push_back(std::min(cb, middle - off));
+      for (std::size_t k = cb / 2; k >= cb / 8; k /= 2) chunks.push_back(k);
+    }
+    auto pinned_chunked = [&](bool to_device) {
+      std::size_t off = 0;
+      for (std::size_t n : chunks) {
+        if (to_device)
+          copy_async(s, device_span{d.get() + off, n}, std::span<const std::byte>(pinned.bytes().subspan(off, n)));
+        else
+          copy_async(s, pinned.bytes().subspan(off, n), device_span{d.get() + off, n});
+        off += n;
+      }
+    };
     for (int i = 0; i < 2; ++i) {
+      if (!chunks.empty()) {
+        show("pinned H2D in the staged copy's chunks", [&] { pinned_chunked(true); });
+        show("pinned D2H in the staged copy's chunks", [&] { pinned_chunked(false); });
+      }
       show("pinned H2D", [&] { copy_async(s, d.span(), std::span<const std::byte>(pinned.bytes())); });
       show("staged H2D", [&] { c.copy_to_device(s, d.span(), std::span<const std::byte>(host)); });
       show("pinned D2H", [&] { copy_async(s, pinned.bytes(), d.span()); });

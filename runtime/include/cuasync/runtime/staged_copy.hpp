@@ -37,11 +37,13 @@ struct staged_copy_options {
   std::size_t chunk_bytes = std::size_t{8} << 20;
   std::size_t chunks = 4;  //!< chunks in the ring
   unsigned threads = 0;    //!< host copy threads; 0 = 3/4 of cores, ≤ 12
-  //! The copy threads' stores into the pinned ring (H2D) and into the pageable destination (D2H): `automatic` times
-  //! the first chunks of each size class both ways and keeps the faster (store_choice.hpp says why no fixed choice
-  //! holds); bench/runtime measures the fixed kinds beside it.
-  store_kind h2d_stores = store_kind::automatic;
-  store_kind d2h_stores = store_kind::automatic;
+  //! The copy threads' stores into the pinned ring (H2D) and into the pageable destination (D2H). Regular: on an
+  //! H100 (session 27, eight runs) regular stores gave 51-53 GB/s at 1 GiB H2D and 52-54 D2H (0.93-0.97 of the
+  //! pinned bound), where `automatic` (which times the host copy alone, not the DMA it slows by taking memory
+  //! bandwidth) picked streaming stores in some processes and fell to 44 GB/s; on the H200 regular stores were
+  //! 1.13-1.26x faster at 1 GiB both ways. Streaming stores were within 5% either way at 64 MiB H2D.
+  store_kind h2d_stores = store_kind::regular;
+  store_kind d2h_stores = store_kind::regular;
   //! Copies of at least 4 chunks start and end with smaller chunks (c/8, c/4, c/2), so that the pipeline fills and
   //! drains in an eighth of a chunk's time rather than a whole one's.
   bool ramp = true;

@@ -5,9 +5,12 @@
 //! ones, which skip the read-for-ownership of every destination line and keep it out of the caches. Which is faster
 //! depends on the machine and on the copy's size, and measurements on one machine disagree between runs: on the
 //! H200 machine regular stores were 1.13-1.26x faster at 1 GiB both ways, D2H faster at 64 MiB too, and H2D at
-//! 64 MiB once 1.13x faster with streaming stores, once 1.17x slower (bench/results/runtime.md). So `automatic`
+//! 64 MiB once 1.13x faster with streaming stores, once 1.17x slower (bench/results/runtime.md). `automatic`
 //! measures: the first chunks of copies of each size class are copied both ways, alternately, and timed on the copy
-//! threads; the faster kind is kept for that size class from then on.
+//! threads; the faster kind is kept for that size class from then on. It times the host copy alone, so it misses
+//! what the stores cost the DMA beside them (memory bandwidth): on an H100 it chose streaming stores for 1 GiB H2D
+//! in some processes, 44 GB/s where regular stores gave 51-53. Staged copies default to regular stores
+//! (staged_copy_options).
 
 #include <array>
 #include <chrono>
