@@ -5,8 +5,6 @@
 #include <cuasync/engine/cuda_completion_source.hpp>
 #include <cuasync/engine/detail/pass_scratch.hpp>
 
-#include <cstdlib>
-
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/execution.hpp>
 #include <boost/asio/post.hpp>
@@ -74,7 +72,6 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
     return;
   }
   bool wake_thread = false;
-  bool only_to_watch = false;  // the executor polls: the thread need only know there is something to watch
   {
     std::lock_guard lock(mutex_);
     // The service's own executor holds no outstanding work (each operation holds its own): run() returns once the
@@ -82,15 +79,12 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
     if (!poll_executor_) poll_executor_ = asio::prefer(io_ex, asio::execution::outstanding_work.untracked);
     if (policy_.mode == poll_mode::in_executor || executor_window_locked()) {
       if (!task_scheduled_) {
-        bool scheduled = true;
         try {
           schedule_executor_poll_locked(io_ex);
         } catch (...) {
-          scheduled = false;
         }
         // The thread learns that it may have to take over if the executor does not poll (executor window).
         wake_thread = policy_.mode == poll_mode::poller_thread;
-        only_to_watch = scheduled;
       } else if (timer_armed_) {
         // The executor sleeps until a predicted end or a fault check: the new wait is looked at now instead.
         timer_armed_ = false;
@@ -107,27 +101,12 @@ void service_queues::attach(wait_op* op, wait_target t, const asio::any_io_execu
       wake_thread = true;
     }
   }
-  if (wake_thread) hand_to_thread(only_to_watch);
+  if (wake_thread) hand_to_thread();
 }
 
-void service_queues::hand_to_thread(bool only_to_watch) {
+void service_queues::hand_to_thread() {
   if (!registered_.exchange(true)) poller::instance().add(shared_from_this());
-  // Watching only (the executor polls; the thread takes over if it stops for a window): a thread asleep on a timer
-  // looks at the executor's passes when it wakes, within its sleep, which the window's take-over is measured in
-  // anyway. Only a parked thread (nothing armed) is woken. A futex wake per re-scheduled executor poll cost the
-  // 64-stream closed loop what the latency preset, which has no poller thread, does not pay.
-  if (only_to_watch && unhurried_watch())
-    poller::instance().submitted_unhurried();
-  else
-    poller::instance().submitted();
-}
-
-bool service_queues::unhurried_watch() noexcept {
-  static const bool on = [] {
-    const char* v = std::getenv("CUASYNC_EXPERIMENT_HURRIED_WATCH");  // session 27's A/B: "1" wakes as before
-    return !(v && *v == '1');
-  }();
-  return on;
+  poller::instance().submitted();
 }
 
 void service_queues::fail(asio::any_io_executor io_ex, std::error_code ec, wait_handler h,

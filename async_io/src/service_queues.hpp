@@ -92,9 +92,7 @@ class service_queues final : public poll_client, public std::enable_shared_from_
   // A task that did not start: its link leaves running_tasks_.
   void forget_task(task_link* link) noexcept;
   void executor_poll();
-  // Registers with the poller thread and tells it of new waits; `only_to_watch`: the executor polls them.
-  void hand_to_thread(bool only_to_watch = false);
-  static bool unhurried_watch() noexcept;
+  void hand_to_thread();
   void schedule_executor_poll_locked(const boost::asio::any_io_executor& ex);
   bool executor_window_locked() const {
     return policy_.mode == poll_mode::poller_thread && policy_.executor_window.count() > 0;
