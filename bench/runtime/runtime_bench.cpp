@@ -213,7 +213,7 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
       });
       alternative("the caller waiting without copying", [](staged_copy_options& o) { o.caller_copies = false; });
       if (size >= 4 * rt.staging().options().chunk_bytes)
-        alternative("without ramped ends", [](staged_copy_options& o) { o.ramp = false; });
+        alternative("with ramped ends", [](staged_copy_options& o) { o.ramp = true; });
       const auto kind = [](bool streaming) { return streaming ? "streaming" : "regular"; };
       std::printf("store kinds chosen at %s: H2D %s, D2H %s\n", mib.c_str(),
                   kind(rt.staging().streaming_stores(true, size)), kind(rt.staging().streaming_stores(false, size)));

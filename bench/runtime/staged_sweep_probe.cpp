@@ -82,11 +82,14 @@ int main(int argc, char** argv) {
                     (sp.end_ns - t0) / 1e3, sp.duration_ns() / 1e3, std::string(trace::to_string(sp.category)).c_str(),
                     t.lane_name(sp.lane).c_str(), sp.name.c_str(), sp.bytes / 1048576.0);
     };
-    // The staged copy's DMAs alone: the same ramped chunks (c/8, c/4, c/2, c, ..., c, c/2, c/4, c/8) copied back to
-    // back from the pinned buffer, no host copies: what chunking itself costs the DMA, against one whole copy.
+    // The staged copy's DMAs alone: the same chunks (ramped, c/8, c/4, c/2, c, ..., c, c/2, c/4, c/8, when the
+    // default ramps) copied back to back from the pinned buffer, no host copies: what chunking itself costs the DMA,
+    // against one whole copy.
     const std::size_t cb = staged_copy_options{}.chunk_bytes;
     std::vector<std::size_t> chunks;
-    if (size >= 4 * cb) {
+    if (!staged_copy_options{}.ramp || size < 4 * cb) {
+      for (std::size_t off = 0; off < size; off += cb) chunks.push_back(std::min(cb, size - off));
+    } else {
       const std::size_t head = cb / 8 + cb / 4 + cb / 2, middle = size - 2 * head;
       for (std::size_t k = cb / 8; k < cb; k *= 2) chunks.push_back(k);
       for (std::size_t off = 0; off < middle; off += cb) chunks.push_back(std::min(cb, middle - off));

@@ -45,8 +45,10 @@ struct staged_copy_options {
   store_kind h2d_stores = store_kind::regular;
   store_kind d2h_stores = store_kind::regular;
   //! Copies of at least 4 chunks start and end with smaller chunks (c/8, c/4, c/2), so that the pipeline fills and
-  //! drains in an eighth of a chunk's time rather than a whole one's.
-  bool ramp = true;
+  //! drains in an eighth of a chunk's time rather than a whole one's. Off by default: on an H100 (session 27, six
+  //! runs with regular stores) copies without the ramp were 1.01-1.10x faster at 64 MiB H2D, 1.03-1.12x D2H and the
+  //! same at 1 GiB: the ramp's small DMAs ran at half speed beside the host copies of the chunks after them.
+  bool ramp = false;
   //! The synchronous forms (`copy_to_device`, `copy_to_host`) copy parts on the calling thread while they wait, as
   //! `memcpy_team::copy` does: that thread is awake at once where a sleeping team thread comes tens of microseconds
   //! late, and it is blocked in the call anyway. The asynchronous forms never copy on the caller's thread.
