@@ -142,7 +142,7 @@ void complete_after(stream_ref s, admission_ticket ticket, delivery to, std::uin
   gpu_completion* c = gpu_completion::take();
   c->to = std::move(to);
   try {
-    wait_target t = cuda_completion_source::instance().record(s, std::move(ticket)).into_target();
+    wait_target t = cuda_completion_source::instance().record_wait(s, std::move(ticket));
     t.work_key = work_key;
     t.issue_ns = issue_ns;
     completion_callbacks::instance().wait(std::move(t), c);

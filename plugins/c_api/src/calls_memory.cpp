@@ -115,7 +115,7 @@ bool copy_in_whole(const std::shared_ptr<stream_object>& s, runtime::device_runt
   }
   copy_async(s->ref, device_span{device_address(dst), size}, std::span<const std::byte>(block->bytes()));
   completion_callbacks::instance().wait(
-      cuda_completion_source::instance().record(s->ref, std::move(ticket)).into_target(), done.get());
+      cuda_completion_source::instance().record_wait(s->ref, std::move(ticket)), done.get());
   done.release();  // the engine calls it
   return true;
 }
@@ -136,7 +136,7 @@ void copy_out_whole(stream_object& s, runtime::device_runtime& rt, void* dst, co
     c->block = std::move(block);
     c->to = std::move(to);
     completion_callbacks::instance().wait(
-        cuda_completion_source::instance().record(s.ref, std::move(ticket)).into_target(), c.get());
+        cuda_completion_source::instance().record_wait(s.ref, std::move(ticket)), c.get());
     c.release();  // the engine calls it
   } catch (...) {
     s.host->finish(c->piece);

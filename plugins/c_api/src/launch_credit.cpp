@@ -26,8 +26,7 @@ void stream_object::give_back_after(admission_ticket batch) const {
   auto* c = new places_back;
   c->places = std::move(batch);
   try {
-    completion_callbacks::instance().wait(cuda_completion_source::instance().record(ref, std::move(last)).into_target(),
-                                          c);
+    completion_callbacks::instance().wait(cuda_completion_source::instance().record_wait(ref, std::move(last)), c);
   } catch (...) {
     delete c;  // the record failed after waiting for the stream (event_pool::record): the places may come back now
     throw;
