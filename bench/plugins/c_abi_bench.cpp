@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < per; ++i) {
       launch(s, empty, one);
       flag_callback cb;
-      completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record_wait(s, {}), &cb);
       while (!cb.done.load(std::memory_order_acquire)) completion_callbacks::instance().try_poll_once();
     }
     const double cpp_poll_us = us_since(t0) / per;
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < per; ++i) {
         launch(s, empty, one);
         flag_callback cb;
-        completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+        completion_callbacks::instance().wait(cuda_completion_source::instance().record_wait(s, {}), &cb);
         while (!cb.done.load(std::memory_order_acquire)) {
         }
       }
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
       launch(s, empty, one);
       flag_callback cb;
       completion_callbacks::instance().wait(
-          cuda_completion_source::instance().record(s, std::move(ticket)).into_target(), &cb);
+          cuda_completion_source::instance().record_wait(s, std::move(ticket)), &cb);
       while (!cb.done.load(std::memory_order_acquire)) {
       }
     }
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
     t0 = bench_clock::now();
     for (int i = 0; i < per / 4; ++i) {
       flag_callback cb;
-      completion_callbacks::instance().wait(cuda_completion_source::instance().record(s).into_target(), &cb);
+      completion_callbacks::instance().wait(cuda_completion_source::instance().record_wait(s, {}), &cb);
       while (!cb.done.load(std::memory_order_acquire)) {
       }
     }

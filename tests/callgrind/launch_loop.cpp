@@ -111,7 +111,7 @@ void run_cpp(int launches, const std::string& mode) {
     admission_ticket ticket = source.try_admit(site);
     if (!ticket) throw std::runtime_error("launch_loop: no place (a batch is within the stream's bound)");
     launch(s, k, {.grid = 1, .block = 1});
-    completion_callbacks::instance().wait(source.record(s, std::move(ticket)).into_target(), &completions);
+    completion_callbacks::instance().wait(source.record_wait(s, std::move(ticket)), &completions);
     ++launched;
   };
   auto drain_completed = [&] {
