@@ -60,7 +60,7 @@ for i in 1 2; do
   for mp in 256 64; do
     mkdir -p "$W/rt-$mp-$i"
     CUASYNC_COPY_MIN_PART_KIB=$mp step bench-pageable-$mp-$i 60 "$B/bench/runtime/cuasync_runtime_bench" "$W/rt-$mp-$i" pageable
-    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|without copying)" "$W/rt-$mp-$i/runtime.md" 2>/dev/null | sed "s/^/part $mp: /" |
+    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|without copying|in the ring)" "$W/rt-$mp-$i/runtime.md" 2>/dev/null | sed "s/^/part $mp: /" |
       cut -c1-180 >>"$P"
   done
   # The closed loops (throughput part only): balanced (words alone) against an event beside each word, the raw host-word loop and Asio's.
