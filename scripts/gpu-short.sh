@@ -4,8 +4,8 @@
 # last changes need seen, most telling first, each step cut to the time left of BUDGET_S so the call always ends and
 # returns what it measured. 1. the driver bench (tracing and its floors, the flight recorder and its floors); 2.
 # what the driver answers after a fault (the completion probe's part 8) and the fault suite (its "host word stands
-# alone" case, alone); 3. staged copies with the copy team's smallest part 256 and 64 KiB (CUASYNC_COPY_MIN_PART_KIB),
-# the 64 MiB trace and the runtime bench's pageable rows, alternated, with the async_io bench's closed loops (balanced
+# alone" case, alone); 3. staged copies: the 64 MiB trace and the runtime bench's pageable rows four times (the
+# defaults beside the caller waiting without copying and the other chunk size in a ring of the same bytes), with the async_io bench's closed loops (balanced
 # against an event beside each word) between; 4. `cuasync demo`'s verdict; 5. the other [gpu] suites but jit and collectives, and
 # the C conformance suite; 6. the C ABI bench; 7. the driver bench again. Writes OUT_DIR/progress.txt (the summary, printed
 # last) and OUT_DIR/results.tgz (every log and table).
@@ -52,15 +52,13 @@ step fault-probe 20 "$B/bench/async_io/cuasync_completion_probe" 8
 grep -E "^(cu|host word)" "$W/fault-probe.log" | sed "s/^/fault: /" >>"$P"
 step tests-word-alone-fault 60 "$B/tests/fault_injection/cuasync_fault_injection_tests" \
   "a fault reaches a wait whose host word stands alone*"  # no comma: Catch2 splits a filter there
-for mp in 256 64; do
-  CUASYNC_COPY_MIN_PART_KIB=$mp step staged-trace-$mp 40 "$B/bench/runtime/cuasync_staged_sweep_probe" trace 64
-  grep -m3 -E "^(pinned|staged) |H2D staged chunk" "$W/staged-trace-$mp.log" | sed "s/^/part $mp: /" | cut -c1-130 >>"$P"
-done
+step staged-trace 40 "$B/bench/runtime/cuasync_staged_sweep_probe" trace 64
+grep -m4 -E "^(pinned|staged) " "$W/staged-trace.log" | cut -c1-130 >>"$P"
 for i in 1 2; do
-  for mp in 256 64; do
-    mkdir -p "$W/rt-$mp-$i"
-    CUASYNC_COPY_MIN_PART_KIB=$mp step bench-pageable-$mp-$i 60 "$B/bench/runtime/cuasync_runtime_bench" "$W/rt-$mp-$i" pageable
-    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|without copying|in the ring)" "$W/rt-$mp-$i/runtime.md" 2>/dev/null | sed "s/^/part $mp: /" |
+  for r in a b; do
+    mkdir -p "$W/rt-$i$r"
+    step bench-pageable-$i$r 60 "$B/bench/runtime/cuasync_runtime_bench" "$W/rt-$i$r" pageable
+    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|without copying|in the ring)" "$W/rt-$i$r/runtime.md" 2>/dev/null |
       cut -c1-180 >>"$P"
   done
   # The closed loops (throughput part only): balanced (words alone) against an event beside each word, the raw host-word loop and Asio's.
