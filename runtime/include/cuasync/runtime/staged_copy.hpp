@@ -36,7 +36,9 @@ struct staged_copy_options {
   //! 64 MiB D2H at 47 against 33; H2D the two were within 5% (bench/runtime measures the alternative side by side).
   std::size_t chunk_bytes = std::size_t{8} << 20;
   std::size_t chunks = 4;  //!< chunks in the ring
-  unsigned threads = 0;    //!< host copy threads; 0 = 3/4 of cores, ≤ 12
+  //! Host copy threads; 0 = 3/4 of cores, ≤ 12. As many as the cores (with the synchronous forms' caller copying
+  //! too) collapsed to 5-30 GB/s on a 16-core H100 host where 8-12 gave 40-54 (bench/runtime's staged sweep probe).
+  unsigned threads = 0;
   //! The copy threads' stores into the pinned ring (H2D) and into the pageable destination (D2H). Regular: on an
   //! H100 (session 27, eight runs) regular stores gave 51-53 GB/s at 1 GiB H2D and 52-54 D2H (0.93-0.97 of the
   //! pinned bound), where `automatic` (which times the host copy alone, not the DMA it slows by taking memory
