@@ -57,8 +57,10 @@ struct staged_copy_options {
   bool caller_copies = true;
 };
 
-//! What an asynchronous staged copy reports. Both are called on a cuasync thread (the poller or a copy thread),
-//! outside the copier's locks; they must not block.
+//! What an asynchronous staged copy reports. Both are called outside the copier's locks, on a cuasync thread (the
+//! poller or a copy thread) or on a thread inside one of this copier's calls (a copy started there, or a synchronous
+//! copy whose thread copies the team's parts while it waits, may finish another copy's chunk); they must not block,
+//! and must not take a lock that a caller of the copier may hold.
 class staged_copy_callback {
  public:
   //! Every chunk's DMA is enqueued on the stream: work enqueued on it from now on is ordered after the copy.
