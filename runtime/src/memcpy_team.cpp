@@ -92,15 +92,7 @@ memcpy_team::~memcpy_team() {
   }
   if (!on_team) return;
   // The others drained the queue before leaving; without others, this thread copies what is left.
-  std::shared_ptr<job> j;
-  std::size_t part = 0;
-  for (;;) {
-    {
-      std::lock_guard lock(crew_->mutex);
-      if (!claim_locked(*crew_, j, part)) return;
-    }
-    copy_part(*j, part);
-    finish_part(j);
+  while (help_one()) {
   }
 }
 
