@@ -96,6 +96,21 @@ void throw_launch(CUresult r, const kernel_info& k, const launch_config& c, stre
   throw_cu(r, "cuLaunchKernelEx", launch_text(k, c, s), w);
 }
 
+void launch_in_context(const CUlaunchConfig& cfg, stream_ref s, const kernel_info& k, const launch_config& c,
+                       void** params, std::source_location where) {
+  scoped_context guard(k.ctx.get(), where);
+  if (CUresult r = driver().cuLaunchKernelEx(&cfg, k.function, params, nullptr); r != CUDA_SUCCESS)
+    throw_launch(r, k, c, s, where);
+}
+
+void launch_refused(CUresult r, const CUlaunchConfig& cfg, stream_ref s, const kernel_info& k, const launch_config& c,
+                    void** params, std::source_location where) {
+  CUcontext current = nullptr;
+  if (r == CUDA_ERROR_INVALID_CONTEXT && driver().cuCtxGetCurrent(&current) == CUDA_SUCCESS && !current)
+    return launch_in_context(cfg, s, k, c, params, where);
+  throw_launch(r, k, c, s, where);
+}
+
 void check_config_slow(const kernel_info& k, const launch_config& c, stream_ref s, std::source_location w) {
   if (!s) throw_bad_config(k, c, s, "empty stream", w);
   if (!(k.ctx == s.context()))

@@ -18,6 +18,9 @@ int fake_cuda_report(char* out, int size);
 /* The launch attributes (CUlaunchAttributeID values) of the last cuLaunchKernelEx, a programmatic stream
  * serialization only when it was allowed: up to max of them into ids; answers how many there were. */
 int fake_cuda_last_launch_attributes(int* ids, int max);
+/* on != 0: cuLaunchKernel(Ex) answers CUDA_ERROR_INVALID_CONTEXT on a thread with no current context, as a driver that
+ * wanted one would (the real one launches in the stream's context): how a test reaches cuasync's fallback. */
+void fake_cuda_launch_needs_current_context(int on);
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@
 // The simulated driver's entry points for modules, functions and launches.
 #include "entry_support.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -208,8 +209,11 @@ CUresult CUDAAPI OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction hf
   *n = std::min(32, 2048 / block);
   return CUDA_SUCCESS;
 }
+std::atomic<bool> launch_needs_current{false};  // fake_cuda_launch_needs_current_context
+
 CUresult launch(device_model& d, CUfunction hf, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 CUstream hs, void** params, void** extra) {
+  if (launch_needs_current.load() && !current_context()) return CUDA_ERROR_INVALID_CONTEXT;
   lock_t lock(d.m);
   function_state* f = find_function(d, hf);
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
@@ -286,3 +290,5 @@ extern "C" int fake_cuda_last_launch_attributes(int* ids, int max) {
   for (int i = 0; i < max && i < static_cast<int>(a.size()); ++i) ids[i] = a[i];
   return static_cast<int>(a.size());
 }
+
+extern "C" void fake_cuda_launch_needs_current_context(int on) { sim::api::launch_needs_current.store(on != 0); }

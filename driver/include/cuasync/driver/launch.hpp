@@ -77,7 +77,13 @@ inline bool config_fits(const kernel_info& k, const launch_config& c) noexcept {
          c.shared_memory_bytes <= unsigned(d.max_shared_memory_per_block_optin);
 }
 
-//! Launches with prepared parameter pointers (`params[i]` points at argument i). Checks context and config.
+//! The launch with `k`'s context current on this thread (pushed when it is not, popped after). Throws as the launch.
+void launch_in_context(const CUlaunchConfig& cfg, stream_ref s, const kernel_info& k, const launch_config& c,
+                       void** params, std::source_location where);
+//! A launch on a stream of its own refused with `r`: tried again with `k`'s context current when the refusal was for
+//! having none current (CUDA_ERROR_INVALID_CONTEXT on a thread without one); otherwise (or failing again) throws.
+void launch_refused(CUresult r, const CUlaunchConfig& cfg, stream_ref s, const kernel_info& k, const launch_config& c,
+                    void** params, std::source_location where);
 //! The launch itself, checks done, uninstrumented.
 inline void launch_unhooked(stream_ref s, const kernel_info& k, const launch_config& c, void** params,
                             std::source_location where) {
@@ -103,9 +109,15 @@ inline void launch_unhooked(stream_ref s, const kernel_info& k, const launch_con
   }
   CUlaunchConfig cfg{c.grid.x,  c.grid.y,  c.grid.z, c.block.x, c.block.y, c.block.z, c.shared_memory_bytes,
                      s.get(),   attrs,     n};
-  scoped_context guard(k.ctx.get(), where);
+  // A stream of its own names the context (the driver launches in the stream's, which must be the function's): no
+  // current context needed, so none is pushed and popped around each launch on a thread without one (an io thread
+  // that never made one current paid two driver calls per launch). The default streams name none: the function's
+  // context is made current for them, and for a driver that refuses a launch from a thread with no current context.
+  const CUstream h = s.get();
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) [[unlikely]]
+    return launch_in_context(cfg, s, k, c, params, where);
   if (CUresult r = driver().cuLaunchKernelEx(&cfg, k.function, params, nullptr); r != CUDA_SUCCESS) [[unlikely]]
-    throw_launch(r, k, c, s, where);
+    launch_refused(r, cfg, s, k, c, params, where);
 }
 
 //! The launch between the instrumentation's hooks (trace, NVTX, watchdog): out of line, reached only when one is on.
