@@ -157,7 +157,7 @@ bool service_queues::still_its_stream(wait_op* op, const admission_ticket& ticke
   try {
     std::uint64_t id = 0;
     try {
-      id = op->stream.id(op->where);
+      id = op->stream.ask_id(op->where);  // the handle's stream now, not the one the reference knew
     } catch (const cuda_error& e) {
       throw cuda_error(e.code(), api,
                        "its stream was destroyed while the operation waited for a place (" + std::string(e.what()) +

@@ -24,7 +24,12 @@ stream_ref stream_ref::adopt(CUstream s, std::source_location where) {
   CUcontext ctx = nullptr;
   if (CUresult r = driver(where).cuStreamGetCtx(s, &ctx); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamGetCtx", "adopting stream " + detail::handle_string(s), where);
-  return {s, context_ref::adopt(ctx, where)};
+  stream_ref adopted(s, context_ref::adopt(ctx, where));
+  // Known from here on, as a created stream's (the reference names this stream while it lives). CU_STREAM_PER_THREAD
+  // names one stream per thread: never known.
+  unsigned long long id = 0;
+  if (s != CU_STREAM_PER_THREAD && driver().cuStreamGetId(s, &id) == CUDA_SUCCESS) adopted.id_ = id;
+  return adopted;
 }
 
 void stream_ref::wait(event_ref e, std::source_location where) const {
@@ -65,7 +70,7 @@ int stream_ref::priority(std::source_location where) const {
   return p;
 }
 
-unsigned long long stream_ref::id(std::source_location where) const {
+unsigned long long stream_ref::ask_id(std::source_location where) const {
   unsigned long long v = 0;
   if (CUresult r = driver().cuStreamGetId(stream_, &v); r != CUDA_SUCCESS)
     throw_cu(r, "cuStreamGetId", describe(), where);
@@ -105,7 +110,12 @@ stream stream::create(context_ref ctx, stream_options options, std::source_locat
     throw_cu(r, "cuStreamCreateWithPriority",
              "device " + std::to_string(ctx.device_ordinal()) + ", priority " + std::to_string(options.priority),
              where);
-  return stream(s, ctx);
+  stream made(s, ctx);
+  // Asked once here rather than at every use (an awaited operation keys its stream's state by it); unanswered, each
+  // use asks.
+  unsigned long long id = 0;
+  if (driver().cuStreamGetId(s, &id) == CUDA_SUCCESS) made.id_ = id;
+  return made;
 }
 
 stream& stream::operator=(stream&& o) noexcept {
@@ -113,6 +123,7 @@ stream& stream::operator=(stream&& o) noexcept {
     destroy_nothrow();
     stream_ = std::exchange(o.stream_, nullptr);
     ctx_ = o.ctx_;
+    id_ = std::exchange(o.id_, 0);
   }
   return *this;
 }
@@ -124,6 +135,7 @@ void stream::destroy_nothrow() noexcept {
   detail::release_nothrow_without_context(ctx_.get(), "cuStreamDestroy", stream_,
                                           [&](const auto& d) { return d.cuStreamDestroy(stream_); });
   stream_ = nullptr;
+  id_ = 0;
 }
 
 }  // namespace cuasync

@@ -31,8 +31,9 @@ class stream_ref {
   stream_ref(CUstream s, context_ref ctx) noexcept : stream_(s), ctx_(ctx) {}
 
   //! Adopts a stream created elsewhere (raw `cuStreamCreate`, PyTorch's `current_stream().cuda_stream`), without
-  //! ownership; its context is queried. The legacy default stream (null) is refused: it serialises with every
-  //! blocking stream; pass `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
+  //! ownership; its context and id are queried (the reference names that stream: use it while the stream lives).
+  //! The legacy default stream (null) is refused: it serialises with every blocking stream; pass
+  //! `CU_STREAM_PER_THREAD` or a created stream. @throws cuda_error
   static stream_ref adopt(CUstream s, std::source_location where = std::source_location::current());
 
   CUstream get() const noexcept { return stream_; }
@@ -54,8 +55,16 @@ class stream_ref {
   int priority(std::source_location where = std::source_location::current()) const;
   unsigned flags(std::source_location where = std::source_location::current()) const;
   //! The driver's unique id of this stream (`cuStreamGetId`): unlike the handle, never reused by a later stream in
-  //! the process, so it can key per-stream state that outlives a stream. @throws cuda_error
-  unsigned long long id(std::source_location where = std::source_location::current()) const;
+  //! the process, so it can key per-stream state that outlives a stream. A stream made by `stream::create` or
+  //! `stream_ref::adopt` (and a `stream_ref` copied from it) knows it from then on: no driver call per use (every
+  //! awaited operation keys its admission and FIFO by it); a reference made from a bare handle asks the driver.
+  //! @throws cuda_error
+  unsigned long long id(std::source_location where = std::source_location::current()) const {
+    return id_ ? id_ : ask_id(where);
+  }
+  //! The id of whatever stream the handle names now, always asked of the driver: a known id is the stream this
+  //! reference was made for, which the handle may no longer name (destroyed, its handle reused). @throws cuda_error
+  unsigned long long ask_id(std::source_location where = std::source_location::current()) const;
   //! True while the stream is being captured into a CUDA graph (`cuStreamIsCapturing`: a capture under way, or one
   //! invalidated and not yet ended): work enqueued now becomes graph nodes and runs only when the graph is launched.
   //! @throws cuda_error
@@ -69,6 +78,7 @@ class stream_ref {
  protected:
   CUstream stream_ = nullptr;
   context_ref ctx_;
+  unsigned long long id_ = 0;  // known from stream::create or adopt (0: ask the driver)
 };
 
 //! An owned stream, destroyed with `cuStreamDestroy` (the driver lets already-enqueued work finish). Move-only.
@@ -81,14 +91,17 @@ class stream : public stream_ref {
   //! Takes ownership of `s`, which must belong to `ctx`.
   static stream from_native_handle(CUstream s, context_ref ctx) noexcept { return stream(s, ctx); }
 
-  stream(stream&& o) noexcept : stream_ref(std::exchange(o.stream_, nullptr), o.ctx_) {}
+  stream(stream&& o) noexcept : stream_ref(std::exchange(o.stream_, nullptr), o.ctx_) { id_ = std::exchange(o.id_, 0); }
   stream& operator=(stream&& o) noexcept;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
   ~stream() { destroy_nothrow(); }
 
   //! Gives up ownership and returns the handle.
-  CUstream release() noexcept { return std::exchange(stream_, nullptr); }
+  CUstream release() noexcept {
+    id_ = 0;
+    return std::exchange(stream_, nullptr);
+  }
 
  private:
   stream(CUstream s, context_ref ctx) noexcept : stream_ref(s, ctx) {}
