@@ -142,7 +142,9 @@ double awaited_ops_per_second(const std::vector<stream>& ss, const poll_policy& 
 // reactor in the same executor (a handler that reads the armed words with plain loads, resumes the finished
 // coroutines inline and posts itself again while any wait is armed). No admission, no capture check, no fault check,
 // no cancellation: what Asio's coroutines cost over the raw loop, the floor for any awaited engine.
-double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty) {
+// `capture_check`: each launch preceded by the capture check every awaited operation makes (cuStreamIsCapturing):
+// what that driver call alone costs the loop.
+double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty, bool capture_check = false) {
   const int nstreams = static_cast<int>(ss.size());
   constexpr int coroutines = 64;
   const int per = throughput_ops / coroutines;
@@ -179,6 +181,12 @@ double asio_host_word_per_second(const std::vector<stream>& ss, kernel_ref empty
         [&, c]() -> asio::awaitable<void> {
           stream_ref s = ss[c % nstreams];
           for (int i = 0; i < per; ++i) {
+            if (capture_check) {
+              CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+              if (detail::driver().cuStreamIsCapturing(s.get(), &status) != CUDA_SUCCESS ||
+                  status != CU_STREAM_CAPTURE_STATUS_NONE)
+                throw std::runtime_error("the bench's stream is being captured");
+            }
             launch(s, empty, one);
             r.want[c] = ++seq;
             if (CUresult e = detail::driver().cuStreamWriteValue64(s.get(), dev + 8 * c, r.want[c], 0);
@@ -434,7 +442,7 @@ int main(int argc, char** argv) {
     (void)raw_launch_record_per_second(ss, empty_k);  // warm-up
     // awaited[0]: latency, [1]: balanced (the defaults: words alone), [2]: balanced with host completion words off
     // (events only), [3]: balanced with an event recorded beside each word (use_words_alone(false)).
-    std::vector<double> raw, by_query, by_word, by_asio_word, awaited[4], balanced_over_raw;
+    std::vector<double> raw, by_query, by_word, by_asio_word, by_asio_checked, awaited[4], balanced_over_raw;
     std::string service_per_op[4];
     for (int r = 0; r < throughput_reps; ++r) {
       raw.push_back(raw_launch_record_per_second(ss, empty_k));
@@ -447,6 +455,7 @@ int main(int argc, char** argv) {
         bench::cpu_sampler::scope sampled("asio-hostword-" + std::to_string(n));
         by_asio_word.push_back(asio_host_word_per_second(ss, empty_k));
       }
+      by_asio_checked.push_back(asio_host_word_per_second(ss, empty_k, true));
       for (int i : {0, 1, 2, 3}) {
         cuda_completion_source::instance().use_host_words(i != 2);
         cuda_completion_source::instance().use_words_alone(i != 3);
@@ -486,6 +495,9 @@ int main(int argc, char** argv) {
              "raw launch + record", false, "(ceiling with stream memory ops)"});
     rep.add({"hand-written Asio coroutines on host words (64 in flight), " + streams, "ops/s", asio_word, closed_word,
              "raw closed loop, host word", false, "(what Asio's coroutines cost)"});
+    rep.add({"hand-written Asio coroutines on host words, a capture check per op, " + streams, "ops/s",
+             summarize(by_asio_checked), asio_word, "hand-written Asio coroutines on host words", false,
+             "(what awaited operations' cuStreamIsCapturing costs)"});
   }
 
   if (!throughput_only) {
