@@ -58,7 +58,7 @@ for i in 1 2; do
   for r in a b; do
     mkdir -p "$W/rt-$i$r"
     step bench-pageable-$i$r 60 "$B/bench/runtime/cuasync_runtime_bench" "$W/rt-$i$r" pageable
-    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|without copying|in the ring)" "$W/rt-$i$r/runtime.md" 2>/dev/null |
+    grep -E "(64 MiB|1024 MiB).*(staged vs the pinned|no half chunks|in the ring)" "$W/rt-$i$r/runtime.md" 2>/dev/null |
       cut -c1-180 >>"$P"
   done
   # The closed loops (throughput part only): balanced (words alone) against an event beside each word, the raw host-word loop and Asio's.

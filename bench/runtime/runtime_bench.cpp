@@ -212,6 +212,8 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
         o.h2d_stores = o.d2h_stores = store_kind::streaming;
       });
       alternative("the caller waiting without copying", [](staged_copy_options& o) { o.caller_copies = false; });
+      if (size < rt.staging().options().half_chunks_below)
+        alternative("whole chunks (no half chunks)", [](staged_copy_options& o) { o.half_chunks_below = 0; });
       if (size >= 4 * rt.staging().options().chunk_bytes)
         alternative("with ramped ends", [](staged_copy_options& o) { o.ramp = true; });
       const auto kind = [](bool streaming) { return streaming ? "streaming" : "regular"; };
@@ -220,7 +222,8 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
     }
     if (size >= (std::size_t{64} << 20)) {
       // The other chunk size (4 or 8 MiB) in a ring of the same bytes, side by side, both directions (session 27's
-      // sweep on an H100 had 4 MiB x 8 ahead of 8 MiB x 4 at 64 MiB, once).
+      // sweep on an H100 had 4 MiB x 8 ahead of 8 MiB x 4 at 64 MiB, once; session 28's four runs too, which made
+      // copies below half_chunks_below use half chunks).
       staged_copy_options o = rt.staging().options();
       const std::size_t ring = o.chunk_bytes * o.chunks;
       o.chunk_bytes = o.chunk_bytes == (std::size_t{8} << 20) ? std::size_t{4} << 20 : std::size_t{8} << 20;

@@ -58,10 +58,15 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
                           where);
   options_.threads = team_->size();
   events_ = event_pool::for_context(ctx, where);
-  for (std::size_t i = 0; i < options_.chunks; ++i) {
+  for (std::size_t i = 0; i < 2 * options_.chunks; ++i) {
     auto sl = std::make_unique<slot>();
     sl->owner = this;
+    sl->lower = i % 2 == 0;
     slots_.push_back(std::move(sl));  // no memory yet: grow_ring gives it
+  }
+  for (std::size_t i = 0; i < slots_.size(); i += 2) {
+    slots_[i]->partner = slots_[i + 1].get();
+    slots_[i + 1]->partner = slots_[i].get();
   }
   ++running_;  // until grow_ring's run() is done: the destructor waits for it
   grow_on_background(where);
@@ -78,7 +83,7 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
   // other thread's driver calls waiting while it runs). Their callbacks are made once the ring is whole: made
   // between blocks, a callback that blocks (a caller's `enqueued`) would hold the ring at the slots it has.
   outcalls out;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
+  for (std::size_t i = 0; i < options_.chunks; ++i) {
     pinned_buffer block;
     std::error_code ec;
     std::exception_ptr failure;
@@ -93,7 +98,8 @@ void staged_copier::grow_ring(std::source_location where) noexcept {
     const bool got = static_cast<bool>(block);
     std::lock_guard lock(mutex_);
     if (got) {
-      slots_[i]->mem = block.data<std::byte>();
+      slots_[2 * i]->mem = block.data<std::byte>();
+      slots_[2 * i + 1]->mem = block.data<std::byte>() + half_chunk_bytes();
       ring_.push_back(std::move(block));
       ring_state_ = ring_state::ready;
     } else if (ring_.empty()) {
@@ -147,11 +153,12 @@ void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<con
   }
   trace::scope set_up(trace::category::staged_copy_chunk, "staged copy set-up", src.size());
   check_sizes(to_device_api, src.size(), dst.size, s, where);
-  const chunk_layout layout{src.size(), options_.chunk_bytes, options_.ramp};
+  const std::size_t c = chunk_bytes_for(src.size());
+  const chunk_layout layout{src.size(), c, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = true, .s = s, .stream_key = stream_key_of(s, where),
                                      .host = const_cast<std::byte*>(src.data()), .dev = dst.ptr, .n = src.size(),
                                      .cb = cb, .layout = layout, .total = layout.count(),
-                                     .where = where}));
+                                     .whole_chunks = c > half_chunk_bytes(), .where = where}));
 }
 
 void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device_span src, staged_copy_callback* cb,
@@ -162,10 +169,22 @@ void staged_copier::start_to_host(stream_ref s, std::span<std::byte> dst, device
   }
   trace::scope set_up(trace::category::staged_copy_chunk, "staged copy set-up", src.size);
   check_sizes(to_host_api, src.size, dst.size(), s, where);
-  const chunk_layout layout{src.size, options_.chunk_bytes, options_.ramp};
+  const std::size_t c = chunk_bytes_for(src.size);
+  const chunk_layout layout{src.size, c, options_.ramp};
   start(std::unique_ptr<job>(new job{.to_device = false, .s = s, .stream_key = stream_key_of(s, where),
                                      .host = dst.data(), .dev = src.ptr, .n = src.size, .cb = cb, .layout = layout,
-                                     .total = layout.count(), .where = where}));
+                                     .total = layout.count(), .whole_chunks = c > half_chunk_bytes(),
+                                     .where = where}));
+}
+
+std::size_t staged_copier::half_chunk_bytes() const noexcept {
+  // Whole 4 KiB pages: the upper half starts on a page of its own.
+  return (options_.chunk_bytes / 2) & ~std::size_t{4095};
+}
+
+std::size_t staged_copier::chunk_bytes_for(std::size_t n) const noexcept {
+  const std::size_t half = half_chunk_bytes();
+  return n < options_.half_chunks_below && half >= 4096 ? half : options_.chunk_bytes;
 }
 
 void staged_copier::start(std::unique_ptr<job> j) {

@@ -51,6 +51,7 @@ struct staged_copier::job {
   staged_copy_callback* cb;
   chunk_layout layout;        // where its chunks begin and end
   std::size_t total;          // chunks (layout.count())
+  bool whole_chunks;          // its chunks take a whole block (both halves); else half a block each
   std::size_t started = 0;    // chunks given a slot (H2D: fill submitted; D2H: DMA enqueued)
   std::size_t dmas = 0;       // chunk DMAs enqueued
   std::size_t dmas_done = 0;  // chunk DMAs completed
@@ -71,11 +72,15 @@ struct staged_copier::job {
   bool dmas_pending() const noexcept { return !error && dmas_done < total; }
 };
 
-// A ring slot, and the engine wait on its DMA's event.
+// A ring slot (half a block), and the engine wait on its DMA's event. A chunk of a copy with whole chunks is in the
+// block's lower half and holds the upper one too (`whole`): the block is contiguous.
 struct staged_copier::slot final : completion_callback {
   staged_copier* owner = nullptr;
   std::byte* mem = nullptr;
-  job* j = nullptr;  // null: free
+  slot* partner = nullptr;  // the other half of its block
+  bool lower = false;       // the block's first half (where a whole chunk goes)
+  bool whole = false;       // a whole chunk is here: `partner` is held for it
+  job* j = nullptr;  // null: free (an upper half held for a whole chunk: that chunk's job)
   std::size_t chunk = 0, len = 0;
   void complete(std::error_code ec) noexcept override { owner->on_dma_done(*this, ec); }
 };

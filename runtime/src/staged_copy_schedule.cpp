@@ -28,10 +28,13 @@ void staged_copier::pump_locked(outcalls& out) {
   // each turn looks again.
   for (;;) {
     // A slot without memory: its block is still being allocated (grow_ring makes them one at a time).
-    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const auto& sl) { return !sl->j && sl->mem; });
-    if (free_slot == slots_.end()) return;
+    if (std::none_of(slots_.begin(), slots_.end(), [](const auto& sl) { return !sl->j && sl->mem; })) return;
     job* j = next_taker_locked();
     if (!j) return;
+    // The copy whose turn it is waits for its kind of slot (a whole block for whole chunks): the others wait behind
+    // it, so its turn comes as the ring frees up.
+    slot* free_slot = free_slot_for_locked(*j);
+    if (!free_slot) return;
     if (!j->asked) {
       // Once per copy, never per chunk: a lone copy on an idle stream keeps today's path.
       j->asked = true;
@@ -46,7 +49,7 @@ void staged_copier::pump_locked(outcalls& out) {
       }
       if (before && before->dmas_pending()) {
         j->throttled = before->throttled;
-        start_chunk_locked(*j, **free_slot, out);
+        start_chunk_locked(*j, *free_slot, out);
         continue;
       }
       try {
@@ -62,8 +65,25 @@ void staged_copier::pump_locked(outcalls& out) {
         continue;
       }
     }
-    start_chunk_locked(*j, **free_slot, out);
+    start_chunk_locked(*j, *free_slot, out);
   }
+}
+
+staged_copier::slot* staged_copier::free_slot_for_locked(const job& j) {
+  const auto free = [](const slot* sl) { return sl && !sl->j && sl->mem; };
+  if (j.whole_chunks) {
+    for (const auto& sl : slots_)
+      if (sl->lower && free(sl.get()) && free(sl->partner)) return sl.get();
+    return nullptr;
+  }
+  // A half whose partner is taken first: whole blocks stay free for copies with whole chunks.
+  slot* any = nullptr;
+  for (const auto& sl : slots_) {
+    if (!free(sl.get())) continue;
+    if (!free(sl->partner)) return sl.get();
+    if (!any) any = sl.get();
+  }
+  return any;
 }
 
 staged_copier::job* staged_copier::next_taker_locked() {
@@ -86,6 +106,10 @@ void staged_copier::fail_locked(job& j, std::error_code ec, outcalls& out) {
 
 void staged_copier::start_chunk_locked(job& j, slot& sl, outcalls& out) {
   sl.j = &j;
+  if (j.whole_chunks) {  // the block's upper half is this chunk's too
+    sl.whole = true;
+    sl.partner->j = &j;
+  }
   sl.chunk = j.started++;
   sl.len = j.layout.length(sl.chunk);
   ++j.in_flight;
@@ -194,6 +218,10 @@ void staged_copier::on_drained(slot& sl) {
 void staged_copier::chunk_finished_locked(job& j, slot& sl, std::error_code ec, outcalls& out) {
   if (ec && !j.error) j.error = ec;
   sl.j = nullptr;
+  if (sl.whole) {
+    sl.whole = false;
+    sl.partner->j = nullptr;
+  }
   --j.in_flight;
   ++j.finished;
   report_done_locked(j, out);

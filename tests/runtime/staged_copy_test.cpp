@@ -446,3 +446,53 @@ TEST_CASE("a synchronous staged copy copies on its caller's thread while the tea
   CUASYNC_SIMULATED_ONLY();
   sync_copies_copy_on_their_caller(test::ctx());
 }
+
+namespace {
+// Copies below `half_chunks_below` go through half blocks, larger ones through whole blocks (both halves): both kinds
+// at once on two streams, both ways, byte-exact. 64 KiB blocks, two: a 200 KiB copy is 7 chunks of 32 KiB, a 1 MiB
+// copy 17 of 64 KiB, so each needs the ring many times over, and the whole-chunk copy waits for whole blocks while
+// the half-chunk one holds halves.
+void whole_and_half_chunks_share_the_ring(context_ref ctx) {
+  staged_copier copier(ctx, staged_copy_options{.chunk_bytes = 64 << 10, .chunks = 2, .half_chunks_below = 256 << 10});
+  stream a = stream::create(ctx), b = stream::create(ctx);
+  const std::size_t small = (200 << 10) + 3, large = (1 << 20) + 7;
+  const auto src_small = test::random_bytes(small, 1), src_large = test::random_bytes(large, 2);
+  device_buffer d_small = device_buffer::allocate(ctx, small), d_large = device_buffer::allocate(ctx, large);
+  std::vector<std::byte> back_small(small), back_large(large);
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    {
+      copy_done small_done, large_done;
+      copier.start_to_device(a, d_small.span(), std::span<const std::byte>(src_small), &small_done);
+      copier.start_to_device(b, d_large.span(), std::span<const std::byte>(src_large), &large_done);
+      REQUIRE(small_done.wait_for(finish_limit));
+      REQUIRE(large_done.wait_for(finish_limit));
+      CHECK_FALSE(small_done.error);
+      CHECK_FALSE(large_done.error);
+    }
+    {
+      copy_done small_done, large_done;
+      copier.start_to_host(b, std::span<std::byte>(back_large), d_large.span(), &large_done);
+      copier.start_to_host(a, std::span<std::byte>(back_small), d_small.span(), &small_done);
+      REQUIRE(small_done.wait_for(finish_limit));
+      REQUIRE(large_done.wait_for(finish_limit));
+      CHECK_FALSE(small_done.error);
+      CHECK_FALSE(large_done.error);
+    }
+    CHECK(std::memcmp(back_small.data(), src_small.data(), small) == 0);
+    CHECK(std::memcmp(back_large.data(), src_large.data(), large) == 0);
+    std::memset(back_small.data(), 0, small);
+    std::memset(back_large.data(), 0, large);
+  }
+}
+}  // namespace
+
+TEST_CASE("copies with whole and with half chunks share the ring, both ways, byte-exact", "[runtime][staged][gpu]") {
+  whole_and_half_chunks_share_the_ring(test::ctx());
+}
+
+TEST_CASE("copies with whole and with half chunks share the ring, both ways, byte-exact (simulated)",
+          "[runtime][staged][.simulated]") {
+  CUASYNC_SIMULATED_ONLY();
+  whole_and_half_chunks_share_the_ring(test::ctx());
+}

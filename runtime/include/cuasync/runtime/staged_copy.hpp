@@ -35,7 +35,13 @@ struct staged_copy_options {
   //! Pinned chunk size. On the H200 machine 8 MiB chunks moved 1 GiB D2H at 46-52 GB/s against 26 GB/s with 4 MiB,
   //! 64 MiB D2H at 47 against 33; H2D the two were within 5% (bench/runtime measures the alternative side by side).
   std::size_t chunk_bytes = std::size_t{8} << 20;
-  std::size_t chunks = 4;  //!< chunks in the ring
+  std::size_t chunks = 4;  //!< blocks of `chunk_bytes` in the ring (each holds one whole chunk or two halves)
+  //! Copies smaller than this go through chunks of half `chunk_bytes`, two to a ring block: twice as many in flight,
+  //! and a first DMA after half a chunk's host copy. On an H100 (session 28, four runs, alternated) 4 MiB chunks
+  //! eight at a time moved 64 MiB 1.04-1.05x faster H2D in three runs (0.98x in the fourth) and 1.04-1.06x D2H in all
+  //! four than 8 MiB chunks four at a time, where 1 GiB H2D was 0.91-0.99x: larger copies keep whole chunks (a copy
+  //! with whole chunks takes both halves of a block). 0: whole chunks for every copy.
+  std::size_t half_chunks_below = std::size_t{256} << 20;
   //! Host copy threads; 0 = 3/4 of cores, ≤ 12. As many as the cores (with the synchronous forms' caller copying
   //! too) collapsed to 5-30 GB/s on a 16-core H100 host where 8-12 gave 40-54 (bench/runtime's staged sweep probe).
   unsigned threads = 0;
@@ -152,6 +158,11 @@ class staged_copier {
   struct outcalls;
   void pump_locked(outcalls& out);
   job* next_taker_locked();  // the copy that gets the next free slot; null: none may take one
+  // A free slot for a chunk of `j`: a free half, or a block's lower half with the upper free too for a whole chunk.
+  slot* free_slot_for_locked(const job& j);
+  // Half a block, in whole pages; and the chunk size of a copy of `n` bytes (half_chunks_below).
+  std::size_t half_chunk_bytes() const noexcept;
+  std::size_t chunk_bytes_for(std::size_t n) const noexcept;
   void fail_locked(job& j, std::error_code ec, outcalls& out);  // a failure outside any chunk (asking the stream)
   void start_chunk_locked(job& j, slot& sl, outcalls& out);
   void enqueue_dma_locked(job& j, slot& sl, outcalls& out);  // a filled (H2D) or free (D2H) slot's DMA
@@ -172,7 +183,7 @@ class staged_copier {
   context_ref ctx_;
   staged_copy_options options_;
   std::shared_ptr<event_pool> events_;
-  std::vector<pinned_buffer> ring_;  // a block per slot, made in slot order (the slots without one wait for it)
+  std::vector<pinned_buffer> ring_;  // a block per two slots (its halves), made in order (slots without one wait)
   std::vector<std::unique_ptr<slot>> slots_;
   std::shared_ptr<memcpy_team> team_;
   store_chooser h2d_stores_, d2h_stores_;
