@@ -239,13 +239,36 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
                .baseline_name = "staged default", .lower_is_better = false});
     }
     auto t0 = b::clock::now();
-    b::stats rh, rd;
+    b::stats rh, rd, sh_paired, sd_paired;
     double register_ms = 0;
     {
       host_registration reg = host_registration::register_memory(ctx, host.data(), size);
       register_ms = b::us_since(t0) / 1e3;
-      rh = bw(driver_h2d);
-      rd = bw(driver_d2h);
+      // The bound and the staged copy sample by sample, alternated (the registration leaves the staged copy's host
+      // side as it was: memcpy from or to the same pages): a slow stretch of the host falls on both.
+      const auto alternated = [&](auto&& staged, auto&& pinned, b::stats& staged_out, b::stats& pinned_out) {
+        std::vector<double> a, p;
+        staged();
+        pinned();
+        s.synchronize();
+        for (int i = 0; i < reps; ++i) {
+          for (int k = 0; k < 2; ++k) {
+            auto t1 = b::clock::now();
+            if (k == 0)
+              staged();
+            else
+              pinned();
+            s.synchronize();
+            (k == 0 ? a : p).push_back(gbps(size, b::us_since(t1)));
+          }
+        }
+        staged_out = b::summarize(a);
+        pinned_out = b::summarize(p);
+      };
+      alternated([&] { rt.staging().copy_to_device(s, d.span(), std::span<const std::byte>(host)); }, driver_h2d,
+                 sh_paired, rh);
+      alternated([&] { rt.staging().copy_to_host(s, std::span<std::byte>(host), d.span()); }, driver_d2h, sd_paired,
+                 rd);
     }
     rep.add({.name = "H2D pageable " + mib + ": cuasync staged", .unit = "GB/s", .ours = sh, .baseline = dh,
              .baseline_name = "driver pageable", .lower_is_better = false,
@@ -261,10 +284,12 @@ void pageable_bench(b::report& rep, device_runtime& rt) {
     const std::string bound_target = size >= (std::size_t{1} << 30)    ? ">= 0.93"
                                      : size >= (std::size_t{64} << 20) ? ">= 0.88"
                                                                        : "";
-    rep.add({.name = "H2D pageable " + mib + ": cuasync staged vs the pinned bound", .unit = "GB/s", .ours = sh,
-             .baseline = rh, .baseline_name = "registered (pinned)", .lower_is_better = false, .target = bound_target});
-    rep.add({.name = "D2H pageable " + mib + ": cuasync staged vs the pinned bound", .unit = "GB/s", .ours = sd,
-             .baseline = rd, .baseline_name = "registered (pinned)", .lower_is_better = false, .target = bound_target});
+    rep.add({.name = "H2D pageable " + mib + ": cuasync staged vs the pinned bound", .unit = "GB/s", .ours = sh_paired,
+             .baseline = rh, .baseline_name = "registered (pinned), alternated", .lower_is_better = false,
+             .target = bound_target});
+    rep.add({.name = "D2H pageable " + mib + ": cuasync staged vs the pinned bound", .unit = "GB/s", .ours = sd_paired,
+             .baseline = rd, .baseline_name = "registered (pinned), alternated", .lower_is_better = false,
+             .target = bound_target});
   }
 }
 
