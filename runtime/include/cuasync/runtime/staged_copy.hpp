@@ -40,7 +40,8 @@ struct staged_copy_options {
   //! and a first DMA after half a chunk's host copy. On an H100 (session 28, four runs, alternated) 4 MiB chunks
   //! eight at a time moved 64 MiB 1.04-1.05x faster H2D in three runs (0.98x in the fourth) and 1.04-1.06x D2H in all
   //! four than 8 MiB chunks four at a time, where 1 GiB H2D was 0.91-0.99x: larger copies keep whole chunks (a copy
-  //! with whole chunks takes both halves of a block). 0: whole chunks for every copy.
+  //! with whole chunks takes both halves of a block). As the default on the H200 (five processes): 64 MiB 1.00-1.03x
+  //! H2D and 1.04-1.07x D2H over whole chunks. 0: whole chunks for every copy.
   std::size_t half_chunks_below = std::size_t{256} << 20;
   //! Host copy threads; 0 = 3/4 of cores, ≤ 12. As many as the cores (with the synchronous forms' caller copying
   //! too) collapsed to 5-30 GB/s on a 16-core H100 host where 8-12 gave 40-54 (bench/runtime's staged sweep probe).
