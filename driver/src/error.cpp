@@ -69,8 +69,10 @@ std::string compose(const std::error_code& code, const std::string& api, const s
 }  // namespace
 
 const std::error_category& cu_category() noexcept {
-  static const cu_category_impl instance;
-  return instance;
+  // Never destroyed: a cuasync thread still running at exit (a background task past the exit wait) may build an
+  // error after static destruction, and a destroyed category's message() crashed there.
+  static const cu_category_impl* instance = new cu_category_impl;
+  return *instance;
 }
 
 cuda_error::cuda_error(std::error_code code, std::string api, std::string detail, std::source_location where)

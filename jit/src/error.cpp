@@ -60,8 +60,10 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 const std::error_category& nvrtc_category() noexcept {
-  static const nvrtc_category_impl instance;
-  return instance;
+  // Never destroyed: a cuasync thread still running at exit (a background task past the exit wait) may build an
+  // error after static destruction, and a destroyed category's message() crashed there.
+  static const nvrtc_category_impl* instance = new nvrtc_category_impl;
+  return *instance;
 }
 
 namespace jit {

@@ -54,8 +54,10 @@ class nvjitlink_category_impl final : public std::error_category {
 }  // namespace
 
 const std::error_category& nvjitlink_category() noexcept {
-  static const nvjitlink_category_impl instance;
-  return instance;
+  // Never destroyed: a cuasync thread still running at exit (a background task past the exit wait) may build an
+  // error after static destruction, and a destroyed category's message() crashed there.
+  static const nvjitlink_category_impl* instance = new nvjitlink_category_impl;
+  return *instance;
 }
 
 namespace jit {
