@@ -61,7 +61,6 @@ staged_copier::staged_copier(context_ref ctx, staged_copy_options options, std::
   for (std::size_t i = 0; i < 2 * options_.chunks; ++i) {
     auto sl = std::make_unique<slot>();
     sl->owner = this;
-    sl->lower = i % 2 == 0;
     slots_.push_back(std::move(sl));  // no memory yet: grow_ring gives it
   }
   for (std::size_t i = 0; i < slots_.size(); i += 2) {

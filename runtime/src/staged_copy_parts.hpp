@@ -77,9 +77,8 @@ struct staged_copier::job {
 struct staged_copier::slot final : completion_callback {
   staged_copier* owner = nullptr;
   std::byte* mem = nullptr;
-  slot* partner = nullptr;  // the other half of its block
-  bool lower = false;       // the block's first half (where a whole chunk goes)
-  bool whole = false;       // a whole chunk is here: `partner` is held for it
+  slot* partner = nullptr;  // the other half of its block (slots_[2 i] is a block's lower half, 2 i + 1 its upper)
+  bool whole = false;       // a whole chunk is here (a lower half): `partner` is held for it
   job* j = nullptr;  // null: free (an upper half held for a whole chunk: that chunk's job)
   std::size_t chunk = 0, len = 0;
   void complete(std::error_code ec) noexcept override { owner->on_dma_done(*this, ec); }

@@ -71,9 +71,9 @@ void staged_copier::pump_locked(outcalls& out) {
 
 staged_copier::slot* staged_copier::free_slot_for_locked(const job& j) {
   const auto free = [](const slot* sl) { return sl && !sl->j && sl->mem; };
-  if (j.whole_chunks) {
-    for (const auto& sl : slots_)
-      if (sl->lower && free(sl.get()) && free(sl->partner)) return sl.get();
+  if (j.whole_chunks) {  // a block's lower half (even index) with its upper half free too
+    for (std::size_t i = 0; i < slots_.size(); i += 2)
+      if (free(slots_[i].get()) && free(slots_[i]->partner)) return slots_[i].get();
     return nullptr;
   }
   // A half whose partner is taken first: whole blocks stay free for copies with whole chunks.

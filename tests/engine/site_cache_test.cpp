@@ -15,10 +15,9 @@ using namespace cuasync;
 
 namespace {
 long calls_here(const char* entry) {
-  auto* calls =
-      reinterpret_cast<long (*)(const char*)>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
-  REQUIRE(calls);
-  return calls(entry);
+  const long n = test::simulated_calls_here(entry);
+  REQUIRE(n >= 0);
+  return n;
 }
 }  // namespace
 

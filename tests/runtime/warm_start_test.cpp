@@ -42,11 +42,7 @@ jit::program warm_program(int i) {
 // What the simulated device (compute capability 9.0) gets for output_request::ptx.
 const jit::target sim_ptx{jit::output_kind::ptx, 90};
 
-long libraries_loaded_on_this_thread() {
-  using calls_fn = long (*)(const char*);
-  auto calls = reinterpret_cast<calls_fn>(test::simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
-  return calls ? calls("cuLibraryLoadData") : -1;
-}
+long libraries_loaded_on_this_thread() { return test::simulated_calls_here("cuLibraryLoadData"); }
 
 bool nvrtc_in_maps() { return test::read_file("/proc/self/maps").find("libnvrtc") != std::string::npos; }
 

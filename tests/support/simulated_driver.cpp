@@ -63,9 +63,14 @@ long simulated_live_pinned() {
   return allocated < 0 || registered < 0 ? -1 : allocated + registered;
 }
 
-long simulated_pinned_allocations_here() noexcept {
+long simulated_calls_here(const char* entry) noexcept {
   auto calls = reinterpret_cast<long (*)(const char*)>(simulated_driver_symbol("fake_cuda_calls_on_this_thread"));
-  return calls ? calls("cuMemHostAlloc") + calls("cuMemHostRegister") : -1;
+  return calls ? calls(entry) : -1;
+}
+
+long simulated_pinned_allocations_here() noexcept {
+  const long allocated = simulated_calls_here("cuMemHostAlloc");
+  return allocated < 0 ? -1 : allocated + simulated_calls_here("cuMemHostRegister");
 }
 
 }  // namespace cuasync::test

@@ -28,6 +28,10 @@ long simulated_live_objects(const char* kind);
 //! memory cuasync allocated: `CUASYNC_PINNED_BY_REGISTRATION`); -1 on any other driver. @throws std::bad_alloc
 long simulated_live_pinned();
 
+//! The calling thread's calls of the entry point `entry` (e.g. "cuStreamGetId") so far, in every phase; -1 on any
+//! other driver (the simulated driver's `fake_cuda_calls_on_this_thread`).
+long simulated_calls_here(const char* entry) noexcept;
+
 //! Pinned allocations this thread made (cuMemHostAlloc and cuMemHostRegister calls); -1 on any other driver.
 long simulated_pinned_allocations_here() noexcept;
 
