@@ -141,13 +141,23 @@ deferred_free_stats deferred_frees() noexcept {
 }
 
 namespace detail {
-void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle, std::size_t bytes,
+void release_blocking_nothrow(CUcontext ctx, unsigned long long life, const char* api, const void* handle,
+                              std::size_t bytes,
                               CUresult (*release)(const driver_entry_points&, const void*, std::size_t),
                               void (*life_ended)(const void*, std::size_t) noexcept) noexcept {
   const free_call f{ctx, api, handle, bytes, release, life_ended};
-  if (!thread_must_not_block()) return f.make();
-  // The life is read here, while the owner still holds the context: the reaper compares it before the free.
-  const life_key key{ctx, context_life(ctx)};
+  if (!thread_must_not_block()) {
+    // A buffer that outlived its context's life (a primary context released fully, perhaps retained again with the
+    // same handle): freeing it failed, and the failure was reported in the next life; or freed what that life had put
+    // at the address.
+    if (life != 0 && context_life_ended(ctx, life)) {
+      if (life_ended) life_ended(handle, bytes);
+      return;
+    }
+    return f.make();
+  }
+  // Unknown, the life is read here, while the owner still holds the context: the reaper compares it before the free.
+  const life_key key{ctx, life != 0 ? life : context_life(ctx)};
   ledger& l = the_ledger();
   try {
     std::lock_guard lock(l.m);

@@ -23,8 +23,9 @@ struct deferred_failure {
 };
 std::mutex deferred_mutex;
 std::unordered_map<CUcontext, deferred_failure>& deferred() {
-  static std::unordered_map<CUcontext, deferred_failure> m;
-  return m;
+  // Never destroyed: cuasync's own threads (the grower, the reaper) may free, and fail, while the process exits.
+  static auto* m = new std::unordered_map<CUcontext, deferred_failure>;
+  return *m;
 }
 
 // Asked only where a failure is kept or found, so a context without one never pays for it.

@@ -136,10 +136,11 @@ device device::by_uuid(std::string_view uuid, std::source_location where) {
 const device_properties& device::properties(std::source_location where) const {
   // Attributes never change while the process runs: read each device once. Entries are never erased, so the
   // references handed out stay valid.
+  // Never destroyed: cuasync's own threads may ask while the process exits.
   static std::mutex mutex;
-  static std::unordered_map<int, std::unique_ptr<device_properties>> cache;
+  static auto* cache = new std::unordered_map<int, std::unique_ptr<device_properties>>;
   std::lock_guard lock(mutex);
-  auto& slot = cache[ordinal_];
+  auto& slot = (*cache)[ordinal_];
   if (!slot) slot = std::make_unique<device_properties>(read_properties(*this, where));
   return *slot;
 }

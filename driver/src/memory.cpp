@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The owning memory types: device, pinned host, registered host and managed memory.
 #include <cuasync/driver/blocking_free.hpp>
+#include <cuasync/driver/detail/context_life.hpp>
 #include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/host_registration.hpp>
 #include <cuasync/driver/managed_buffer.hpp>
@@ -90,6 +91,8 @@ void free_unregistered(const void* p, std::size_t bytes) noexcept { unmap_host(p
 }  // namespace
 
 // ---- device_buffer
+device_buffer::device_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept
+    : ptr_(p), size_(n), ctx_(ctx), life_(ctx ? detail::context_life(ctx.get()) : 0) {}
 device_buffer device_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
   require_nonzero(bytes, "cuasync::device_buffer::allocate", where);
   scoped_context guard(ctx, where);
@@ -104,11 +107,14 @@ void device_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   // cuMemFree waits for the whole device to be idle: on a thread that must not block (an io thread) the reaper makes
   // it (blocking_free.hpp); elsewhere the watchdog names it when it blocks.
-  detail::release_blocking_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_), size_, free_device);
+  detail::release_blocking_nothrow(ctx_.get(), life_, "cuMemFree", reinterpret_cast<const void*>(ptr_), size_,
+                                   free_device);
   ptr_ = 0;
 }
 
 // ---- pinned_buffer
+pinned_buffer::pinned_buffer(void* p, std::size_t n, context_ref ctx, bool registered) noexcept
+    : ptr_(p), size_(n), ctx_(ctx), life_(ctx ? detail::context_life(ctx.get()) : 0), registered_(registered) {}
 pinned_buffer pinned_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
   require_nonzero(bytes, "cuasync::pinned_buffer::allocate", where);
   scoped_context guard(ctx, where);
@@ -144,10 +150,10 @@ pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept { return mov
 void pinned_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
   if (registered_)  // waits for the device too, as cuMemFreeHost
-    detail::release_blocking_nothrow(ctx_.get(), "cuMemHostUnregister", ptr_, size_, unregister_host,
+    detail::release_blocking_nothrow(ctx_.get(), life_, "cuMemHostUnregister", ptr_, size_, unregister_host,
                                      free_unregistered);
   else
-    detail::release_blocking_nothrow(ctx_.get(), "cuMemFreeHost", ptr_, size_, free_host);  // waits for the device too
+    detail::release_blocking_nothrow(ctx_.get(), life_, "cuMemFreeHost", ptr_, size_, free_host);  // waits too
   ptr_ = nullptr;
 }
 CUdeviceptr pinned_buffer::device_pointer(std::source_location where) const {
@@ -185,6 +191,8 @@ void host_registration::unregister_nothrow() noexcept {
 }
 
 // ---- managed_buffer
+managed_buffer::managed_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept
+    : ptr_(p), size_(n), ctx_(ctx), life_(ctx ? detail::context_life(ctx.get()) : 0) {}
 managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std::source_location where) {
   require_nonzero(bytes, "cuasync::managed_buffer::allocate", where);
   scoped_context guard(ctx, where);
@@ -197,7 +205,8 @@ managed_buffer managed_buffer::allocate(context_ref ctx, std::size_t bytes, std:
 managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept { return move_assign(*this, std::move(o)); }
 void managed_buffer::free_nothrow() noexcept {
   if (!ptr_) return;
-  detail::release_blocking_nothrow(ctx_.get(), "cuMemFree", reinterpret_cast<const void*>(ptr_), size_, free_device);
+  detail::release_blocking_nothrow(ctx_.get(), life_, "cuMemFree", reinterpret_cast<const void*>(ptr_), size_,
+                                   free_device);
   ptr_ = 0;
 }
 void managed_buffer::prefetch_async(stream_ref s, memory_location location, std::source_location where) const {

@@ -296,6 +296,7 @@ void admission_ticket::reset() noexcept {
   std::shared_ptr<event_pool> pool = std::move(pool_);
   cuda_completion_source::instance().give_place(*pool, stream_key_, std::exchange(hold_, false),
                                                 std::exchange(granted_, false), std::exchange(count_, 1));
+  event_pool::let_go(std::move(pool));
 }
 
 admission_ticket admission_ticket::split(std::uint32_t n) {

@@ -132,8 +132,12 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
   registry& r = the_registry();
   {
     std::lock_guard lock(r.mutex);
-    if (auto it = r.pools.find(ctx.get()); it != r.pools.end() && it->second.pool && it->second.id == id)
+    if (auto it = r.pools.find(ctx.get()); it != r.pools.end() && it->second.pool && it->second.id == id) {
+      event_pool& p = *it->second.pool;
+      if (p.release_when_unused_.load(std::memory_order_relaxed))  // in use again: kept
+        p.release_when_unused_.store(false, std::memory_order_relaxed);
       return it->second.pool;
+    }
   }
   sweep();  // a new context: a good moment to let go of those that are gone
   std::lock_guard lock(r.mutex);
@@ -142,20 +146,38 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
   return e.pool;
 }
 
-void event_pool::release_if_unused(context_ref ctx) noexcept {
+void event_pool::release_if_unused(context_ref ctx) noexcept { drop_if_unused(ctx.get(), nullptr, true); }
+
+void event_pool::drop_if_unused(CUcontext ctx, const event_pool* only, bool known_alive) noexcept {
   std::shared_ptr<event_pool> dropped;  // destroyed after the lock is let go (declared before it)
   registry& r = the_registry();
   std::lock_guard lock(r.mutex);
-  auto it = r.pools.find(ctx.get());
-  if (it == r.pools.end() || !it->second.pool) return;
+  auto it = r.pools.find(ctx);
+  if (it == r.pools.end() || !it->second.pool || (only && it->second.pool.get() != only)) return;
   event_pool& p = *it->second.pool;
-  // Nobody can take a new reference meanwhile: they come from the registry, under its lock.
-  if (it->second.pool.use_count() != 1 || p.in_flight_.load() != 0 || p.waiting_.load() != 0) return;
   const admission_limits defaults;
   if (p.limit_stream_.load() != defaults.per_stream || p.limit_context_.load() != defaults.per_context) return;
+  // Nobody can take a new reference meanwhile: they come from the registry, under its lock.
+  if (it->second.pool.use_count() != 1 || p.in_flight_.load() != 0 || p.waiting_.load() != 0) {
+    // Held by a loan or ticket whose completion is still being delivered (or a slab on its way): left in the
+    // registry, its events and pinned words stayed until the context's end (fault injection counted them leaked).
+    p.release_when_unused_.store(true, std::memory_order_relaxed);
+    return;
+  }
   // The entry stays (without its pool): sweep() still sees the context end and forgets what is kept per context.
-  p.context_known_alive_ = true;
+  p.context_known_alive_ = known_alive;  // a late holder's context may be gone: the destructor asks
   dropped = std::move(it->second.pool);
+}
+
+void event_pool::let_go(std::shared_ptr<event_pool>&& pool) noexcept {
+  if (!pool || !pool->release_when_unused_.load(std::memory_order_relaxed)) [[likely]] {
+    pool.reset();
+    return;
+  }
+  const CUcontext ctx = pool->ctx_.get();
+  const event_pool* which = pool.get();
+  pool.reset();
+  drop_if_unused(ctx, which, false);
 }
 
 void event_pool::sweep() noexcept {
@@ -242,7 +264,10 @@ void event_pool::take_word(detail::event_slot& slot) noexcept {
     growth_pending_ = true;
     std::weak_ptr<event_pool> self = weak_from_this();
     if (!detail::grower_thread().post([self] {
-          if (std::shared_ptr<event_pool> pool = self.lock()) pool->grow_words(std::source_location::current());
+          if (std::shared_ptr<event_pool> pool = self.lock()) {
+            pool->grow_words(std::source_location::current());
+            let_go(std::move(pool));
+          }
         }))
       growth_pending_ = false;  // the grower has stopped (process exit): the pool stays as it is
   }
@@ -330,10 +355,13 @@ detail::event_slot* event_pool::acquire(std::source_location where) {
 
 void event_pool::give_back(detail::event_slot* slot) noexcept {
   std::shared_ptr<event_pool> self = std::move(slot->lent);  // the last loan may end the pool: after the lock
-  std::lock_guard lock(mutex_);
-  if (!slot->word && words_supported_ == 1) [[unlikely]]
-    take_word(*slot);  // made while the pool was out of words: one may have come since
-  idle_.push_back(slot);  // room reserved at creation (idle_.capacity() >= slots_.capacity())
+  {
+    std::lock_guard lock(mutex_);
+    if (!slot->word && words_supported_ == 1) [[unlikely]]
+      take_word(*slot);  // made while the pool was out of words: one may have come since
+    idle_.push_back(slot);  // room reserved at creation (idle_.capacity() >= slots_.capacity())
+  }
+  let_go(std::move(self));
 }
 
 void detail::settle_stream(stream_ref s) noexcept {

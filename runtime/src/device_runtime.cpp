@@ -58,7 +58,10 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     events_->expect_prepare();
     try {
       cuasync::detail::grower_thread().post_or_run(
-          [events = events_, where] { events->prepare(prepared_event_slots, where); });
+          [events = events_, where]() mutable {
+            events->prepare(prepared_event_slots, where);
+            event_pool::let_go(std::move(events));
+          });
     } catch (...) {
       events_->prepare(0, where);  // not posted (no memory): the promise withdrawn, the pool grows as it goes
     }

@@ -4,6 +4,7 @@
 // fix event_pool::for_context matched the handle alone, so a record through it failed with CUDA_ERROR_INVALID_HANDLE
 // (the first life's event) and the failure path's synchronize then waited for a stream held behind a gate: a hang.
 // The case runs in a child process with a time limit, so that a hang fails the test instead of stalling the suite.
+#include <cuasync/driver/device_buffer.hpp>
 #include <cuasync/driver/launch.hpp>
 #include <cuasync/driver/module.hpp>
 #include <cuasync/driver/pinned_buffer.hpp>
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 using namespace cuasync;
@@ -77,4 +79,50 @@ TEST_CASE("a primary context retained again after its full release gets a new ev
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("CHILD same_handle=1 new_id=1"));  // what makes the case meaningful
   CHECK_THAT(r.output, Contains("CHILD recorded"));
+}
+
+// Run by the case below in a child process. Buffers that outlive their context's life (its last retain released: the
+// context took their memory along) are not freed when they go, above all not once the handle has a second life: the
+// free failed there, and the failure was reported at the second life's next synchronize (seen as a flaky child exit
+// when the grower's slab outlived a first life), or it would free what the second life put at the address.
+TEST_CASE("buffer second life child", "[.buffer_second_life_child]") {
+  CUASYNC_CHILD_ONLY();
+  std::optional<pinned_buffer> old_pinned, old_registered;
+  std::optional<device_buffer> old_device;
+  {
+    primary_context ctx = primary_context::retain(0);
+    old_pinned.emplace(pinned_buffer::allocate(ctx, 4096));
+    old_registered.emplace(pinned_buffer::allocate_registered(ctx, 4096));
+    old_device.emplace(device_buffer::allocate(ctx, 4096));
+  }  // the last retain is released: the context and its memory are gone
+  primary_context ctx = primary_context::retain(0);
+  stream s = stream::create(ctx);
+  const long host_frees = test::simulated_calls_here("cuMemFreeHost"),
+             unregisters = test::simulated_calls_here("cuMemHostUnregister"),
+             device_frees = test::simulated_calls_here("cuMemFree");
+  old_pinned.reset();
+  old_registered.reset();
+  old_device.reset();
+  CHECK(test::simulated_calls_here("cuMemFreeHost") == host_frees);
+  CHECK(test::simulated_calls_here("cuMemHostUnregister") == unregisters);
+  CHECK(test::simulated_calls_here("cuMemFree") == device_frees);
+  CHECK_NOTHROW(s.synchronize());  // no failure of the first life reported in the second
+  {
+    pinned_buffer now = pinned_buffer::allocate(ctx, 4096);
+    device_buffer now_device = device_buffer::allocate(ctx, 4096);
+  }  // the second life's own buffers are freed as ever
+  CHECK(test::simulated_calls_here("cuMemFreeHost") == host_frees + 1);
+  CHECK(test::simulated_calls_here("cuMemFree") == device_frees + 1);
+  CHECK_NOTHROW(s.synchronize());
+  std::printf("CHILD freed\n");
+}
+
+TEST_CASE("buffers that outlive their context's life are not freed in its next life",
+          "[.simulated][engine][lifetime]") {
+  CUASYNC_SIMULATED_ONLY();
+  const test::child_result r = test::run_child({"buffer second life child"}, {}, std::chrono::seconds(60));
+  INFO(r.output);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("CHILD freed"));
 }

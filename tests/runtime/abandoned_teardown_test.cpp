@@ -85,7 +85,7 @@ TEST_CASE("the reaper skips a free whose context's life ended before its turn",
   blocker_running = blocker_released = false;
   {
     must_not_block_scope io_thread;
-    detail::release_blocking_nothrow(test::ctx().get(), "hold_the_reaper", nullptr, 0, hold_the_reaper);
+    detail::release_blocking_nothrow(test::ctx().get(), 0, "hold_the_reaper", nullptr, 0, hold_the_reaper);
     p = pinned_buffer();  // handed over behind the blocker
   }
   for (int i = 0; i < 5000 && !blocker_running; ++i) std::this_thread::sleep_for(1ms);

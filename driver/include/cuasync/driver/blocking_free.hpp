@@ -90,10 +90,13 @@ deferred_free_stats deferred_frees() noexcept;
 namespace detail {
 //! A free that may block (`cuMemFree`, `cuMemFreeHost`), named `api`, of `handle` in `ctx`: made here through
 //! `release_nothrow`, or handed to the reaper when this thread must not block (and made here after all when the
-//! reaper cannot take it: no memory, or the process is exiting). Never throws. `life_ended`, when given, runs instead
-//! of the release when the reaper skips it because the context's life ended (a registration goes with its context,
-//! its host memory does not: that is still the process's to free).
-void release_blocking_nothrow(CUcontext ctx, const char* api, const void* handle, std::size_t bytes,
+//! reaper cannot take it: no memory, or the process is exiting). Never throws. `life` is the context's id when the
+//! memory was allocated (`context_life`; 0: unknown, read at the hand-over): once that life has ended the free is not
+//! made, here or on the reaper (the context took the memory along, and the address, or the handle's next life, may
+//! be another allocation's by now). `life_ended`, when given, runs instead of the release then (a registration goes
+//! with its context, its host memory does not: that is still the process's to free).
+void release_blocking_nothrow(CUcontext ctx, unsigned long long life, const char* api, const void* handle,
+                              std::size_t bytes,
                               CUresult (*release)(const driver_entry_points&, const void* handle, std::size_t bytes),
                               void (*life_ended)(const void* handle, std::size_t bytes) noexcept = nullptr) noexcept;
 }  // namespace detail

@@ -25,7 +25,7 @@ class device_buffer {
   }
 
   device_buffer(device_buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_) {}
+      : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_), life_(o.life_) {}
   device_buffer& operator=(device_buffer&& o) noexcept;
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
@@ -46,11 +46,12 @@ class device_buffer {
   CUdeviceptr release() noexcept { size_ = 0; return std::exchange(ptr_, 0); }
 
  private:
-  device_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept : ptr_(p), size_(n), ctx_(ctx) {}
+  device_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept;
   void free_nothrow() noexcept;
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;
   context_ref ctx_;
+  unsigned long long life_ = 0;  // the context's id at the allocation: a free after that life ended is not made
 };
 
 }  // namespace cuasync

@@ -30,7 +30,7 @@ class managed_buffer {
                                  std::source_location where = std::source_location::current());
 
   managed_buffer(managed_buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_) {}
+      : ptr_(std::exchange(o.ptr_, 0)), size_(std::exchange(o.size_, 0)), ctx_(o.ctx_), life_(o.life_) {}
   managed_buffer& operator=(managed_buffer&& o) noexcept;
   managed_buffer(const managed_buffer&) = delete;
   managed_buffer& operator=(const managed_buffer&) = delete;
@@ -54,11 +54,12 @@ class managed_buffer {
               std::source_location where = std::source_location::current()) const;
 
  private:
-  managed_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept : ptr_(p), size_(n), ctx_(ctx) {}
+  managed_buffer(CUdeviceptr p, std::size_t n, context_ref ctx) noexcept;
   void free_nothrow() noexcept;
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;
   context_ref ctx_;
+  unsigned long long life_ = 0;  // the context's id at the allocation: a free after that life ended is not made
 };
 
 }  // namespace cuasync

@@ -34,6 +34,7 @@ class pinned_buffer {
       : ptr_(std::exchange(o.ptr_, nullptr)),
         size_(std::exchange(o.size_, 0)),
         ctx_(o.ctx_),
+        life_(o.life_),
         registered_(std::exchange(o.registered_, false)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept;
   pinned_buffer(const pinned_buffer&) = delete;
@@ -61,12 +62,12 @@ class pinned_buffer {
   }
 
  private:
-  pinned_buffer(void* p, std::size_t n, context_ref ctx, bool registered) noexcept
-      : ptr_(p), size_(n), ctx_(ctx), registered_(registered) {}
+  pinned_buffer(void* p, std::size_t n, context_ref ctx, bool registered) noexcept;
   void free_nothrow() noexcept;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
   context_ref ctx_;
+  unsigned long long life_ = 0;  // the context's id at the allocation: a free after that life ended is not made
   bool registered_ = false;
 };
 

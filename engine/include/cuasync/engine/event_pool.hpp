@@ -121,8 +121,13 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! Drops the pool of `ctx` now if nothing holds it (no runtime, loan, ticket or caller; default admission bounds),
   //! destroying its events and host words while the context is still alive: a runtime calls it before letting go of
   //! its context, so the pinned words are not left to the context's end (compute-sanitizer counts them as leaked).
-  //! A later use of `ctx` makes a new pool. Call while `ctx` is alive.
+  //! A later use of `ctx` makes a new pool. Call while `ctx` is alive. Held still (a completion being delivered as
+  //! the runtime goes, the grower's slab on its way), the pool is dropped when the last such holder lets go through
+  //! `let_go` (loans and admission tickets do): not left to the context's end.
   static void release_if_unused(context_ref ctx) noexcept;
+  //! Lets go of `pool`: the last reference after a `release_if_unused` that found the pool held drops it (as that
+  //! call would have). cuasync's own holders (loans, tickets, the grower's tasks) end this way. Never throws.
+  static void let_go(std::shared_ptr<event_pool>&& pool) noexcept;
   //! Pools alive in the process (for tests of teardown).
   static std::size_t live_pools() noexcept;
   //! The awaited operations of `ctx` holding an admission place now (their GPU work not seen done yet), read from the
@@ -181,10 +186,14 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   void take_word(detail::event_slot& slot) noexcept;
   //! On the grower thread (or prepare's): a new slab, allocated outside the lock; idle slots without a word get one.
   void grow_words(std::source_location where) noexcept;
+  //! release_if_unused's work: `only`, when given, is the pool a late holder let go of (another may be registered
+  //! for the context by now); `known_alive`: the caller holds the context.
+  static void drop_if_unused(CUcontext ctx, const event_pool* only, bool known_alive) noexcept;
   pinned_buffer new_slab(std::source_location where) const;  // zeroed host words, 512 of them
   context_ref ctx_;
   unsigned long long id_;
   bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
+  std::atomic<bool> release_when_unused_{false};  // release_if_unused found it held: its last holder drops it
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<detail::event_slot>> slots_;  // every slot this pool made
   std::vector<detail::event_slot*> idle_;
