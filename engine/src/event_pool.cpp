@@ -136,6 +136,10 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
       event_pool& p = *it->second.pool;
       if (p.release_when_unused_.load(std::memory_order_relaxed))  // in use again: kept
         p.release_when_unused_.store(false, std::memory_order_relaxed);
+      if (p.background_stopped_.load(std::memory_order_relaxed)) {  // and growing again
+        std::lock_guard pool_lock(p.mutex_);
+        p.background_stopped_.store(false, std::memory_order_relaxed);
+      }
       return it->second.pool;
     }
   }
@@ -146,7 +150,38 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
   return e.pool;
 }
 
-void event_pool::release_if_unused(context_ref ctx) noexcept { drop_if_unused(ctx.get(), nullptr, true); }
+void event_pool::release_if_unused(context_ref ctx) noexcept {
+  std::shared_ptr<event_pool> pool;
+  {
+    registry& r = the_registry();
+    std::lock_guard lock(r.mutex);
+    if (auto it = r.pools.find(ctx.get()); it != r.pools.end()) pool = it->second.pool;
+  }
+  if (pool && pool->users_.load(std::memory_order_relaxed) == 0) pool->stop_background();  // outside the registry's lock
+  pool.reset();
+  drop_if_unused(ctx.get(), nullptr, true);
+}
+
+void event_pool::stop_background() noexcept {
+  std::unique_lock lock(mutex_);
+  background_stopped_.store(true, std::memory_order_relaxed);
+  if (detail::grower_thread().on_worker()) return;  // the work running is this thread's own, further up
+  background_done_.wait(lock, [&] { return !background_running_; });
+}
+
+bool event_pool::begin_background_locked() noexcept {
+  if (background_stopped_.load(std::memory_order_relaxed)) {
+    growth_pending_ = false;
+    return false;
+  }
+  background_running_ = true;
+  return true;
+}
+
+void event_pool::end_background_locked() noexcept {
+  background_running_ = false;
+  background_done_.notify_all();
+}
 
 void event_pool::drop_if_unused(CUcontext ctx, const event_pool* only, bool known_alive) noexcept {
   std::shared_ptr<event_pool> dropped;  // destroyed after the lock is let go (declared before it)
@@ -265,7 +300,16 @@ void event_pool::take_word(detail::event_slot& slot) noexcept {
     std::weak_ptr<event_pool> self = weak_from_this();
     if (!detail::grower_thread().post([self] {
           if (std::shared_ptr<event_pool> pool = self.lock()) {
-            pool->grow_words(std::source_location::current());
+            bool started;
+            {
+              std::lock_guard lock(pool->mutex_);
+              started = pool->begin_background_locked();
+            }
+            if (started) {
+              pool->grow_words(std::source_location::current());
+              std::lock_guard lock(pool->mutex_);
+              pool->end_background_locked();
+            }
             let_go(std::move(pool));
           }
         }))
@@ -315,6 +359,17 @@ void event_pool::expect_prepare() noexcept {
 }
 
 void event_pool::prepare(std::size_t slots, std::source_location where) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (!begin_background_locked()) return;  // the runtime is gone and its context going: nothing to make
+  }
+  struct ends {
+    event_pool& pool;
+    ~ends() {
+      std::lock_guard lock(pool.mutex_);
+      pool.end_background_locked();
+    }
+  } ended{*this};
   bool need_slab = false;
   try {
     std::lock_guard lock(mutex_);
