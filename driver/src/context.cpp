@@ -2,9 +2,11 @@
 #include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/context.hpp>
 #include <cuasync/driver/detail/context_life.hpp>
+#include <cuasync/driver/detail/context_release_hook.hpp>
 #include <cuasync/trace/hooks.hpp>
 #include "gpu_span_collector.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -44,6 +46,13 @@ std::optional<deferred_failure> take_locked(CUcontext ctx) {
 }  // namespace
 
 namespace detail {
+namespace {
+std::atomic<context_release_hook> release_hook{nullptr};
+}  // namespace
+void set_context_release_hook(context_release_hook hook) noexcept { release_hook.store(hook); }
+void run_context_release_hook(CUcontext ctx) noexcept {
+  if (const context_release_hook hook = release_hook.load()) hook(ctx);
+}
 unsigned long long context_life(CUcontext ctx) noexcept {
   unsigned long long id = 0;
   const auto* d = driver_if_loaded();
@@ -168,6 +177,7 @@ primary_context::~primary_context() {
     // Frees handed to the reaper are made while the context is alive (this release may be its last), unless its device
     // never goes idle: then the release goes ahead after a bound, and the reaper skips what is left of this life.
     drain_deferred_frees_of(ctx_);
+    detail::run_context_release_hook(ctx_);  // the engine's background work for it settled
     detail::forget_context_for_trace(ctx_);
     CUdevice dev = 0;
     if (driver().cuDeviceGet(&dev, device_) == CUDA_SUCCESS) driver().cuDevicePrimaryCtxRelease(dev);

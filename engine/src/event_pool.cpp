@@ -3,6 +3,7 @@
 #include <cuasync/engine/event_pool.hpp>
 
 #include <cuasync/driver/blocking_free.hpp>
+#include <cuasync/driver/detail/context_release_hook.hpp>
 #include <cuasync/driver/detail/grower.hpp>
 #include <cuasync/driver/detail/instrumented_op.hpp>
 #include <cuasync/driver/device.hpp>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 namespace cuasync {
 namespace {
@@ -99,6 +101,7 @@ wait_target pooled_event::into_target(std::shared_ptr<void> keep_alive, std::sou
 
 event_pool::event_pool(context_ref ctx, unsigned long long id) : ctx_(ctx), id_(id) {
   live_count.fetch_add(1, std::memory_order_relaxed);
+  detail::set_context_release_hook(&event_pool::settle_background);  // a primary release settles this pool's work
 }
 
 event_pool::~event_pool() {
@@ -136,10 +139,6 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
       event_pool& p = *it->second.pool;
       if (p.release_when_unused_.load(std::memory_order_relaxed))  // in use again: kept
         p.release_when_unused_.store(false, std::memory_order_relaxed);
-      if (p.background_stopped_.load(std::memory_order_relaxed)) {  // and growing again
-        std::lock_guard pool_lock(p.mutex_);
-        p.background_stopped_.store(false, std::memory_order_relaxed);
-      }
       return it->second.pool;
     }
   }
@@ -151,29 +150,30 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
 }
 
 void event_pool::release_if_unused(context_ref ctx) noexcept {
+  settle_background(ctx.get());
+  drop_if_unused(ctx.get(), nullptr, true);
+}
+
+void event_pool::settle_background(CUcontext ctx) noexcept {
   std::shared_ptr<event_pool> pool;
   {
     registry& r = the_registry();
     std::lock_guard lock(r.mutex);
-    if (auto it = r.pools.find(ctx.get()); it != r.pools.end()) pool = it->second.pool;
+    if (auto it = r.pools.find(ctx); it != r.pools.end()) pool = it->second.pool;
   }
-  if (pool && pool->users_.load(std::memory_order_relaxed) == 0) pool->stop_background();  // outside the registry's lock
-  pool.reset();
-  drop_if_unused(ctx.get(), nullptr, true);
+  if (pool) pool->settle_background();  // outside the registry's lock; the reference goes as a plain one
 }
 
-void event_pool::stop_background() noexcept {
+void event_pool::settle_background() noexcept {
   std::unique_lock lock(mutex_);
-  background_stopped_.store(true, std::memory_order_relaxed);
+  ++background_epoch_;
+  growth_pending_ = false;  // what was asked for will do nothing: a later need asks anew
   if (detail::grower_thread().on_worker()) return;  // the work running is this thread's own, further up
   background_done_.wait(lock, [&] { return !background_running_; });
 }
 
-bool event_pool::begin_background_locked() noexcept {
-  if (background_stopped_.load(std::memory_order_relaxed)) {
-    growth_pending_ = false;
-    return false;
-  }
+bool event_pool::begin_background_locked(std::uint64_t epoch) noexcept {
+  if (epoch != background_epoch_) return false;  // settled since it was asked for
   background_running_ = true;
   return true;
 }
@@ -298,12 +298,12 @@ void event_pool::take_word(detail::event_slot& slot) noexcept {
     if (growth_failed_ns_ != 0 && completion_queues::now_ns() - growth_failed_ns_ < 1'000'000'000) return;
     growth_pending_ = true;
     std::weak_ptr<event_pool> self = weak_from_this();
-    if (!detail::grower_thread().post([self] {
+    if (!detail::grower_thread().post([self, epoch = background_epoch_] {
           if (std::shared_ptr<event_pool> pool = self.lock()) {
             bool started;
             {
               std::lock_guard lock(pool->mutex_);
-              started = pool->begin_background_locked();
+              started = pool->begin_background_locked(epoch);
             }
             if (started) {
               pool->grow_words(std::source_location::current());
@@ -356,12 +356,17 @@ pinned_buffer event_pool::new_slab(std::source_location where) const {
 void event_pool::expect_prepare() noexcept {
   std::lock_guard lock(mutex_);
   growth_pending_ = true;
+  prepare_promised_ = true;
+  prepare_epoch_ = background_epoch_;
 }
 
 void event_pool::prepare(std::size_t slots, std::source_location where) noexcept {
   {
     std::lock_guard lock(mutex_);
-    if (!begin_background_locked()) return;  // the runtime is gone and its context going: nothing to make
+    // A promised prepare settled since (its runtime gone, the context maybe going) makes nothing; an unpromised one
+    // (a caller's own) runs.
+    const bool promised = std::exchange(prepare_promised_, false);
+    if (!begin_background_locked(promised ? prepare_epoch_ : background_epoch_)) return;
   }
   struct ends {
     event_pool& pool;

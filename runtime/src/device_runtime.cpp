@@ -68,7 +68,6 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     reserve_pageable_staging();
   }
   if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
-  events_->add_user();  // last: a constructor that throws has no destructor to take the claim back
 }
 
 void device_runtime::reserve_pageable_staging() noexcept {
@@ -108,7 +107,6 @@ device_runtime::~device_runtime() {
     staging_.reset();
     pinned_.reset();
     streams_.reset();
-    events_->remove_user();
     events_.reset();
     event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
   }

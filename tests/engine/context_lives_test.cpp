@@ -49,10 +49,7 @@ TEST_CASE("context second life child", "[.context_second_life_child]") {
     pool->record(s).query();  // the pool now owns an event of this life
     s.synchronize();
     first_pool = pool;
-    // What a caller without a runtime does before letting the context go: the pool's background growth (a slab of
-    // host words, posted by that record) stops; the pool itself stays registered, held by `pool` here.
-    event_pool::release_if_unused(ctx);
-  }  // the last retain is released: the context is gone; no sweep happens between here and the next for_context
+  }  // (the release settles the pool's growth that the record asked for: the pool stays registered, held above)  // the last retain is released: the context is gone; no sweep happens between here and the next for_context
   primary_context ctx = primary_context::retain(0);
   std::printf("CHILD same_handle=%d new_id=%d\n", ctx.get() == first_handle, ctx.id() != first_id);
   std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
@@ -132,28 +129,32 @@ TEST_CASE("buffers that outlive their context's life are not freed in its next l
   CHECK_THAT(r.output, Contains("CHILD freed"));
 }
 
-// A growth of the pool's host words still queued on the grower when release_if_unused is called does nothing once it
-// runs (the context may be gone by then: the slab's zeroing wrote into memory the context's release had freed), and
-// a pool handed out again grows again.
-TEST_CASE("release_if_unused stops a pool's queued growth; a pool handed out again grows again",
+// A growth of the pool's host words still queued on the grower when cuasync releases a primary context, or when
+// release_if_unused is called, does nothing once it runs (the context may be gone by then: the slab's zeroing wrote
+// into memory the context's release had freed), and a pool still in use asks again.
+TEST_CASE("a pool's queued growth is settled by a primary context's release and by release_if_unused",
           "[.simulated][engine][lifetime]") {
   CUASYNC_SIMULATED_ONLY();
   primary_context ctx = primary_context::retain(0);
-  event_pool::release_if_unused(ctx);            // a pool of its own for this case
+  event_pool::release_if_unused(ctx);  // a pool of its own for this case
   stream s = stream::create(ctx);
-  std::promise<void> open;
-  std::shared_future<void> opened = open.get_future().share();
-  REQUIRE(detail::grower_thread().post([opened] { opened.wait(); }));  // the grower waits behind this
   std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
   const long before = test::simulated_live_pinned();
-  { pooled_event e = pool->record(s); }  // its first slot asks the grower for a slab of words
-  event_pool::release_if_unused(ctx);  // returns at once: the growth has not started
-  open.set_value();
-  detail::grower_thread().drain();
-  CHECK(test::simulated_live_pinned() == before);  // no slab was made
-  std::shared_ptr<event_pool> again = event_pool::for_context(ctx);
-  REQUIRE(again == pool);  // still registered (held here)
-  { pooled_event e = again->record(s); }  // its slot, given back without a word, asks again
+  for (bool by_release : {true, false}) {
+    INFO((by_release ? "a primary context's release" : "release_if_unused"));
+    std::promise<void> open;
+    REQUIRE(detail::grower_thread().post([opened = open.get_future().share()] { opened.wait(); }));  // holds it
+    { pooled_event e = pool->record(s); }  // a slot without a word: it asks the grower for a slab of words
+    if (by_release) {
+      primary_context another = primary_context::retain(0);
+    }  // not the last retain: the hook runs all the same
+    else
+      event_pool::release_if_unused(ctx);  // returns at once (the growth has not started); held: not dropped
+    open.set_value();
+    detail::grower_thread().drain();
+    CHECK(test::simulated_live_pinned() == before);  // no slab was made
+  }
+  { pooled_event e = pool->record(s); }  // its slot, given back without a word, asks again
   detail::grower_thread().drain();
   CHECK(test::simulated_live_pinned() == before + 1);  // the slab, this time
   s.synchronize();

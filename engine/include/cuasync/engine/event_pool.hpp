@@ -124,16 +124,16 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! its context, so the pinned words are not left to the context's end (compute-sanitizer counts them as leaked).
   //! A later use of `ctx` makes a new pool. Call while `ctx` is alive. Held still (a completion being delivered as
   //! the runtime goes, the grower's slab on its way), the pool is dropped when the last such holder lets go through
-  //! `let_go` (loans and admission tickets do): not left to the context's end. Unless a runtime still uses the pool
-  //! (`add_user`), its background work (a slab of host words, a runtime's prepared slots) is stopped first: a task
-  //! not started yet does nothing, one running is waited for. A caller that used the engine without a runtime calls
-  //! it before letting `ctx` go too: a slab the grower zeroes while the context's release frees it is a write into
-  //! freed memory (seen under ASan in a child that released its primary context with a growth pending).
+  //! `let_go` (loans and admission tickets do): not left to the context's end. Its background work is settled first
+  //! (`settle_background`).
   static void release_if_unused(context_ref ctx) noexcept;
-  //! A runtime's claim on the pool for its life: `release_if_unused` stops the pool's background work only when no
-  //! claim is left. Never throws.
-  void add_user() noexcept { users_.fetch_add(1, std::memory_order_relaxed); }
-  void remove_user() noexcept { users_.fetch_sub(1, std::memory_order_relaxed); }
+  //! The background work for the pool of `ctx` (a slab of host words, a runtime's prepared slots) that is queued on
+  //! the grower does nothing when it runs, and the work running is waited for; a pool still in use asks again as it
+  //! needs. Runs before cuasync releases a primary context (`primary_context`'s destructor, through the driver's
+  //! release hook) and in `release_if_unused`: a slab the grower zeroed while the context's release freed it was a
+  //! write into freed memory (ASan, a child that released its primary context right after a first record). A caller
+  //! that destroys a context of its own that it used the engine on calls `release_if_unused` first. Never throws.
+  static void settle_background(CUcontext ctx) noexcept;
   //! Lets go of `pool`: the last reference after a `release_if_unused` that found the pool held drops it (as that
   //! call would have). cuasync's own holders (loans, tickets, the grower's tasks) end this way. Never throws.
   static void let_go(std::shared_ptr<event_pool>&& pool) noexcept;
@@ -195,12 +195,12 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   void take_word(detail::event_slot& slot) noexcept;
   //! On the grower thread (or prepare's): a new slab, allocated outside the lock; idle slots without a word get one.
   void grow_words(std::source_location where) noexcept;
-  //! Background work (the grower's slab, a runtime's prepare) starts with begin_background, which refuses once
-  //! release_if_unused stopped it, and ends with end_background. Under mutex_.
-  bool begin_background_locked() noexcept;
+  //! Background work (the grower's slab, a runtime's prepare) starts with begin_background, which refuses work asked
+  //! for before the last settle (`epoch`: background_epoch_ when it was asked for), and ends with end_background.
+  //! Under mutex_.
+  bool begin_background_locked(std::uint64_t epoch) noexcept;
   void end_background_locked() noexcept;
-  //! release_if_unused: no background work after this returns (unless the pool is handed out again).
-  void stop_background() noexcept;
+  void settle_background() noexcept;
   //! release_if_unused's work: `only`, when given, is the pool a late holder let go of (another may be registered
   //! for the context by now); `known_alive`: the caller holds the context.
   static void drop_if_unused(CUcontext ctx, const event_pool* only, bool known_alive) noexcept;
@@ -209,9 +209,10 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   unsigned long long id_;
   bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
   std::atomic<bool> release_when_unused_{false};  // release_if_unused found it held: its last holder drops it
-  std::atomic<std::uint32_t> users_{0};            // runtimes using the pool (add_user)
-  std::atomic<bool> background_stopped_{false};    // written under mutex_; read alone by for_context first
-  bool background_running_ = false;                // under mutex_
+  std::uint64_t background_epoch_ = 0;  // under mutex_: one more at each settle; older asks do nothing
+  std::uint64_t prepare_epoch_ = 0;     // under mutex_: the epoch expect_prepare's promise was made in
+  bool prepare_promised_ = false;       // under mutex_: expect_prepare was called, prepare not yet
+  bool background_running_ = false;     // under mutex_
   std::condition_variable background_done_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<detail::event_slot>> slots_;  // every slot this pool made
