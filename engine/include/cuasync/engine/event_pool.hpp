@@ -195,6 +195,8 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   void take_word(detail::event_slot& slot) noexcept;
   //! On the grower thread (or prepare's): a new slab, allocated outside the lock; idle slots without a word get one.
   void grow_words(std::source_location where) noexcept;
+  //! The grower's task: grow_words, unless the pool's background work was settled since `epoch` (when it was asked).
+  void grow_in_background(std::uint64_t epoch) noexcept;
   //! Background work (the grower's slab, a runtime's prepare) starts with begin_background, which refuses work asked
   //! for before the last settle (`epoch`: background_epoch_ when it was asked for), and ends with end_background.
   //! Under mutex_.
