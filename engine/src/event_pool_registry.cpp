@@ -61,8 +61,31 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
 }
 
 void event_pool::release_if_unused(context_ref ctx) noexcept {
+  {
+    registry& r = the_registry();
+    std::lock_guard lock(r.mutex);
+    const auto it = r.pools.find(ctx.get());
+    if (it != r.pools.end() && it->second.pool && it->second.pool->runtimes_ != 0) return;  // a runtime uses it
+  }
   settle_background(ctx.get());
   drop_if_unused(ctx.get(), nullptr, true);
+}
+
+void event_pool::runtime_joined(event_pool& pool) noexcept {
+  std::lock_guard lock(the_registry().mutex);  // drop_if_unused reads runtimes_ and marks under it
+  ++pool.runtimes_;
+  pool.release_when_unused_.store(false, std::memory_order_relaxed);  // marked by another's going: kept
+}
+
+void event_pool::runtime_left(std::shared_ptr<event_pool>&& pool, context_ref ctx) noexcept {
+  if (!pool) return;
+  bool last = false;
+  {
+    std::lock_guard lock(the_registry().mutex);
+    last = pool->runtimes_ != 0 && --pool->runtimes_ == 0;
+  }
+  pool.reset();
+  if (last) release_if_unused(ctx);
 }
 
 void event_pool::settle_background(CUcontext ctx) noexcept {
@@ -82,6 +105,7 @@ void event_pool::drop_if_unused(CUcontext ctx, const event_pool* only, bool know
   auto it = r.pools.find(ctx);
   if (it == r.pools.end() || !it->second.pool || (only && it->second.pool.get() != only)) return;
   event_pool& p = *it->second.pool;
+  if (p.runtimes_ != 0) return;  // a runtime joined since: it lets the pool go when it goes
   const admission_limits defaults;
   if (p.limit_stream_.load() != defaults.per_stream || p.limit_context_.load() != defaults.per_context) return;
   // Nobody can take a new reference meanwhile: they come from the registry, under its lock.

@@ -68,6 +68,7 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     reserve_pageable_staging();
   }
   if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
+  event_pool::runtime_joined(*events_);  // last: a constructor that threw never joined
 }
 
 void device_runtime::reserve_pageable_staging() noexcept {
@@ -107,8 +108,8 @@ device_runtime::~device_runtime() {
     staging_.reset();
     pinned_.reset();
     streams_.reset();
-    events_.reset();
-    event_pool::release_if_unused(ctx_);  // the last user of the context: its events and host words go before it
+    // The context's last runtime: its pool's events and host words go before the context (release_if_unused).
+    event_pool::runtime_left(std::move(events_), ctx_);
   }
   // Done within the bound unless the device never goes idle (the context is then abandoned); an adopted context's
   // owner may destroy it once this returns.

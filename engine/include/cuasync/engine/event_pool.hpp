@@ -137,6 +137,14 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! Lets go of `pool`: the last reference after a `release_if_unused` that found the pool held drops it (as that
   //! call would have). cuasync's own holders (loans, tickets, the grower's tasks) end this way. Never throws.
   static void let_go(std::shared_ptr<event_pool>&& pool) noexcept;
+  //! A runtime uses its context's pool for as long as it lives, and a context may have several: while one does,
+  //! `release_if_unused` leaves the pool alone (not dropped, not marked for its last holder, its background work not
+  //! settled). Another runtime's going marked the pool, and every give-back of the runtime that stayed then took the
+  //! registry's lock (let_go) until a lull dropped the pool under it. `runtime_joined` once the runtime's
+  //! construction can no longer fail; `runtime_left` when it goes, after its members let go of the pool: drops the
+  //! runtime's reference and, when it was the context's last runtime, calls `release_if_unused(ctx)`. Never throw.
+  static void runtime_joined(event_pool& pool) noexcept;
+  static void runtime_left(std::shared_ptr<event_pool>&& pool, context_ref ctx) noexcept;
   //! Pools alive in the process (for tests of teardown).
   static std::size_t live_pools() noexcept;
   //! The awaited operations of `ctx` holding an admission place now (their GPU work not seen done yet), read from the
@@ -211,6 +219,7 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   unsigned long long id_;
   bool context_known_alive_ = false;  // dropped by release_if_unused: the destructor need not ask the driver
   std::atomic<bool> release_when_unused_{false};  // release_if_unused found it held: its last holder drops it
+  std::uint32_t runtimes_ = 0;                    // under the registry's lock: the runtimes using the pool
   std::uint64_t background_epoch_ = 0;  // under mutex_: one more at each settle; older asks do nothing
   std::uint64_t prepare_epoch_ = 0;     // under mutex_: the epoch expect_prepare's promise was made in
   bool prepare_promised_ = false;       // under mutex_: expect_prepare was called, prepare not yet
