@@ -52,8 +52,10 @@ TEST_CASE("with the engine linked, GPU spans are read by its poller thread and n
   stream a = stream::create(ctx);
   trace::clear();
   trace::enable({.output = {}, .max_records = 1000});
-  launch(a, sleep, {.grid = 1, .block = 1}, 10u);  // 10 ms: the poller passes while it runs
-  launch(a, sleep, {.grid = 1, .block = 1}, 1u);   // behind it: starts at its end
+  // 50 ms: the poller passes while it runs, and the second launch is issued before it ends (under TSan the second
+  // call came 15 ms after the first's start, past a 10 ms kernel: it then starts at its own call, not at that end).
+  launch(a, sleep, {.grid = 1, .block = 1}, 50u);
+  launch(a, sleep, {.grid = 1, .block = 1}, 1u);  // behind it: starts at its end
   a.synchronize();
   const std::vector<trace::span> spans = test::gpu_launch_spans();
   const std::vector<std::string> names = thread_names();
