@@ -139,8 +139,8 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   static void let_go(std::shared_ptr<event_pool>&& pool) noexcept;
   //! A runtime uses its context's pool for as long as it lives, and a context may have several: while one does,
   //! `release_if_unused` leaves the pool alone (not dropped, not marked for its last holder, its background work not
-  //! settled). Another runtime's going marked the pool, and every give-back of the runtime that stayed then took the
-  //! registry's lock (let_go) until a lull dropped the pool under it. `runtime_joined` once the runtime's
+  //! settled): the runtime that stays keeps its coming host words, and its give-backs take no registry lock
+  //! (`let_go` of a marked pool does). `runtime_joined` once the runtime's
   //! construction can no longer fail; `runtime_left` when it goes, after its members let go of the pool: drops the
   //! runtime's reference and, when it was the context's last runtime, calls `release_if_unused(ctx)`. Never throw.
   static void runtime_joined(event_pool& pool) noexcept;
