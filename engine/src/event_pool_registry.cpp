@@ -61,12 +61,6 @@ std::shared_ptr<event_pool> event_pool::for_context(context_ref ctx, std::source
 }
 
 void event_pool::release_if_unused(context_ref ctx) noexcept {
-  {
-    registry& r = the_registry();
-    std::lock_guard lock(r.mutex);
-    const auto it = r.pools.find(ctx.get());
-    if (it != r.pools.end() && it->second.pool && it->second.pool->runtimes_ != 0) return;  // a runtime uses it
-  }
   settle_background(ctx.get());
   drop_if_unused(ctx.get(), nullptr, true);
 }
@@ -93,7 +87,10 @@ void event_pool::settle_background(CUcontext ctx) noexcept {
   {
     registry& r = the_registry();
     std::lock_guard lock(r.mutex);
-    if (auto it = r.pools.find(ctx); it != r.pools.end()) pool = it->second.pool;
+    // A pool a runtime uses is left alone: the runtime keeps its context (a primary context's release, such as
+    // device::memory_info's, is then not the last) and settles the pool as it goes.
+    if (auto it = r.pools.find(ctx); it != r.pools.end() && it->second.pool && it->second.pool->runtimes_ == 0)
+      pool = it->second.pool;
   }
   if (pool) pool->settle_background();  // outside the registry's lock; the reference goes as a plain one
 }

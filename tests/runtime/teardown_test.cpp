@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // State that lives as long as what it describes: runtimes and contexts created and torn down again and again leave
 // no event pools behind and keep host memory flat.
+#include <cuasync/driver/blocking_free.hpp>
 #include <cuasync/driver/detail/grower.hpp>
 #include <cuasync/engine/completion_callbacks.hpp>
 #include <cuasync/engine/cuda_completion_source.hpp>
@@ -149,33 +150,51 @@ TEST_CASE("a loan still out as the last runtime goes: the event pool goes with t
 // Two runtimes of one context: the one that goes first leaves the pool to the other. Its going settled the pool's
 // background work (the other's slab of host words, asked for and queued, never came: its waits went by event queries)
 // and marked the pool for its last holder, so that each give-back of the runtime that stayed took the registry's lock.
+// On the primary context the first runtime's going also releases its retain, which is not the last: that release
+// left the pool alone too.
 TEST_CASE("a runtime that goes while another of its context stays leaves the pool to it",
           "[.simulated][runtime][teardown][cold]") {
   CUASYNC_SIMULATED_ONLY();
   const auto& d = detail::driver();
-  CUcontext raw = created_context();
-  const std::size_t pools = event_pool::live_pools();
-  auto stays = device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
-  auto goes = device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
-  REQUIRE(stays->events() == goes->events());
-  REQUIRE(event_pool::live_pools() == pools + 1);
-  detail::grower_thread().drain();
-  const long pinned = test::simulated_live_pinned();
-  std::promise<void> open;
-  REQUIRE(detail::grower_thread().post([opened = open.get_future().share()] { opened.wait(); }));  // holds it
-  stream_ref s = stays->streams().next();
-  { pooled_event e = stays->events()->record(s); }  // a slot without a word: the grower is asked for a slab
-  goes.reset();
-  open.set_value();
-  detail::grower_thread().drain();
-  CHECK(test::simulated_live_pinned() == pinned + 1);  // the slab came
-  CHECK(event_pool::live_pools() == pools + 1);
-  s.synchronize();
-  stays.reset();  // the last runtime: the pool and its slab go before the context
-  detail::grower_thread().drain();
-  CHECK(event_pool::live_pools() == pools);
-  CHECK(test::simulated_live_pinned() == pinned);
-  detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
+  for (bool primary : {false, true}) {
+    INFO((primary ? "the primary context, runtimes made by create" : "a created context, runtimes adopting it"));
+    std::optional<primary_context> kept;
+    CUcontext raw = nullptr;
+    if (primary) {
+      kept.emplace(primary_context::retain(0));
+      event_pool::release_if_unused(*kept);  // a pool of its own for this case
+    } else {
+      raw = created_context();
+    }
+    const std::size_t pools = event_pool::live_pools();
+    auto make = [&] {
+      return primary ? device_runtime::create(0, {.streams_per_priority = 1})
+                     : device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
+    };
+    auto stays = make();
+    auto goes = make();
+    REQUIRE(stays->events() == goes->events());
+    REQUIRE(stays->events()->created() == 0);  // a new pool: its first slot asks for a slab
+    REQUIRE(event_pool::live_pools() == pools + 1);
+    detail::grower_thread().drain();
+    drain_deferred_frees();  // what earlier cases left to the reaper is not counted as this case's
+    const long pinned = test::simulated_live_pinned();
+    std::promise<void> open;
+    REQUIRE(detail::grower_thread().post([opened = open.get_future().share()] { opened.wait(); }));  // holds it
+    stream_ref s = stays->streams().next();
+    { pooled_event e = stays->events()->record(s); }  // a slot without a word: the grower is asked for a slab
+    goes.reset();
+    open.set_value();
+    detail::grower_thread().drain();
+    CHECK(test::simulated_live_pinned() == pinned + 1);  // the slab came
+    CHECK(event_pool::live_pools() == pools + 1);
+    s.synchronize();
+    stays.reset();  // the last runtime: the pool and its slab go before the context
+    detail::grower_thread().drain();
+    CHECK(event_pool::live_pools() == pools);
+    CHECK(test::simulated_live_pinned() == pinned);
+    if (raw) detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
+  }
 }
 
 // [timing]: 1,020 runtimes created and destroyed, each with a wait.

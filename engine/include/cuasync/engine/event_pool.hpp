@@ -132,7 +132,9 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! needs. Runs before cuasync releases a primary context (`primary_context`'s destructor, through the driver's
   //! release hook) and in `release_if_unused`: a slab the grower zeroed while the context's release freed it was a
   //! write into freed memory (ASan, a child that released its primary context right after a first record). A caller
-  //! that destroys a context of its own that it used the engine on calls `release_if_unused` first. Never throws.
+  //! that destroys a context of its own that it used the engine on calls `release_if_unused` first. A pool that a
+  //! runtime uses is left alone (`runtime_joined`): the runtime keeps its context, so a primary context's release
+  //! meanwhile (a `device::memory_info`) is not the last, and the runtime settles the pool as it goes. Never throws.
   static void settle_background(CUcontext ctx) noexcept;
   //! Lets go of `pool`: the last reference after a `release_if_unused` that found the pool held drops it (as that
   //! call would have). cuasync's own holders (loans, tickets, the grower's tasks) end this way. Never throws.
