@@ -17,8 +17,8 @@
 #include "simulated_driver.hpp"
 
 #include <atomic>
-#include <future>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -49,7 +49,8 @@ TEST_CASE("context second life child", "[.context_second_life_child]") {
     pool->record(s).query();  // the pool now owns an event of this life
     s.synchronize();
     first_pool = pool;
-  }  // (the release settles the pool's growth that the record asked for: the pool stays registered, held above)  // the last retain is released: the context is gone; no sweep happens between here and the next for_context
+  }  // the last retain is released: the context is gone; no sweep happens between here and the next for_context (the
+     // release settled the pool's growth that the record asked for; the pool stays registered, held above)
   primary_context ctx = primary_context::retain(0);
   std::printf("CHILD same_handle=%d new_id=%d\n", ctx.get() == first_handle, ctx.id() != first_id);
   std::shared_ptr<event_pool> pool = event_pool::for_context(ctx);
@@ -147,7 +148,7 @@ TEST_CASE("a pool's queued growth is settled by a primary context's release and 
     { pooled_event e = pool->record(s); }  // a slot without a word: it asks the grower for a slab of words
     if (by_release) {
       primary_context another = primary_context::retain(0);
-    }  // not the last retain: the hook runs all the same
+    }  // not the last retain: the hook runs all the same (no runtime uses the pool)
     else
       event_pool::release_if_unused(ctx);  // returns at once (the growth has not started); held: not dropped
     open.set_value();
