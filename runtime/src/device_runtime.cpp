@@ -45,6 +45,19 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
   whole_block_bound_from_environment(options_.pageable);
   event_pool::sweep();  // state of contexts that are gone (a new runtime is a good moment to let it go)
   events_ = event_pool::for_context(ctx_, where);
+  try {
+    set_up(where);
+  } catch (...) {
+    // What it queued on the grower (its first events' slab, the pinned reservation) ends with it, and the pool it
+    // made for the context goes as with a runtime's going: left in the registry, it kept its events and a slab of
+    // pinned words until another runtime of the context came and went, or the context's end.
+    tear_down(false);
+    throw;
+  }
+  event_pool::runtime_joined(*events_);  // last: a constructor that threw never joined
+}
+
+void device_runtime::set_up(std::source_location where) {
   if (options_.admission) events_->set_admission_limits(*options_.admission);
   streams_ = std::make_unique<stream_pool>(ctx_, options_.streams_per_priority, where, owned_);
   pinned_ = std::make_shared<pinned_pool>(ctx_, events_, options_.pinned_cap_bytes, owned_);
@@ -68,7 +81,6 @@ device_runtime::device_runtime(primary_context owned, context_ref ctx, device_ru
     reserve_pageable_staging();
   }
   if (options_.warm_up_staging || warm_up_from_environment()) warm_up_staging({}, where);
-  event_pool::runtime_joined(*events_);  // last: a constructor that threw never joined
 }
 
 void device_runtime::reserve_pageable_staging() noexcept {
@@ -97,7 +109,9 @@ void device_runtime::warm_up_staging(std::vector<std::size_t> pinned_sizes, std:
   if (!pinned_sizes.empty()) pinned_->reserve_async(std::move(pinned_sizes));
 }
 
-device_runtime::~device_runtime() {
+device_runtime::~device_runtime() { tear_down(true); }
+
+void device_runtime::tear_down(bool joined) noexcept {
   // Members first (streams, pools), then the context: release owned_ last, then forget pools of dead contexts.
   {
     // cuMemFreeHost and cuMemFree wait for the whole device to be idle, which a kernel that never ends never lets
@@ -109,7 +123,12 @@ device_runtime::~device_runtime() {
     pinned_.reset();
     streams_.reset();
     // The context's last runtime: its pool's events and host words go before the context (release_if_unused).
-    event_pool::runtime_left(std::move(events_), ctx_);
+    if (joined) {
+      event_pool::runtime_left(std::move(events_), ctx_);
+    } else {
+      events_.reset();
+      event_pool::release_if_unused(ctx_);  // left alone while another runtime of the context uses the pool
+    }
   }
   // Done within the bound unless the device never goes idle (the context is then abandoned); an adopted context's
   // owner may destroy it once this returns.

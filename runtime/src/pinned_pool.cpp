@@ -115,6 +115,9 @@ pinned_pool::~pinned_pool() {
   deferred_until_scope teardown([ctx = ctx_.get()] { return event_pool::quiet_in(ctx); });
   idle_.clear();
   pending_.clear();
+  // Maybe the pool's last holder (a reservation task on the grower outlived its runtime): a pool its runtime's going
+  // left for its last holder goes now, not at the context's end.
+  event_pool::let_go(std::move(events_));
 }
 
 std::size_t pinned_pool::size_class(std::size_t bytes) noexcept {

@@ -138,8 +138,11 @@ std::size_t mark_destroyed(const staged_copier* c) noexcept {
 staged_copier::~staged_copier() {
   // Called from one of its own callbacks, this thread's run() frames are not waited for (they would never end).
   const std::size_t here = mark_destroyed(this);
-  std::unique_lock lock(mutex_);
-  idle_cv_.wait(lock, [&] { return jobs_.empty() && running_ == here; });
+  {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return jobs_.empty() && running_ == here; });
+  }
+  event_pool::let_go(std::move(events_));  // maybe the pool's last holder (see pinned_pool's destructor)
 }
 
 void staged_copier::start_to_device(stream_ref s, device_span dst, std::span<const std::byte> src,

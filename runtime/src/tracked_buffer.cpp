@@ -25,6 +25,7 @@ tracked_buffer tracked_buffer::allocate(device_runtime& rt, stream_ref home, std
 tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
   if (this != &o) {
     free_nothrow();
+    event_pool::let_go(std::move(events_));  // maybe the pool's last holder (see the destructor)
     events_ = std::move(o.events_);
     home_ = o.home_;
     ptr_ = std::exchange(o.ptr_, 0);
@@ -37,7 +38,11 @@ tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
   return *this;
 }
 
-tracked_buffer::~tracked_buffer() { free_nothrow(); }
+tracked_buffer::~tracked_buffer() {
+  free_nothrow();
+  // A buffer kept after its runtime went may be its context's pool's last holder: the pool goes with it.
+  event_pool::let_go(std::move(events_));
+}
 
 void tracked_buffer::wait_for(stream_ref s, stream_use& u, std::source_location where) {
   if (u.stream == s) return;  // same stream: stream order already covers it

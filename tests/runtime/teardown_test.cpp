@@ -197,6 +197,52 @@ TEST_CASE("a runtime that goes while another of its context stays leaves the poo
   }
 }
 
+// A runtime whose construction fails after it has handed work to the background (its first events' slab and the
+// pinned reservation, queued on the grower; a bad staging ring refused by the warm-up after them): what it queued
+// ends with it. Nothing of it is left (no pool, no pinned memory, once the grower and the reaper are done), and the
+// context's next runtime works.
+TEST_CASE("a runtime whose construction fails after its background work was queued leaves nothing behind",
+          "[.simulated][runtime][teardown][cold]") {
+  CUASYNC_SIMULATED_ONLY();
+  const auto& d = detail::driver();
+  device_runtime_options broken{.streams_per_priority = 1};
+  broken.staging.chunks = 1;  // refused by the staging ring: "needs at least 2 chunks"
+  broken.reserve_pageable_staging = true;
+  broken.warm_up_staging = true;
+  for (bool primary : {false, true}) {
+    INFO((primary ? "the primary context, runtimes made by create" : "a created context, runtimes adopting it"));
+    std::optional<primary_context> kept;
+    CUcontext raw = nullptr;
+    if (primary) {
+      kept.emplace(primary_context::retain(0));
+      event_pool::release_if_unused(*kept);  // a pool of its own for this case
+    } else {
+      raw = created_context();
+    }
+    detail::grower_thread().drain();
+    drain_deferred_frees();  // what earlier cases left to the reaper is not counted as this case's
+    const std::size_t pools = event_pool::live_pools();
+    const long pinned = test::simulated_live_pinned();
+    auto make = [&](const device_runtime_options& o) {
+      return primary ? device_runtime::create(0, o) : device_runtime::adopt(context_ref::adopt(raw), o);
+    };
+    CHECK_THROWS_AS(make(broken), cuda_error);
+    detail::grower_thread().drain();
+    drain_deferred_frees();
+    CHECK(event_pool::live_pools() == pools);
+    CHECK(test::simulated_live_pinned() == pinned);
+    {
+      auto rt = make({.streams_per_priority = 1});
+      use(*rt);
+    }
+    detail::grower_thread().drain();
+    drain_deferred_frees();
+    CHECK(event_pool::live_pools() == pools);
+    CHECK(test::simulated_live_pinned() == pinned);
+    if (raw) detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
+  }
+}
+
 // [timing]: 1,020 runtimes created and destroyed, each with a wait.
 TEST_CASE("1,000 runtimes on the primary context come and go: one event pool, host memory flat",
           "[runtime][gpu][teardown][timing]") {

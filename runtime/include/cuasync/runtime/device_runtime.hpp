@@ -115,6 +115,11 @@ class device_runtime : public std::enable_shared_from_this<device_runtime> {
 
  private:
   device_runtime(primary_context owned, context_ref ctx, device_runtime_options options, std::source_location where);
+  // Lets go of the members, the event pool and the context, in that order: the destructor's work, and a failed
+  // constructor's (`joined` false: the runtime never counted itself among the pool's users).
+  void tear_down(bool joined) noexcept;
+  // The constructor's steps after the event pool: streams, pools, the reservation and the warm-up (any may throw).
+  void set_up(std::source_location where);
 
   device_runtime_options options_;
   // The primary context's retain (empty for an adopted context), shared with the stream pool's leases and the
