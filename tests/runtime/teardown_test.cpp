@@ -66,6 +66,32 @@ CUcontext created_context() {
   d.cuCtxPopCurrent(&popped);
   return raw;
 }
+
+// The two ways a context's runtimes come, for the cases that run on both: the primary context (runtimes made by
+// `create`, with a retain of the case's own so that the context outlives them) or a context of the case's own
+// (runtimes adopting it), destroyed at the end.
+struct runtimes_of_a_context {
+  bool primary;
+  std::optional<primary_context> kept;
+  CUcontext raw = nullptr;
+  explicit runtimes_of_a_context(bool on_primary) : primary(on_primary) {
+    if (primary) {
+      kept.emplace(primary_context::retain(0));
+      event_pool::release_if_unused(*kept);  // a pool of its own for this case
+    } else {
+      raw = created_context();
+    }
+  }
+  ~runtimes_of_a_context() {
+    if (raw) (void)detail::driver().cuCtxDestroy(raw);
+  }
+  const char* what() const {
+    return primary ? "the primary context, runtimes made by create" : "a created context, runtimes adopting it";
+  }
+  std::shared_ptr<device_runtime> make(const device_runtime_options& o = {.streams_per_priority = 1}) const {
+    return primary ? device_runtime::create(0, o) : device_runtime::adopt(context_ref::adopt(raw), o);
+  }
+};
 }  // namespace
 
 // [timing]: 1,020 contexts created and destroyed, each with a runtime and a wait.
@@ -155,24 +181,12 @@ TEST_CASE("a loan still out as the last runtime goes: the event pool goes with t
 TEST_CASE("a runtime that goes while another of its context stays leaves the pool to it",
           "[.simulated][runtime][teardown][cold]") {
   CUASYNC_SIMULATED_ONLY();
-  const auto& d = detail::driver();
   for (bool primary : {false, true}) {
-    INFO((primary ? "the primary context, runtimes made by create" : "a created context, runtimes adopting it"));
-    std::optional<primary_context> kept;
-    CUcontext raw = nullptr;
-    if (primary) {
-      kept.emplace(primary_context::retain(0));
-      event_pool::release_if_unused(*kept);  // a pool of its own for this case
-    } else {
-      raw = created_context();
-    }
+    const runtimes_of_a_context c(primary);
+    INFO(c.what());
     const std::size_t pools = event_pool::live_pools();
-    auto make = [&] {
-      return primary ? device_runtime::create(0, {.streams_per_priority = 1})
-                     : device_runtime::adopt(context_ref::adopt(raw), {.streams_per_priority = 1});
-    };
-    auto stays = make();
-    auto goes = make();
+    auto stays = c.make();
+    auto goes = c.make();
     REQUIRE(stays->events() == goes->events());
     REQUIRE(stays->events()->created() == 0);  // a new pool: its first slot asks for a slab
     REQUIRE(event_pool::live_pools() == pools + 1);
@@ -193,7 +207,6 @@ TEST_CASE("a runtime that goes while another of its context stays leaves the poo
     detail::grower_thread().drain();
     CHECK(event_pool::live_pools() == pools);
     CHECK(test::simulated_live_pinned() == pinned);
-    if (raw) detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
   }
 }
 
@@ -204,42 +217,30 @@ TEST_CASE("a runtime that goes while another of its context stays leaves the poo
 TEST_CASE("a runtime whose construction fails after its background work was queued leaves nothing behind",
           "[.simulated][runtime][teardown][cold]") {
   CUASYNC_SIMULATED_ONLY();
-  const auto& d = detail::driver();
   device_runtime_options broken{.streams_per_priority = 1};
   broken.staging.chunks = 1;  // refused by the staging ring: "needs at least 2 chunks"
   broken.reserve_pageable_staging = true;
   broken.warm_up_staging = true;
   for (bool primary : {false, true}) {
-    INFO((primary ? "the primary context, runtimes made by create" : "a created context, runtimes adopting it"));
-    std::optional<primary_context> kept;
-    CUcontext raw = nullptr;
-    if (primary) {
-      kept.emplace(primary_context::retain(0));
-      event_pool::release_if_unused(*kept);  // a pool of its own for this case
-    } else {
-      raw = created_context();
-    }
+    const runtimes_of_a_context c(primary);
+    INFO(c.what());
     detail::grower_thread().drain();
     drain_deferred_frees();  // what earlier cases left to the reaper is not counted as this case's
     const std::size_t pools = event_pool::live_pools();
     const long pinned = test::simulated_live_pinned();
-    auto make = [&](const device_runtime_options& o) {
-      return primary ? device_runtime::create(0, o) : device_runtime::adopt(context_ref::adopt(raw), o);
-    };
-    CHECK_THROWS_AS(make(broken), cuda_error);
+    CHECK_THROWS_AS(c.make(broken), cuda_error);
     detail::grower_thread().drain();
     drain_deferred_frees();
     CHECK(event_pool::live_pools() == pools);
     CHECK(test::simulated_live_pinned() == pinned);
     {
-      auto rt = make({.streams_per_priority = 1});
+      auto rt = c.make();
       use(*rt);
     }
     detail::grower_thread().drain();
     drain_deferred_frees();
     CHECK(event_pool::live_pools() == pools);
     CHECK(test::simulated_live_pinned() == pinned);
-    if (raw) detail::check(d.cuCtxDestroy(raw), "cuCtxDestroy", std::source_location::current());
   }
 }
 
