@@ -40,7 +40,8 @@ tracked_buffer& tracked_buffer::operator=(tracked_buffer&& o) noexcept {
 
 tracked_buffer::~tracked_buffer() {
   free_nothrow();
-  // A buffer kept after its runtime went may be its context's pool's last holder: the pool goes with it.
+  // Its context's pool's last holder only when destroyed after its runtime (against the documented order): the pool
+  // then goes with it rather than at the context's end.
   event_pool::let_go(std::move(events_));
 }
 

@@ -137,7 +137,8 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   //! meanwhile (a `device::memory_info`) is not the last, and the runtime settles the pool as it goes. Never throws.
   static void settle_background(CUcontext ctx) noexcept;
   //! Lets go of `pool`: the last reference after a `release_if_unused` that found the pool held drops it (as that
-  //! call would have). cuasync's own holders (loans, tickets, the grower's tasks) end this way. Never throws.
+  //! call would have). cuasync's own holders (loans, tickets, the grower's tasks, a runtime's pinned pool, staging ring
+  //! and tracked buffers) end this way. Never throws.
   static void let_go(std::shared_ptr<event_pool>&& pool) noexcept;
   //! A runtime uses its context's pool for as long as it lives, and a context may have several: while one does,
   //! `release_if_unused` leaves the pool alone (not dropped, not marked for its last holder, its background work not
